@@ -1,0 +1,301 @@
+//! One error type for every phase of saql, each variant carrying what the user needs to fix
+//! the problem: a SQLSTATE code, and where it applies a position in the statement or a line of
+//! input.
+
+use std::fmt;
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Where in a statement an error applies: a 1-based line and column, plus the byte offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Location {
+    /// 1-based line.
+    pub line: u64,
+    /// 1-based column, counted in characters.
+    pub column: u64,
+}
+
+/// An error, by the phase that raised it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The statement does not parse (SQLSTATE 42601).
+    #[error("{message}")]
+    Parse {
+        /// What is wrong, lowercase, no trailing period.
+        message: String,
+        /// Where the offending token starts, when known.
+        location: Option<Location>,
+    },
+    /// A stream, query or other named object does not exist (42P01) or already exists (42P07).
+    #[error("{message}")]
+    Catalog {
+        /// SQLSTATE: 42P01 undefined, 42P07 duplicate.
+        sqlstate: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// The statement parses but cannot be planned (unknown column 42703, type mismatch 42804).
+    #[error("{message}")]
+    Plan {
+        /// SQLSTATE.
+        sqlstate: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// The statement asks for something saql does not do yet (0A000).
+    #[error("{0}")]
+    NotSupported(String),
+    /// An input value or row was rejected (22P02 bad value, 22007 bad timestamp,
+    /// 22003 out of range, 22023 bad parameter, 23502 null in NOT NULL column).
+    #[error("{}", render_input(.message, .line, .column))]
+    InvalidInput {
+        /// SQLSTATE.
+        sqlstate: &'static str,
+        /// What is wrong with the value.
+        message: String,
+        /// 1-based line (COPY) or row (INSERT) of the input, when known.
+        line: Option<u64>,
+        /// The column the value was meant for.
+        column: Option<String>,
+    },
+    /// Evaluation failed while processing accepted data.
+    #[error("{0}")]
+    Execution(String),
+    /// The operation was canceled by the client (57014).
+    #[error("canceling statement due to user request")]
+    Canceled,
+    /// A configured limit was reached (53000 class).
+    #[error("{0}")]
+    ResourceLimit(String),
+    /// Reading or writing the data directory failed (58030).
+    #[error("{context}: {source}")]
+    Io {
+        /// What saql was doing.
+        context: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// An error raised inside DataFusion or Arrow that has no better home.
+    #[error("{0}")]
+    Internal(String),
+}
+
+fn render_input(message: &str, line: &Option<u64>, column: &Option<String>) -> String {
+    let mut out = message.to_string();
+    if let Some(column) = column {
+        out.push_str(&format!(", column \"{column}\""));
+    }
+    if let Some(line) = line {
+        out.push_str(&format!(", line {line}"));
+    }
+    out
+}
+
+impl Error {
+    /// The SQLSTATE code that the server reports for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            Error::Parse { .. } => "42601",
+            Error::Catalog { sqlstate, .. } => sqlstate,
+            Error::Plan { sqlstate, .. } => sqlstate,
+            Error::NotSupported(_) => "0A000",
+            Error::InvalidInput { sqlstate, .. } => sqlstate,
+            Error::Execution(_) => "XX000",
+            Error::Canceled => "57014",
+            Error::ResourceLimit(_) => "53000",
+            Error::Io { .. } => "58030",
+            Error::Internal(_) => "XX000",
+        }
+    }
+
+    /// A syntax error at a location.
+    pub fn parse(message: impl Into<String>, location: Option<Location>) -> Self {
+        Error::Parse {
+            message: message.into(),
+            location,
+        }
+    }
+
+    /// An unknown stream or query.
+    pub fn undefined(kind: &str, name: &str) -> Self {
+        Error::Catalog {
+            sqlstate: "42P01",
+            message: format!("{kind} \"{name}\" does not exist"),
+        }
+    }
+
+    /// A name that is already taken.
+    pub fn duplicate(kind: &str, name: &str) -> Self {
+        Error::Catalog {
+            sqlstate: "42P07",
+            message: format!("{kind} \"{name}\" already exists"),
+        }
+    }
+
+    /// A planning error with SQLSTATE 42601-class semantics chosen by the caller.
+    pub fn plan(sqlstate: &'static str, message: impl Into<String>) -> Self {
+        Error::Plan {
+            sqlstate,
+            message: message.into(),
+        }
+    }
+
+    /// A rejected input value.
+    pub fn invalid_input(sqlstate: &'static str, message: impl Into<String>) -> Self {
+        Error::InvalidInput {
+            sqlstate,
+            message: message.into(),
+            line: None,
+            column: None,
+        }
+    }
+
+    /// Attach a line number to an input error (other errors pass through unchanged).
+    pub fn at_line(self, at: u64) -> Self {
+        match self {
+            Error::InvalidInput {
+                sqlstate,
+                message,
+                line: None,
+                column,
+            } => Error::InvalidInput {
+                sqlstate,
+                message,
+                line: Some(at),
+                column,
+            },
+            other => other,
+        }
+    }
+
+    /// Attach a column name to an input error (other errors pass through unchanged).
+    pub fn in_column(self, name: &str) -> Self {
+        match self {
+            Error::InvalidInput {
+                sqlstate,
+                message,
+                line,
+                column: None,
+            } => Error::InvalidInput {
+                sqlstate,
+                message,
+                line,
+                column: Some(name.to_string()),
+            },
+            other => other,
+        }
+    }
+
+    /// The location of a parse error, when known.
+    pub fn location(&self) -> Option<Location> {
+        match self {
+            Error::Parse { location, .. } => *location,
+            _ => None,
+        }
+    }
+
+    /// An I/O error with what saql was doing.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+impl From<datafusion::error::DataFusionError> for Error {
+    fn from(e: datafusion::error::DataFusionError) -> Self {
+        use datafusion::error::DataFusionError as D;
+        match e {
+            D::SQL(e, _) => Error::parse(e.to_string(), None),
+            D::SchemaError(e, _) => {
+                let message = e.to_string();
+                let sqlstate = if message.contains("not found") || message.contains("No field") {
+                    "42703"
+                } else {
+                    "42P10"
+                };
+                Error::plan(sqlstate, strip_datafusion_prefix(&message))
+            }
+            D::Plan(m) => Error::plan("42804", strip_datafusion_prefix(&m)),
+            D::NotImplemented(m) => Error::NotSupported(m),
+            D::Context(ctx, inner) => match Error::from(*inner) {
+                Error::Plan { sqlstate, message } => Error::Plan {
+                    sqlstate,
+                    message: format!("{ctx}: {message}"),
+                },
+                other => other,
+            },
+            D::Diagnostic(_, inner) => Error::from(*inner),
+            D::ArrowError(e, _) => Error::Execution(e.to_string()),
+            other => Error::Execution(strip_datafusion_prefix(&other.to_string())),
+        }
+    }
+}
+
+impl From<datafusion::arrow::error::ArrowError> for Error {
+    fn from(e: datafusion::arrow::error::ArrowError) -> Self {
+        Error::Execution(e.to_string())
+    }
+}
+
+fn strip_datafusion_prefix(message: &str) -> String {
+    message
+        .trim_start_matches("Error during planning: ")
+        .trim_start_matches("Schema error: ")
+        .to_string()
+}
+
+/// Renders an error against the statement text: the message, then the offending line with a
+/// caret under the column, as rustc and the regex crate do.
+pub struct WithSource<'a> {
+    /// The error to render.
+    pub error: &'a Error,
+    /// The statement text the error's location refers to.
+    pub source: &'a str,
+}
+
+impl fmt::Display for WithSource<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.error)?;
+        if let Some(loc) = self.error.location() {
+            if let Some(text) = self.source.lines().nth(loc.line.saturating_sub(1) as usize) {
+                let pad = " ".repeat(loc.column.saturating_sub(1) as usize);
+                write!(f, "\n{text}\n{pad}^")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_errors_name_line_and_column() {
+        let e = Error::invalid_input("22P02", "invalid input syntax for type bigint: \"x\"")
+            .in_column("pid")
+            .at_line(3);
+        assert_eq!(e.sqlstate(), "22P02");
+        assert_eq!(
+            e.to_string(),
+            "invalid input syntax for type bigint: \"x\", column \"pid\", line 3"
+        );
+    }
+
+    #[test]
+    fn caret_points_at_the_column() {
+        let e = Error::parse(
+            "expected expression",
+            Some(Location { line: 2, column: 8 }),
+        );
+        let rendered = WithSource {
+            error: &e,
+            source: "SELECT a\nFROM s WHERE",
+        }
+        .to_string();
+        assert_eq!(rendered, "expected expression\nFROM s WHERE\n       ^");
+    }
+}

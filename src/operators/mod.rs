@@ -1,0 +1,52 @@
+//! Incremental operators over Arrow batches. Each continuous query is a chain of them; every
+//! operator implements [`Operator`], keeps its state in Arrow-friendly form and can snapshot and
+//! restore it.
+
+pub mod aggregates;
+pub mod filter;
+pub mod project;
+pub mod session_window;
+mod snapshot;
+pub mod window_aggregate;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+
+use crate::error::Result;
+use crate::time::Watermark;
+
+pub use filter::Filter;
+pub use project::Project;
+pub use session_window::SessionWindow;
+pub use window_aggregate::WindowAggregate;
+
+/// An incremental operator: consumes batches and watermarks, produces batches.
+///
+/// Contract:
+/// - `process_batch` receives rows in arrival order; rows within the watermark bound may be out
+///   of event-time order. It returns the rows it can emit at once (stateless operators emit
+///   everything; windowed ones usually nothing).
+/// - `on_watermark` is called with a watermark that never decreases. The operator emits every
+///   result that the watermark completes (each window exactly once, in window-end order) and
+///   may forget the state behind it. Rows that arrive later for a completed window are counted
+///   in [`Operator::late_rows`] and dropped, never silently.
+/// - `snapshot` captures all state so that `restore` on a freshly planned operator of the same
+///   query continues exactly where the snapshot was taken.
+pub trait Operator: Send {
+    /// A short name for EXPLAIN and metrics.
+    fn name(&self) -> &'static str;
+    /// The schema of the batches this operator emits.
+    fn schema(&self) -> SchemaRef;
+    /// Processes one batch of input rows.
+    fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>>;
+    /// Advances event time to `watermark` and emits what it completes.
+    fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>>;
+    /// Serialises the operator's state.
+    fn snapshot(&mut self) -> Result<Vec<u8>>;
+    /// Replaces the operator's state with a snapshot taken from an operator of the same plan.
+    fn restore(&mut self, snapshot: &[u8]) -> Result<()>;
+    /// Rows dropped because they arrived after their window was emitted.
+    fn late_rows(&self) -> u64 {
+        0
+    }
+}

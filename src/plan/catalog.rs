@@ -1,0 +1,296 @@
+//! The catalog: streams (their Arrow schema, event-time column and watermark delay) and
+//! continuous queries, keyed by normalised name. It persists as the SQL text of the
+//! statements that created it, so the data directory stays readable and diffable.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::sql::sqlparser::ast::{self as sq, Ident, ObjectName, TimezoneInfo};
+
+use crate::error::{Error, Result};
+use crate::sql::interval::parse_duration;
+use crate::sql::{CreateQuery, CreateStream};
+
+/// The name of an identifier as the catalog keys it: unquoted names fold to lower case.
+pub fn normalize(ident: &Ident) -> String {
+    if ident.quote_style.is_some() {
+        ident.value.clone()
+    } else {
+        ident.value.to_lowercase()
+    }
+}
+
+/// The catalog key of a possibly qualified object name (its last part).
+pub fn normalize_object(name: &ObjectName) -> String {
+    name.0
+        .last()
+        .and_then(|p| p.as_ident())
+        .map(normalize)
+        .unwrap_or_default()
+}
+
+/// The event-time column of a stream and how far its watermark trails the largest time seen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventTimeDef {
+    /// Index of the timestamp column.
+    pub column: usize,
+    /// Watermark = largest event time seen - delay.
+    pub delay: Duration,
+}
+
+/// A declared stream.
+#[derive(Debug, Clone)]
+pub struct StreamDef {
+    /// Normalised name.
+    pub name: String,
+    /// Arrow schema of its rows.
+    pub schema: SchemaRef,
+    /// Event time and watermark, if declared.
+    pub event_time: Option<EventTimeDef>,
+    /// After this much processing time without input, the watermark advances by itself.
+    pub idle_timeout: Option<Duration>,
+    /// The statement that created it, for persistence.
+    pub ddl: CreateStream,
+}
+
+/// The Arrow type saql stores for a SQL column type.
+pub fn arrow_type(t: &sq::DataType) -> Result<DataType> {
+    use sq::DataType as S;
+    Ok(match t {
+        S::Bool | S::Boolean => DataType::Boolean,
+        S::SmallInt(_) | S::Int2(_) => DataType::Int16,
+        S::Int(_) | S::Integer(_) | S::Int4(_) | S::Int32 => DataType::Int32,
+        S::BigInt(_) | S::Int8(_) | S::Int64 => DataType::Int64,
+        S::Real | S::Float4 => DataType::Float32,
+        S::Double(_) | S::DoublePrecision | S::Float8 | S::Float64 | S::Float(_) => {
+            DataType::Float64
+        }
+        S::Text | S::Varchar(_) | S::String(_) => DataType::Utf8,
+        S::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => {
+            DataType::Timestamp(TimeUnit::Nanosecond, None)
+        }
+        S::Timestamp(_, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => {
+            DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
+        }
+        other => {
+            return Err(Error::NotSupported(format!(
+                "column type {other} is not supported; use BOOLEAN, SMALLINT, INT, BIGINT, REAL, \
+                 DOUBLE PRECISION, TEXT, TIMESTAMP or TIMESTAMPTZ"
+            )))
+        }
+    })
+}
+
+impl StreamDef {
+    /// Validates a `CREATE STREAM` and builds the stream's definition.
+    pub fn try_new(ddl: &CreateStream) -> Result<StreamDef> {
+        let name = normalize(&ddl.name);
+        if ddl.columns.is_empty() {
+            return Err(Error::plan(
+                "42P16",
+                format!("stream \"{name}\" must have at least one column"),
+            ));
+        }
+        let wm_col = ddl.watermark.as_ref().map(|w| normalize(&w.column));
+        let mut fields = Vec::with_capacity(ddl.columns.len());
+        for c in &ddl.columns {
+            let col = normalize(&c.name);
+            if fields.iter().any(|f: &Field| f.name() == &col) {
+                return Err(Error::plan(
+                    "42701",
+                    format!("column \"{col}\" specified more than once"),
+                ));
+            }
+            if col == "window_start" || col == "window_end" {
+                return Err(Error::plan(
+                    "42939",
+                    format!("column name \"{col}\" is reserved for window bounds"),
+                ));
+            }
+            let is_event_time = wm_col.as_deref() == Some(col.as_str());
+            fields.push(Field::new(
+                col,
+                arrow_type(&c.data_type)?,
+                !(c.not_null || is_event_time),
+            ));
+        }
+        let schema = Arc::new(Schema::new(fields));
+        let event_time = match &ddl.watermark {
+            None => None,
+            Some(w) => {
+                let col = normalize(&w.column);
+                let (idx, field) = schema.column_with_name(&col).ok_or_else(|| {
+                    Error::plan(
+                        "42703",
+                        format!("watermark column \"{col}\" is not a column of stream \"{name}\""),
+                    )
+                })?;
+                if !matches!(field.data_type(), DataType::Timestamp(_, _)) {
+                    return Err(Error::plan(
+                        "42804",
+                        format!("watermark column \"{col}\" must be TIMESTAMP or TIMESTAMPTZ"),
+                    ));
+                }
+                Some(EventTimeDef {
+                    column: idx,
+                    delay: w.delay,
+                })
+            }
+        };
+        let mut idle_timeout = None;
+        for (k, v) in &ddl.options {
+            match k.as_str() {
+                "idle_timeout" => idle_timeout = Some(parse_duration(v)?),
+                other => {
+                    return Err(Error::plan(
+                        "42601",
+                        format!("unknown stream option \"{other}\"; known options: idle_timeout"),
+                    ))
+                }
+            }
+        }
+        if idle_timeout.is_some() && event_time.is_none() {
+            return Err(Error::plan(
+                "42601",
+                "idle_timeout needs a WATERMARK FOR column",
+            ));
+        }
+        Ok(StreamDef {
+            name,
+            schema,
+            event_time,
+            idle_timeout,
+            ddl: ddl.clone(),
+        })
+    }
+}
+
+/// Streams and continuous queries by name.
+#[derive(Debug, Default, Clone)]
+pub struct Catalog {
+    streams: BTreeMap<String, Arc<StreamDef>>,
+    queries: BTreeMap<String, CreateQuery>,
+}
+
+impl Catalog {
+    /// A stream by normalised name.
+    pub fn stream(&self, name: &str) -> Option<&Arc<StreamDef>> {
+        self.streams.get(name)
+    }
+
+    /// A stream by name, or 42P01.
+    pub fn require_stream(&self, name: &str) -> Result<&Arc<StreamDef>> {
+        self.stream(name).ok_or_else(|| Error::undefined("stream", name))
+    }
+
+    /// All streams in name order.
+    pub fn streams(&self) -> impl Iterator<Item = &Arc<StreamDef>> {
+        self.streams.values()
+    }
+
+    /// A continuous query's definition.
+    pub fn query(&self, name: &str) -> Option<&CreateQuery> {
+        self.queries.get(name)
+    }
+
+    /// All queries in name order.
+    pub fn queries(&self) -> impl Iterator<Item = (&String, &CreateQuery)> {
+        self.queries.iter()
+    }
+
+    /// Whether a stream or query already has this name.
+    pub fn name_taken(&self, name: &str) -> bool {
+        self.streams.contains_key(name) || self.queries.contains_key(name)
+    }
+
+    /// Adds a stream.
+    pub fn add_stream(&mut self, def: StreamDef) -> Result<Arc<StreamDef>> {
+        if self.name_taken(&def.name) {
+            return Err(Error::duplicate("relation", &def.name));
+        }
+        let def = Arc::new(def);
+        self.streams.insert(def.name.clone(), def.clone());
+        Ok(def)
+    }
+
+    /// Removes a stream.
+    pub fn remove_stream(&mut self, name: &str) -> Option<Arc<StreamDef>> {
+        self.streams.remove(name)
+    }
+
+    /// Adds a query.
+    pub fn add_query(&mut self, name: String, def: CreateQuery) -> Result<()> {
+        if self.name_taken(&name) {
+            return Err(Error::duplicate("relation", &name));
+        }
+        self.queries.insert(name, def);
+        Ok(())
+    }
+
+    /// Removes a query.
+    pub fn remove_query(&mut self, name: &str) -> Option<CreateQuery> {
+        self.queries.remove(name)
+    }
+
+    /// The catalog as SQL statements, streams first, each ending with `;` and a newline.
+    pub fn to_sql(&self) -> String {
+        let mut out = String::new();
+        for s in self.streams.values() {
+            out.push_str(&s.ddl.to_string());
+            out.push_str(";\n");
+        }
+        for q in self.queries.values() {
+            out.push_str(&q.to_string());
+            out.push_str(";\n");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::{parse_one, Statement};
+
+    fn stream(sql: &str) -> Result<StreamDef> {
+        match parse_one(sql)? {
+            Statement::CreateStream(cs) => StreamDef::try_new(&cs),
+            _ => panic!("not a stream"),
+        }
+    }
+
+    #[test]
+    fn maps_types_and_event_time() {
+        let s = stream(
+            "CREATE STREAM Events (ts TIMESTAMP, n INT, big BIGINT, x DOUBLE PRECISION, ok BOOLEAN, \
+             t TEXT, tz TIMESTAMPTZ, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)",
+        )
+        .unwrap();
+        assert_eq!(s.name, "events");
+        let types: Vec<_> = s.schema.fields().iter().map(|f| f.data_type().clone()).collect();
+        assert_eq!(types[1], DataType::Int32);
+        assert_eq!(types[2], DataType::Int64);
+        assert_eq!(types[3], DataType::Float64);
+        assert_eq!(types[4], DataType::Boolean);
+        assert_eq!(types[5], DataType::Utf8);
+        assert_eq!(types[6], DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())));
+        assert!(!s.schema.field(0).is_nullable(), "event time is NOT NULL");
+        assert_eq!(s.event_time.unwrap().delay, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn rejects_bad_definitions() {
+        let e = stream("CREATE STREAM s (a INT, a INT)").unwrap_err();
+        assert_eq!(e.sqlstate(), "42701");
+        let e = stream("CREATE STREAM s (a INT, WATERMARK FOR a AS a)").unwrap_err();
+        assert_eq!(e.sqlstate(), "42804");
+        let e = stream("CREATE STREAM s (a INT, WATERMARK FOR b AS b)").unwrap_err();
+        assert_eq!(e.sqlstate(), "42703");
+        let e = stream("CREATE STREAM s (a BYTEA)").unwrap_err();
+        assert_eq!(e.sqlstate(), "0A000");
+        let e = stream("CREATE STREAM s (a INT) WITH (colour = 'red')").unwrap_err();
+        assert_eq!(e.sqlstate(), "42601");
+    }
+}

@@ -1,0 +1,12 @@
+//! Planning: the catalog of streams and queries, and the translation of a continuous query's
+//! SQL into a chain of incremental operators. DataFusion's SQL planner resolves names and
+//! types into a logical plan; we map each of its nodes onto an operator of ours.
+
+pub mod catalog;
+mod context;
+
+pub(crate) use context::PlanContext;
+pub mod query;
+
+pub use catalog::{Catalog, EventTimeDef, StreamDef};
+pub use query::{plan_query, QueryPlan, WindowSpec};

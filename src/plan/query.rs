@@ -1,0 +1,488 @@
+//! Plans a continuous query: finds its stream and window in `FROM`, lets DataFusion's SQL
+//! planner resolve names and types against the stream's schema, then maps the logical plan,
+//! node by node, onto incremental operators.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::common::DFSchema;
+use datafusion::logical_expr::{Expr as LExpr, LogicalPlan};
+use datafusion::physical_plan::PhysicalExpr;
+use datafusion::sql::planner::SqlToRel;
+use datafusion::sql::sqlparser::ast::{
+    self as sq, Expr, FunctionArg, FunctionArgExpr, ObjectName, ObjectNamePart, SetExpr,
+    TableFactor,
+};
+
+use super::catalog::{normalize, normalize_object, Catalog, StreamDef};
+use super::context::PlanContext;
+use crate::error::{Error, Result};
+use crate::operators::aggregates::AggregateSpec;
+use crate::operators::session_window::GroupColumn;
+use crate::operators::window_aggregate::{WindowAssigner, WindowedInput};
+use crate::operators::{Filter, Operator, Project, SessionWindow, WindowAggregate};
+use crate::sql::interval::interval_duration;
+
+/// A window table function in `FROM`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowSpec {
+    /// `TUMBLE(s, ts, size)`.
+    Tumble {
+        /// Window length.
+        size: Duration,
+    },
+    /// `HOP(s, ts, slide, size)`.
+    Hop {
+        /// Distance between window starts.
+        slide: Duration,
+        /// Window length.
+        size: Duration,
+    },
+    /// `SESSION(s, ts, gap)`.
+    Session {
+        /// Inactivity that closes a session.
+        gap: Duration,
+    },
+}
+
+/// A planned continuous query: the stream it reads and the operators its rows pass through.
+pub struct QueryPlan {
+    /// The input stream.
+    pub stream: Arc<StreamDef>,
+    /// The window in `FROM`, if any.
+    pub window: Option<WindowSpec>,
+    /// Operators from source to result.
+    pub operators: Vec<Box<dyn Operator>>,
+    /// Schema of the result rows.
+    pub schema: SchemaRef,
+}
+
+impl std::fmt::Debug for QueryPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.operators.iter().map(|o| o.name()).collect();
+        f.debug_struct("QueryPlan")
+            .field("stream", &self.stream.name)
+            .field("window", &self.window)
+            .field("operators", &names)
+            .finish()
+    }
+}
+
+/// Plans `query` against the catalog.
+pub fn plan_query(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
+    let mut query = query.clone();
+    if query.order_by.is_some() || query.limit_clause.is_some() || query.with.is_some() {
+        return Err(Error::NotSupported(
+            "ORDER BY, LIMIT and WITH are not supported in continuous queries".into(),
+        ));
+    }
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return Err(Error::NotSupported(
+            "a continuous query must be a single SELECT".into(),
+        ));
+    };
+    if select.from.len() != 1 || !select.from[0].joins.is_empty() {
+        return Err(Error::NotSupported(
+            "a continuous query reads exactly one stream; joins are not supported yet".into(),
+        ));
+    }
+    let (stream, window) = resolve_from(&mut select.from[0].relation, catalog)?;
+    let scan_schema = match window {
+        None => stream.schema.clone(),
+        Some(_) => windowed_schema(&stream)?,
+    };
+    let mut ctx = PlanContext::new();
+    ctx.add_table(&stream.name, scan_schema.clone())?;
+    let planner = SqlToRel::new(&ctx);
+    let plan = planner.sql_statement_to_plan(sq::Statement::Query(Box::new(query)))?;
+    let plan = ctx
+        .state()
+        .analyzer()
+        .execute_and_check(plan, ctx.state().config_options(), |_, _| {})?;
+
+    let mut chain = Vec::new();
+    let mut node = &plan;
+    loop {
+        match node {
+            LogicalPlan::TableScan(_) => break,
+            LogicalPlan::Projection(_)
+            | LogicalPlan::Filter(_)
+            | LogicalPlan::Aggregate(_)
+            | LogicalPlan::SubqueryAlias(_) => {
+                chain.push(node);
+                node = node.inputs()[0];
+            }
+            other => {
+                return Err(Error::NotSupported(format!(
+                    "{} is not supported in continuous queries yet",
+                    other.display()
+                )))
+            }
+        }
+    }
+    chain.reverse();
+
+    let mut operators: Vec<Box<dyn Operator>> = Vec::new();
+    let mut schema = scan_schema.clone();
+    let mut aggregated = false;
+    for node in chain {
+        let input = node.inputs()[0].schema().clone();
+        match node {
+            LogicalPlan::SubqueryAlias(_) => {}
+            LogicalPlan::Filter(f) => {
+                if window.is_some() && !aggregated && mentions_window(&f.predicate) {
+                    return Err(Error::NotSupported(
+                        "WHERE cannot refer to window_start or window_end; use HAVING".into(),
+                    ));
+                }
+                let pred = physical(&ctx, &f.predicate, &input)?;
+                operators.push(Box::new(Filter::new(pred, schema.clone())));
+            }
+            LogicalPlan::Projection(p) => {
+                if window.is_some() && !aggregated {
+                    return Err(Error::plan(
+                        "42803",
+                        "a windowed query must aggregate: add GROUP BY window_start, window_end",
+                    ));
+                }
+                let exprs = p
+                    .expr
+                    .iter()
+                    .map(|e| physical(&ctx, e, &input))
+                    .collect::<Result<Vec<_>>>()?;
+                schema = Arc::new(p.schema.as_arrow().clone());
+                operators.push(Box::new(Project::new(exprs, schema.clone())));
+            }
+            LogicalPlan::Aggregate(a) => {
+                let Some(spec) = window else {
+                    return Err(Error::NotSupported(
+                        "aggregation over an unbounded stream needs a window: \
+                         FROM TUMBLE(stream, ts, INTERVAL '1' MINUTE)"
+                            .into(),
+                    ));
+                };
+                schema = Arc::new(a.schema.as_arrow().clone());
+                operators.push(plan_aggregate(
+                    &ctx,
+                    spec,
+                    &stream,
+                    &scan_schema,
+                    &input,
+                    &a.group_expr,
+                    &a.aggr_expr,
+                    schema.clone(),
+                )?);
+                aggregated = true;
+            }
+            _ => unreachable!("chain holds only the node kinds matched above"),
+        }
+    }
+    if window.is_some() && !aggregated {
+        return Err(Error::plan(
+            "42803",
+            "a windowed query must aggregate: add GROUP BY window_start, window_end",
+        ));
+    }
+    Ok(QueryPlan {
+        stream,
+        window,
+        operators,
+        schema,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn plan_aggregate(
+    ctx: &PlanContext,
+    spec: WindowSpec,
+    stream: &StreamDef,
+    scan_schema: &SchemaRef,
+    input: &DFSchema,
+    group_expr: &[LExpr],
+    aggr_expr: &[LExpr],
+    schema: SchemaRef,
+) -> Result<Box<dyn Operator>> {
+    let time_column = stream
+        .event_time
+        .as_ref()
+        .map(|e| e.column)
+        .ok_or_else(|| Error::Internal("windowed stream without event time".into()))?;
+    let windowed = WindowedInput {
+        schema: scan_schema.clone(),
+        time_column,
+    };
+    if let Some(g) = group_expr.iter().find(|g| matches!(g, LExpr::GroupingSet(_))) {
+        return Err(Error::NotSupported(format!("{g} is not supported")));
+    }
+    let window_col = |e: &LExpr| match e {
+        LExpr::Column(c) if c.name == "window_start" => Some(GroupColumn::WindowStart),
+        LExpr::Column(c) if c.name == "window_end" => Some(GroupColumn::WindowEnd),
+        _ => None,
+    };
+    if !group_expr.iter().any(|g| window_col(g).is_some()) {
+        return Err(Error::plan(
+            "42803",
+            "a windowed query must GROUP BY window_start or window_end",
+        ));
+    }
+    let mut specs = Vec::new();
+    for e in aggr_expr {
+        #[allow(deprecated)]
+        let (expr, filter, order) =
+            datafusion::physical_planner::create_aggregate_expr_and_maybe_filter(
+                e,
+                input,
+                input.as_arrow(),
+                ctx.state().execution_props(),
+            )?;
+        if !order.is_empty() {
+            return Err(Error::NotSupported(
+                "ORDER BY inside an aggregate is not supported".into(),
+            ));
+        }
+        if mentions_window(e) {
+            return Err(Error::NotSupported(
+                "aggregates cannot take window_start or window_end as arguments".into(),
+            ));
+        }
+        specs.push(AggregateSpec { expr, filter });
+    }
+    match spec {
+        WindowSpec::Tumble { size } => {
+            let size = nanos(size)?;
+            let group = physical_all(ctx, group_expr, input)?;
+            Ok(Box::new(WindowAggregate::try_new(
+                WindowAssigner { size, slide: size },
+                windowed,
+                group,
+                specs,
+                schema,
+            )?))
+        }
+        WindowSpec::Hop { slide, size } => {
+            let group = physical_all(ctx, group_expr, input)?;
+            Ok(Box::new(WindowAggregate::try_new(
+                WindowAssigner {
+                    size: nanos(size)?,
+                    slide: nanos(slide)?,
+                },
+                windowed,
+                group,
+                specs,
+                schema,
+            )?))
+        }
+        WindowSpec::Session { gap } => {
+            let mut layout = Vec::new();
+            let mut keys = Vec::new();
+            for g in group_expr {
+                match window_col(g) {
+                    Some(w) => layout.push(w),
+                    None => {
+                        if mentions_window(g) {
+                            return Err(Error::NotSupported(
+                                "session windows group by window_start/window_end only as bare columns"
+                                    .into(),
+                            ));
+                        }
+                        layout.push(GroupColumn::Key(keys.len()));
+                        keys.push(physical(ctx, g, input)?);
+                    }
+                }
+            }
+            Ok(Box::new(SessionWindow::try_new(
+                nanos(gap)?,
+                windowed,
+                keys,
+                layout,
+                specs,
+                schema,
+            )?))
+        }
+    }
+}
+
+fn nanos(d: Duration) -> Result<i64> {
+    let n = crate::time::duration_nanos(d);
+    if n <= 0 {
+        return Err(Error::plan("22023", "window size, slide and gap must be positive"));
+    }
+    Ok(n)
+}
+
+fn physical(ctx: &PlanContext, e: &LExpr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+    Ok(ctx.state().create_physical_expr(e.clone(), schema)?)
+}
+
+fn physical_all(
+    ctx: &PlanContext,
+    exprs: &[LExpr],
+    schema: &DFSchema,
+) -> Result<Vec<Arc<dyn PhysicalExpr>>> {
+    exprs.iter().map(|e| physical(ctx, e, schema)).collect()
+}
+
+fn mentions_window(e: &LExpr) -> bool {
+    e.column_refs()
+        .iter()
+        .any(|c| c.name == "window_start" || c.name == "window_end")
+}
+
+/// The stream's columns followed by `window_start` and `window_end`.
+fn windowed_schema(stream: &StreamDef) -> Result<SchemaRef> {
+    let et = stream.event_time.as_ref().ok_or_else(|| {
+        Error::plan(
+            "42P17",
+            format!(
+                "stream \"{}\" has no event time; declare WATERMARK FOR <column> to use windows",
+                stream.name
+            ),
+        )
+    })?;
+    let ty = match stream.schema.field(et.column).data_type() {
+        DataType::Timestamp(_, tz) => DataType::Timestamp(TimeUnit::Nanosecond, tz.clone()),
+        other => other.clone(),
+    };
+    let mut fields: Vec<Field> = stream
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new("window_start", ty.clone(), false));
+    fields.push(Field::new("window_end", ty, false));
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// Resolves the `FROM` item: a stream, or a window function over one. Rewrites a window
+/// function into a plain reference to the stream (whose planning schema then carries the
+/// window columns).
+fn resolve_from(
+    relation: &mut TableFactor,
+    catalog: &Catalog,
+) -> Result<(Arc<StreamDef>, Option<WindowSpec>)> {
+    let TableFactor::Table { name, args, .. } = relation
+    else {
+        return Err(Error::NotSupported(
+            "FROM must name a stream or a window function (TUMBLE, HOP, SESSION)".into(),
+        ));
+    };
+    let Some(fargs) = args.take() else {
+        let key = normalize_object(name);
+        if let Some(s) = catalog.stream(&key) {
+            return Ok((s.clone(), None));
+        }
+        if catalog.query(&key).is_some() {
+            return Err(Error::NotSupported(format!(
+                "a continuous query cannot read query \"{key}\" yet; read its stream"
+            )));
+        }
+        return Err(Error::undefined("stream", &key));
+    };
+    let func = normalize_object(name).to_ascii_uppercase();
+    let mut exprs = Vec::new();
+    for a in &fargs.args {
+        match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => exprs.push(e.clone()),
+            other => {
+                return Err(Error::NotSupported(format!(
+                    "window argument {other} is not supported; pass arguments by position"
+                )))
+            }
+        }
+    }
+    let expected = match func.as_str() {
+        "TUMBLE" => "TUMBLE(stream, time_column, size)",
+        "HOP" => "HOP(stream, time_column, slide, size)",
+        "SESSION" => "SESSION(stream, time_column, gap)",
+        other => {
+            return Err(Error::NotSupported(format!(
+                "table function {other} is not supported; use TUMBLE, HOP or SESSION"
+            )))
+        }
+    };
+    let arity = if func == "HOP" { 4 } else { 3 };
+    if exprs.len() != arity {
+        return Err(Error::plan("42601", format!("expected {expected}")));
+    }
+    let stream_name = match &exprs[0] {
+        Expr::Identifier(i) => normalize(i),
+        Expr::CompoundIdentifier(parts) => parts.last().map(normalize).unwrap_or_default(),
+        other => {
+            return Err(Error::plan(
+                "42601",
+                format!("expected a stream name, found {other} in {expected}"),
+            ))
+        }
+    };
+    let stream = catalog.require_stream(&stream_name)?.clone();
+    let time_col = match &exprs[1] {
+        Expr::Identifier(i) => normalize(i),
+        Expr::Function(f) if normalize_object(&f.name) == "descriptor" => {
+            match &f.args {
+                sq::FunctionArguments::List(l) if l.args.len() == 1 => match &l.args[0] {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Identifier(i))) => {
+                        normalize(i)
+                    }
+                    other => {
+                        return Err(Error::plan("42601", format!("expected a column, found {other}")))
+                    }
+                },
+                _ => return Err(Error::plan("42601", "DESCRIPTOR takes one column")),
+            }
+        }
+        other => {
+            return Err(Error::plan(
+                "42601",
+                format!("expected the time column, found {other} in {expected}"),
+            ))
+        }
+    };
+    let et = stream.event_time.as_ref().ok_or_else(|| {
+        Error::plan(
+            "42P17",
+            format!(
+                "stream \"{}\" has no event time; declare WATERMARK FOR <column> to use windows",
+                stream.name
+            ),
+        )
+    })?;
+    let et_name = stream.schema.field(et.column).name();
+    if &time_col != et_name {
+        if stream.schema.column_with_name(&time_col).is_none() {
+            return Err(Error::plan(
+                "42703",
+                format!("column \"{time_col}\" does not exist in stream \"{}\"", stream.name),
+            ));
+        }
+        return Err(Error::NotSupported(format!(
+            "windows must use the stream's event-time column \"{et_name}\", not \"{time_col}\""
+        )));
+    }
+    let spec = match func.as_str() {
+        "TUMBLE" => WindowSpec::Tumble {
+            size: interval_duration(&exprs[2])?,
+        },
+        "HOP" => WindowSpec::Hop {
+            slide: interval_duration(&exprs[2])?,
+            size: interval_duration(&exprs[3])?,
+        },
+        _ => WindowSpec::Session {
+            gap: interval_duration(&exprs[2])?,
+        },
+    };
+    if let WindowSpec::Hop { slide, size } = spec {
+        if slide > size {
+            return Err(Error::plan(
+                "22023",
+                "HOP slide must not exceed its size",
+            ));
+        }
+    }
+    *name = ObjectName(vec![ObjectNamePart::Identifier(sq::Ident::with_quote(
+        '"',
+        stream.name.clone(),
+    ))]);
+    Ok((stream, Some(spec)))
+}

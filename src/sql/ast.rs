@@ -1,0 +1,229 @@
+//! The AST of saql's own statements. Every node prints back to SQL that parses to the same
+//! node (the round-trip tests in `parser.rs` check this), so the catalog can persist
+//! statements as text.
+
+use std::fmt;
+use std::time::Duration;
+
+use datafusion::sql::sqlparser::ast::{self as sq, Ident, ObjectName};
+
+/// A parsed statement: one of ours, or plain SQL for sqlparser's AST.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Statement {
+    /// `CREATE STREAM name (cols..., WATERMARK FOR ts AS ts - INTERVAL ...) [WITH (...)]`
+    CreateStream(CreateStream),
+    /// `DROP STREAM [IF EXISTS] name`
+    DropStream {
+        /// The stream.
+        name: Ident,
+        /// Succeed quietly when it does not exist.
+        if_exists: bool,
+    },
+    /// `CREATE CONTINUOUS QUERY name AS SELECT ...`
+    CreateQuery(CreateQuery),
+    /// `DROP QUERY [IF EXISTS] name`
+    DropQuery {
+        /// The query.
+        name: Ident,
+        /// Succeed quietly when it does not exist.
+        if_exists: bool,
+    },
+    /// `SHOW STREAMS`
+    ShowStreams,
+    /// `SHOW QUERIES`
+    ShowQueries,
+    /// `SUBSCRIBE [TO] name`, also `COPY (SUBSCRIBE name) TO STDOUT`
+    Subscribe {
+        /// The continuous query whose results to stream.
+        query: Ident,
+        /// Whether the rows go out as COPY data rather than as a result set.
+        copy: bool,
+    },
+    /// `COPY stream [(cols)] FROM STDIN [WITH (FORMAT csv, HEADER true, ...)]`
+    CopyFrom(CopyFrom),
+    /// Anything else: sqlparser's own statement (SELECT, INSERT, SET, SHOW, BEGIN, ...).
+    Sql(Box<sq::Statement>),
+}
+
+/// `CREATE STREAM`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateStream {
+    /// Stream name.
+    pub name: Ident,
+    /// Columns in order.
+    pub columns: Vec<ColumnDef>,
+    /// The event-time column and how far the watermark trails it.
+    pub watermark: Option<WatermarkDef>,
+    /// `WITH (key = 'value', ...)` options, keys lowercased.
+    pub options: Vec<(String, String)>,
+    /// `IF NOT EXISTS`.
+    pub if_not_exists: bool,
+}
+
+/// One column of a stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnDef {
+    /// Column name.
+    pub name: Ident,
+    /// SQL type as written.
+    pub data_type: sq::DataType,
+    /// `NOT NULL`.
+    pub not_null: bool,
+}
+
+/// `WATERMARK FOR ts AS ts - INTERVAL '5' SECOND`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatermarkDef {
+    /// The event-time column.
+    pub column: Ident,
+    /// How far the watermark trails the largest event time seen.
+    pub delay: Duration,
+}
+
+/// `CREATE CONTINUOUS QUERY`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateQuery {
+    /// Query name.
+    pub name: Ident,
+    /// The query body.
+    pub query: Box<sq::Query>,
+    /// `IF NOT EXISTS`.
+    pub if_not_exists: bool,
+}
+
+/// `COPY stream FROM STDIN`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopyFrom {
+    /// Target stream.
+    pub stream: ObjectName,
+    /// Explicit column list, in input order; empty means all columns.
+    pub columns: Vec<Ident>,
+    /// `csv` or `text` (the default, as in PostgreSQL).
+    pub csv: bool,
+    /// `HEADER [true]`.
+    pub header: bool,
+    /// `DELIMITER 'c'`.
+    pub delimiter: Option<char>,
+    /// `NULL 'text'`.
+    pub null: Option<String>,
+    /// `QUOTE 'c'`.
+    pub quote: Option<char>,
+}
+
+impl fmt::Display for Statement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Statement::CreateStream(s) => s.fmt(f),
+            Statement::DropStream { name, if_exists } => {
+                let ie = if *if_exists { "IF EXISTS " } else { "" };
+                write!(f, "DROP STREAM {ie}{name}")
+            }
+            Statement::CreateQuery(q) => q.fmt(f),
+            Statement::DropQuery { name, if_exists } => {
+                let ie = if *if_exists { "IF EXISTS " } else { "" };
+                write!(f, "DROP QUERY {ie}{name}")
+            }
+            Statement::ShowStreams => f.write_str("SHOW STREAMS"),
+            Statement::ShowQueries => f.write_str("SHOW QUERIES"),
+            Statement::Subscribe { query, copy: false } => write!(f, "SUBSCRIBE {query}"),
+            Statement::Subscribe { query, copy: true } => {
+                write!(f, "COPY (SUBSCRIBE {query}) TO STDOUT")
+            }
+            Statement::CopyFrom(c) => c.fmt(f),
+            Statement::Sql(s) => s.fmt(f),
+        }
+    }
+}
+
+impl fmt::Display for CreateStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ine = if self.if_not_exists {
+            "IF NOT EXISTS "
+        } else {
+            ""
+        };
+        write!(f, "CREATE STREAM {ine}{} (", self.name)?;
+        for (i, c) in self.columns.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{} {}", c.name, c.data_type)?;
+            if c.not_null {
+                f.write_str(" NOT NULL")?;
+            }
+        }
+        if let Some(w) = &self.watermark {
+            write!(f, ", {w}")?;
+        }
+        f.write_str(")")?;
+        if !self.options.is_empty() {
+            f.write_str(" WITH (")?;
+            for (i, (k, v)) in self.options.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{k} = '{}'", v.replace('\'', "''"))?;
+            }
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for WatermarkDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "WATERMARK FOR {} AS {}", self.column, self.column)?;
+        if !self.delay.is_zero() {
+            write!(
+                f,
+                " - INTERVAL '{}' MICROSECOND",
+                self.delay.as_micros().max(1)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for CreateQuery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ine = if self.if_not_exists {
+            "IF NOT EXISTS "
+        } else {
+            ""
+        };
+        write!(f, "CREATE CONTINUOUS QUERY {ine}{} AS {}", self.name, self.query)
+    }
+}
+
+impl fmt::Display for CopyFrom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "COPY {}", self.stream)?;
+        if !self.columns.is_empty() {
+            let cols: Vec<String> = self.columns.iter().map(|c| c.to_string()).collect();
+            write!(f, " ({})", cols.join(", "))?;
+        }
+        f.write_str(" FROM STDIN")?;
+        let mut opts = vec![format!("FORMAT {}", if self.csv { "csv" } else { "text" })];
+        if self.header {
+            opts.push("HEADER true".into());
+        }
+        if let Some(d) = self.delimiter {
+            opts.push(format!("DELIMITER '{}'", escape_char(d)));
+        }
+        if let Some(n) = &self.null {
+            opts.push(format!("NULL '{}'", n.replace('\'', "''")));
+        }
+        if let Some(q) = self.quote {
+            opts.push(format!("QUOTE '{}'", escape_char(q)));
+        }
+        write!(f, " WITH ({})", opts.join(", "))
+    }
+}
+
+fn escape_char(c: char) -> String {
+    if c == '\'' {
+        "''".into()
+    } else {
+        c.to_string()
+    }
+}

@@ -1,0 +1,10 @@
+//! Extended SQL: the statements saql adds to SQL (streams, continuous queries, subscriptions,
+//! COPY of streams) and a thin front-end parser that peeks the first keywords and hands plain
+//! SQL to sqlparser, as DataFusion's `DFParser` does.
+
+pub mod ast;
+pub mod interval;
+pub mod parser;
+
+pub use ast::{ColumnDef, CopyFrom, CreateQuery, CreateStream, Statement, WatermarkDef};
+pub use parser::{parse, parse_one};

@@ -1,0 +1,475 @@
+//! The front-end parser: peeks the first keywords of each statement, parses saql's own
+//! statements with sqlparser's token-level API, and hands everything else to sqlparser
+//! whole. Keywords of ours are matched by text, case-insensitively.
+
+use datafusion::sql::sqlparser::ast::{
+    self as sq, BinaryOperator, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Expr,
+    Ident,
+};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use super::ast::{ColumnDef, CopyFrom, CreateQuery, CreateStream, Statement, WatermarkDef};
+use super::interval::interval_duration;
+use crate::error::{Error, Location, Result};
+
+/// Parses one or more statements separated by semicolons.
+pub fn parse(sql: &str) -> Result<Vec<Statement>> {
+    let dialect = GenericDialect {};
+    let mut parser = Parser::new(&dialect).try_with_sql(sql)?;
+    let mut out = Vec::new();
+    loop {
+        while parser.consume_token(&Token::SemiColon) {}
+        if parser.peek_token().token == Token::EOF {
+            break;
+        }
+        out.push(parse_statement(&mut parser)?);
+        let next = parser.peek_token();
+        match next.token {
+            Token::SemiColon | Token::EOF => {}
+            _ => {
+                return Err(error_at(
+                    &next,
+                    format!("syntax error at or near \"{}\"", next.token),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Parses exactly one statement.
+pub fn parse_one(sql: &str) -> Result<Statement> {
+    let mut stmts = parse(sql)?;
+    match stmts.len() {
+        1 => Ok(stmts.remove(0)),
+        0 => Err(Error::parse("empty statement", None)),
+        n => Err(Error::parse(
+            format!("expected one statement, found {n}"),
+            None,
+        )),
+    }
+}
+
+/// Converts a sqlparser error, lifting its "at Line: L, Column: C" suffix into a location.
+pub fn parser_error(e: ParserError) -> Error {
+    let text = match e {
+        ParserError::TokenizerError(s) | ParserError::ParserError(s) => s,
+        ParserError::RecursionLimitExceeded => "statement is nested too deeply".to_string(),
+    };
+    if let Some(at) = text.rfind(" at Line: ") {
+        let tail = &text[at + " at Line: ".len()..];
+        let mut parts = tail.split(", Column: ");
+        let line = parts.next().and_then(|l| l.trim().parse().ok());
+        let column = parts.next().and_then(|c| c.trim().parse().ok());
+        if let (Some(line), Some(column)) = (line, column) {
+            return Error::parse(lowercase_first(&text[..at]), Some(Location { line, column }));
+        }
+    }
+    Error::parse(lowercase_first(&text), None)
+}
+
+impl From<ParserError> for Error {
+    fn from(e: ParserError) -> Self {
+        parser_error(e)
+    }
+}
+
+fn lowercase_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(first) => first.to_lowercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+fn error_at(tok: &TokenWithSpan, message: impl Into<String>) -> Error {
+    let loc = tok.span.start;
+    let location = (loc.line > 0).then_some(Location {
+        line: loc.line,
+        column: loc.column,
+    });
+    Error::parse(message, location)
+}
+
+fn is_word(tok: &TokenWithSpan, word: &str) -> bool {
+    matches!(&tok.token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
+}
+
+fn parse_word(parser: &mut Parser, word: &str) -> bool {
+    if is_word(&parser.peek_token(), word) {
+        parser.next_token();
+        true
+    } else {
+        false
+    }
+}
+
+fn expect_word(parser: &mut Parser, word: &str) -> Result<()> {
+    let tok = parser.peek_token();
+    if is_word(&tok, word) {
+        parser.next_token();
+        Ok(())
+    } else {
+        Err(error_at(
+            &tok,
+            format!("expected {word}, found \"{}\"", tok.token),
+        ))
+    }
+}
+
+fn parse_statement(parser: &mut Parser) -> Result<Statement> {
+    let first = parser.peek_token();
+    let second = parser.peek_nth_token(1);
+    if is_word(&first, "CREATE") && is_word(&second, "STREAM") {
+        parser.next_token();
+        parser.next_token();
+        return Ok(Statement::CreateStream(parse_create_stream(parser)?));
+    }
+    if is_word(&first, "CREATE") && is_word(&second, "CONTINUOUS") {
+        parser.next_token();
+        parser.next_token();
+        expect_word(parser, "QUERY")?;
+        let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+        let name = parser.parse_identifier()?;
+        parser.expect_keyword_is(Keyword::AS)?;
+        let query = parser.parse_query()?;
+        return Ok(Statement::CreateQuery(CreateQuery {
+            name,
+            query,
+            if_not_exists,
+        }));
+    }
+    if is_word(&first, "DROP") && (is_word(&second, "STREAM") || is_word(&second, "QUERY")) {
+        parser.next_token();
+        parser.next_token();
+        let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+        let name = parser.parse_identifier()?;
+        return Ok(if is_word(&second, "STREAM") {
+            Statement::DropStream { name, if_exists }
+        } else {
+            Statement::DropQuery { name, if_exists }
+        });
+    }
+    if is_word(&first, "SHOW") && is_word(&second, "STREAMS") {
+        parser.next_token();
+        parser.next_token();
+        return Ok(Statement::ShowStreams);
+    }
+    if is_word(&first, "SHOW") && is_word(&second, "QUERIES") {
+        parser.next_token();
+        parser.next_token();
+        return Ok(Statement::ShowQueries);
+    }
+    if is_word(&first, "SUBSCRIBE") {
+        parser.next_token();
+        parse_word(parser, "TO");
+        let query = parser.parse_identifier()?;
+        return Ok(Statement::Subscribe { query, copy: false });
+    }
+    if is_word(&first, "COPY") && second.token == Token::LParen && is_word(&parser.peek_nth_token(2), "SUBSCRIBE") {
+        parser.next_token();
+        parser.next_token();
+        parser.next_token();
+        parse_word(parser, "TO");
+        let query = parser.parse_identifier()?;
+        parser.expect_token(&Token::RParen)?;
+        parser.expect_keyword_is(Keyword::TO)?;
+        parser.expect_keyword_is(Keyword::STDOUT)?;
+        skip_copy_out_options(parser)?;
+        return Ok(Statement::Subscribe { query, copy: true });
+    }
+    let stmt = parser.parse_statement()?;
+    match stmt {
+        sq::Statement::Copy {
+            source,
+            to,
+            target,
+            options,
+            legacy_options,
+            values,
+        } => copy_from(source, to, target, options, legacy_options, values, &first),
+        other => Ok(Statement::Sql(Box::new(other))),
+    }
+}
+
+/// `COPY (SUBSCRIBE q) TO STDOUT` accepts `WITH (FORMAT text)` and nothing else.
+fn skip_copy_out_options(parser: &mut Parser) -> Result<()> {
+    if !parser.parse_keyword(Keyword::WITH) && parser.peek_token().token != Token::LParen {
+        return Ok(());
+    }
+    parser.expect_token(&Token::LParen)?;
+    loop {
+        let tok = parser.peek_token();
+        if !parse_word(parser, "FORMAT") {
+            return Err(error_at(
+                &tok,
+                "COPY (SUBSCRIBE ...) TO STDOUT supports only the option FORMAT text",
+            ));
+        }
+        let fmt = parser.peek_token();
+        if !parse_word(parser, "TEXT") {
+            return Err(error_at(&fmt, "COPY (SUBSCRIBE ...) supports only FORMAT text"));
+        }
+        if !parser.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    parser.expect_token(&Token::RParen)?;
+    Ok(())
+}
+
+fn copy_from(
+    source: CopySource,
+    to: bool,
+    target: CopyTarget,
+    options: Vec<CopyOption>,
+    legacy_options: Vec<CopyLegacyOption>,
+    values: Vec<Option<String>>,
+    at: &TokenWithSpan,
+) -> Result<Statement> {
+    let (stream, columns) = match source {
+        CopySource::Table {
+            table_name,
+            columns,
+        } => (table_name, columns),
+        CopySource::Query(_) => {
+            return Err(error_at(
+                at,
+                "COPY (query) TO is not supported; use COPY (SUBSCRIBE q) TO STDOUT or SELECT",
+            ))
+        }
+    };
+    if to || !matches!(target, CopyTarget::Stdin) {
+        return Err(Error::NotSupported(
+            "only COPY stream FROM STDIN is supported; use \\copy in psql to load a file"
+                .to_string(),
+        ));
+    }
+    if !values.is_empty() {
+        return Err(Error::NotSupported(
+            "inline COPY data is not supported".to_string(),
+        ));
+    }
+    let mut copy = CopyFrom {
+        stream,
+        columns,
+        csv: false,
+        header: false,
+        delimiter: None,
+        null: None,
+        quote: None,
+    };
+    for opt in options {
+        match opt {
+            CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
+                "csv" => copy.csv = true,
+                "text" => copy.csv = false,
+                other => {
+                    return Err(Error::NotSupported(format!(
+                        "COPY format \"{other}\" is not supported; use csv or text"
+                    )))
+                }
+            },
+            CopyOption::Header(h) => copy.header = h,
+            CopyOption::Delimiter(c) => copy.delimiter = Some(c),
+            CopyOption::Null(n) => copy.null = Some(n),
+            CopyOption::Quote(q) => copy.quote = Some(q),
+            other => {
+                return Err(Error::NotSupported(format!(
+                    "COPY option {other} is not supported"
+                )))
+            }
+        }
+    }
+    for opt in legacy_options {
+        match opt {
+            CopyLegacyOption::Csv(_) => copy.csv = true,
+            CopyLegacyOption::Delimiter(c) => copy.delimiter = Some(c),
+            CopyLegacyOption::Null(n) => copy.null = Some(n),
+            CopyLegacyOption::Header => copy.header = true,
+            other => {
+                return Err(Error::NotSupported(format!(
+                    "COPY option {other} is not supported"
+                )))
+            }
+        }
+    }
+    Ok(Statement::CopyFrom(copy))
+}
+
+fn parse_create_stream(parser: &mut Parser) -> Result<CreateStream> {
+    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = parser.parse_identifier()?;
+    parser.expect_token(&Token::LParen)?;
+    let mut columns = Vec::new();
+    let mut watermark = None;
+    loop {
+        let tok = parser.peek_token();
+        if is_word(&tok, "WATERMARK") {
+            parser.next_token();
+            if watermark.is_some() {
+                return Err(error_at(&tok, "a stream has at most one WATERMARK"));
+            }
+            parser.expect_keyword_is(Keyword::FOR)?;
+            let column = parser.parse_identifier()?;
+            parser.expect_keyword_is(Keyword::AS)?;
+            let expr_tok = parser.peek_token();
+            let expr = parser.parse_expr()?;
+            let delay = watermark_delay(&column, &expr).map_err(|e| match e {
+                Error::Plan { message, .. } => error_at(&expr_tok, message),
+                other => other,
+            })?;
+            watermark = Some(WatermarkDef { column, delay });
+        } else {
+            let name = parser.parse_identifier()?;
+            let data_type = parser.parse_data_type()?;
+            let mut not_null = false;
+            loop {
+                if parser.parse_keywords(&[Keyword::NOT, Keyword::NULL]) {
+                    not_null = true;
+                } else if parser.parse_keyword(Keyword::NULL) {
+                    not_null = false;
+                } else {
+                    break;
+                }
+            }
+            columns.push(ColumnDef {
+                name,
+                data_type,
+                not_null,
+            });
+        }
+        if parser.consume_token(&Token::Comma) {
+            continue;
+        }
+        parser.expect_token(&Token::RParen)?;
+        break;
+    }
+    let mut options = Vec::new();
+    if parser.parse_keyword(Keyword::WITH) {
+        parser.expect_token(&Token::LParen)?;
+        loop {
+            let key = parser.parse_identifier()?.value.to_ascii_lowercase();
+            parser.expect_token(&Token::Eq)?;
+            let tok = parser.next_token();
+            let value = match &tok.token {
+                Token::SingleQuotedString(s) => s.clone(),
+                Token::Number(n, _) => n.clone(),
+                Token::Word(w) => w.value.clone(),
+                other => return Err(error_at(&tok, format!("expected an option value, found \"{other}\""))),
+            };
+            options.push((key, value));
+            if !parser.consume_token(&Token::Comma) {
+                break;
+            }
+        }
+        parser.expect_token(&Token::RParen)?;
+    }
+    Ok(CreateStream {
+        name,
+        columns,
+        watermark,
+        options,
+        if_not_exists,
+    })
+}
+
+fn watermark_delay(column: &Ident, expr: &Expr) -> Result<std::time::Duration> {
+    let same = |e: &Expr| matches!(e, Expr::Identifier(i) if i.value.eq_ignore_ascii_case(&column.value));
+    match expr {
+        e if same(e) => Ok(std::time::Duration::ZERO),
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Minus,
+            right,
+        } if same(left) => interval_duration(right),
+        Expr::Nested(inner) => watermark_delay(column, inner),
+        _ => Err(Error::plan(
+            "42601",
+            format!("watermark must be \"{column}\" or \"{column} - INTERVAL '...'\""),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::WithSource;
+
+    /// Parses, prints, parses again: both parses and the second print must agree.
+    fn verified(sql: &str) -> Statement {
+        let stmt = parse_one(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let printed = stmt.to_string();
+        let again = parse_one(&printed).unwrap_or_else(|e| panic!("{printed}: {e}"));
+        assert_eq!(stmt, again, "round trip of {sql} via {printed}");
+        assert_eq!(printed, again.to_string());
+        stmt
+    }
+
+    #[test]
+    fn create_stream_round_trips() {
+        let s = verified(
+            "CREATE STREAM proc_events (ts TIMESTAMP NOT NULL, host TEXT, pid BIGINT, \
+             WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH (idle_timeout = '5s')",
+        );
+        let Statement::CreateStream(cs) = s else {
+            panic!("not a stream")
+        };
+        assert_eq!(cs.columns.len(), 3);
+        assert!(cs.columns[0].not_null);
+        let wm = cs.watermark.unwrap();
+        assert_eq!(wm.delay, std::time::Duration::from_secs(5));
+        assert_eq!(cs.options, vec![("idle_timeout".into(), "5s".into())]);
+        verified("CREATE STREAM IF NOT EXISTS m (ts TIMESTAMPTZ, v DOUBLE PRECISION, ok BOOLEAN, n INT)");
+        verified("CREATE STREAM m (ts TIMESTAMP, WATERMARK FOR ts AS ts)");
+        verified("CREATE STREAM m (ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '10 minutes')");
+    }
+
+    #[test]
+    fn other_statements_round_trip() {
+        verified("CREATE CONTINUOUS QUERY q AS SELECT host, COUNT(*) FROM TUMBLE(s, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end");
+        verified("DROP STREAM IF EXISTS s");
+        verified("DROP QUERY q");
+        verified("SHOW STREAMS");
+        verified("SHOW QUERIES");
+        verified("SUBSCRIBE q");
+        verified("COPY (SUBSCRIBE q) TO STDOUT");
+        verified("COPY s (a, b) FROM STDIN WITH (FORMAT csv, HEADER true)");
+        verified("COPY s FROM STDIN");
+        verified("INSERT INTO s VALUES (1, 'a')");
+        verified("SELECT 1");
+    }
+
+    #[test]
+    fn legacy_copy_options() {
+        let Statement::CopyFrom(c) = parse_one("COPY s FROM STDIN CSV HEADER").unwrap() else {
+            panic!("not a copy")
+        };
+        assert!(c.csv && c.header);
+    }
+
+    #[test]
+    fn several_statements() {
+        let stmts = parse("SHOW STREAMS; ;SELECT 1;").unwrap();
+        assert_eq!(stmts.len(), 2);
+    }
+
+    #[test]
+    fn errors_point_at_the_token() {
+        let sql = "CREATE STREAM s (ts TIMESTAMP,\n  WATERMARK FOR ts AS ts * 2)";
+        let e = parse(sql).unwrap_err();
+        assert_eq!(e.sqlstate(), "42601");
+        assert_eq!(e.location(), Some(Location { line: 2, column: 23 }));
+        let rendered = WithSource { error: &e, source: sql }.to_string();
+        assert!(rendered.ends_with("  WATERMARK FOR ts AS ts * 2)\n                      ^"), "{rendered}");
+
+        let e = parse("SELECT 1 2").unwrap_err();
+        assert_eq!(e.location(), Some(Location { line: 1, column: 10 }));
+        let e = parse("SELEC 1").unwrap_err();
+        assert_eq!(e.sqlstate(), "42601");
+        assert_eq!(e.location(), Some(Location { line: 1, column: 1 }));
+    }
+}
