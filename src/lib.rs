@@ -11,6 +11,8 @@ pub mod error;
 pub mod operators;
 pub mod plan;
 pub mod runtime;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod sources;
 pub mod sql;
 pub mod time;

@@ -1,0 +1,158 @@
+//! Arrow to Postgres: column types, DataRow encoding (text or binary, as the client asks) and
+//! COPY text lines. Rows exist only here, at the wire.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{
+    DataType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Schema,
+    TimestampNanosecondType, TimeUnit,
+};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo};
+use pgwire::api::Type;
+use pgwire::error::PgWireResult;
+use pgwire::messages::data::DataRow;
+
+use crate::error::Result;
+
+/// The Postgres type a column is sent as.
+pub fn pg_type(t: &DataType) -> Type {
+    match t {
+        DataType::Boolean => Type::BOOL,
+        DataType::Int8 | DataType::Int16 | DataType::UInt8 => Type::INT2,
+        DataType::Int32 | DataType::UInt16 => Type::INT4,
+        DataType::Int64 | DataType::UInt32 | DataType::UInt64 => Type::INT8,
+        DataType::Float16 | DataType::Float32 => Type::FLOAT4,
+        DataType::Float64 => Type::FLOAT8,
+        DataType::Timestamp(_, None) => Type::TIMESTAMP,
+        DataType::Timestamp(_, Some(_)) => Type::TIMESTAMPTZ,
+        _ => Type::TEXT,
+    }
+}
+
+/// The Arrow type values of `t` are converted to before encoding.
+fn wire_arrow_type(t: &DataType) -> DataType {
+    match pg_type(t) {
+        Type::BOOL => DataType::Boolean,
+        Type::INT2 => DataType::Int16,
+        Type::INT4 => DataType::Int32,
+        Type::INT8 => DataType::Int64,
+        Type::FLOAT4 => DataType::Float32,
+        Type::FLOAT8 => DataType::Float64,
+        Type::TIMESTAMP => DataType::Timestamp(TimeUnit::Nanosecond, None),
+        Type::TIMESTAMPTZ => DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+        _ => DataType::Utf8,
+    }
+}
+
+/// Field descriptions for a schema; `format` per the client's Bind (text when unknown).
+pub fn field_infos(schema: &Schema, format: impl Fn(usize) -> FieldFormat) -> Vec<FieldInfo> {
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| FieldInfo::new(f.name().clone(), None, None, pg_type(f.data_type()), format(i)))
+        .collect()
+}
+
+const TIMESTAMP_FORMAT: &str = "%Y-%m-%d %H:%M:%S%.f";
+
+fn wire_columns(batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
+            let target = wire_arrow_type(c.data_type());
+            if c.data_type() == &target {
+                return Ok(c.clone());
+            }
+            if target == DataType::Utf8 {
+                let options = FormatOptions::default()
+                    .with_null("")
+                    .with_timestamp_format(Some(TIMESTAMP_FORMAT));
+                let f = ArrayFormatter::try_new(c.as_ref(), &options)?;
+                let values: Vec<Option<String>> = (0..c.len())
+                    .map(|i| c.is_valid(i).then(|| f.value(i).to_string()))
+                    .collect();
+                return Ok(Arc::new(datafusion::arrow::array::StringArray::from(values)) as ArrayRef);
+            }
+            Ok(cast(c, &target)?)
+        })
+        .collect()
+}
+
+/// Encodes every row of `batch` as a DataRow for `fields`.
+pub fn data_rows(batch: &RecordBatch, fields: &Arc<Vec<FieldInfo>>) -> Result<Vec<DataRow>> {
+    let columns = wire_columns(batch)?;
+    let mut encoder = DataRowEncoder::new(fields.clone());
+    let mut rows = Vec::with_capacity(batch.num_rows());
+    for row in 0..batch.num_rows() {
+        for col in &columns {
+            encode_value(&mut encoder, col, row).map_err(|e| crate::Error::Internal(e.to_string()))?;
+        }
+        rows.push(encoder.take_row());
+    }
+    Ok(rows)
+}
+
+fn encode_value(encoder: &mut DataRowEncoder, col: &ArrayRef, row: usize) -> PgWireResult<()> {
+    let valid = col.is_valid(row);
+    match col.data_type() {
+        DataType::Boolean => encoder.encode_field(&valid.then(|| col.as_boolean().value(row))),
+        DataType::Int16 => encoder.encode_field(&valid.then(|| col.as_primitive::<Int16Type>().value(row))),
+        DataType::Int32 => encoder.encode_field(&valid.then(|| col.as_primitive::<Int32Type>().value(row))),
+        DataType::Int64 => encoder.encode_field(&valid.then(|| col.as_primitive::<Int64Type>().value(row))),
+        DataType::Float32 => encoder.encode_field(&valid.then(|| col.as_primitive::<Float32Type>().value(row))),
+        DataType::Float64 => encoder.encode_field(&valid.then(|| col.as_primitive::<Float64Type>().value(row))),
+        DataType::Timestamp(_, tz) => {
+            let nanos = valid.then(|| col.as_primitive::<TimestampNanosecondType>().value(row));
+            let dt = nanos.map(DateTime::<Utc>::from_timestamp_nanos);
+            if tz.is_some() {
+                encoder.encode_field(&dt)
+            } else {
+                encoder.encode_field(&dt.map(|d| d.naive_utc()))
+            }
+        }
+        _ => encoder.encode_field(&valid.then(|| col.as_string::<i32>().value(row))),
+    }
+}
+
+/// Encodes every row of `batch` as a line of COPY text format (tab-separated, `\N` for NULL,
+/// backslash escapes), each ending in a newline.
+pub fn copy_lines(batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
+    let options = FormatOptions::default().with_timestamp_format(Some(TIMESTAMP_FORMAT));
+    let formatters = batch
+        .columns()
+        .iter()
+        .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let mut lines = Vec::with_capacity(batch.num_rows());
+    for row in 0..batch.num_rows() {
+        let mut line = String::new();
+        for (i, (col, f)) in batch.columns().iter().zip(&formatters).enumerate() {
+            if i > 0 {
+                line.push('\t');
+            }
+            if col.is_null(row) {
+                line.push_str("\\N");
+                continue;
+            }
+            for ch in f.value(row).to_string().chars() {
+                match ch {
+                    '\\' => line.push_str("\\\\"),
+                    '\t' => line.push_str("\\t"),
+                    '\n' => line.push_str("\\n"),
+                    '\r' => line.push_str("\\r"),
+                    c => line.push(c),
+                }
+            }
+        }
+        line.push('\n');
+        lines.push(line.into_bytes());
+    }
+    Ok(lines)
+}
