@@ -287,10 +287,7 @@ mod tests {
 
     #[test]
     fn caret_points_at_the_column() {
-        let e = Error::parse(
-            "expected expression",
-            Some(Location { line: 2, column: 8 }),
-        );
+        let e = Error::parse("expected expression", Some(Location { line: 2, column: 8 }));
         let rendered = WithSource {
             error: &e,
             source: "SELECT a\nFROM s WHERE",

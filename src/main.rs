@@ -9,7 +9,11 @@ use saql::time::EventTime;
 use saql::{Engine, EngineConfig};
 
 #[derive(Parser)]
-#[command(name = "saql", version, about = "Streaming SQL for real-time anomaly detection")]
+#[command(
+    name = "saql",
+    version,
+    about = "Streaming SQL for real-time anomaly detection"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -40,8 +44,7 @@ enum Command {
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -110,7 +113,11 @@ async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::erro
     files.sort();
     for file in files {
         let text = std::fs::read_to_string(&file)?;
-        let text = text.replacen("CREATE CONTINUOUS QUERY", "CREATE CONTINUOUS QUERY IF NOT EXISTS", 1);
+        let text = text.replacen(
+            "CREATE CONTINUOUS QUERY",
+            "CREATE CONTINUOUS QUERY IF NOT EXISTS",
+            1,
+        );
         match engine.execute(&text).await {
             Ok(_) => tracing::info!("registered {}", file.display()),
             Err(e) => tracing::warn!("skipping {}: {e}", file.display()),
@@ -135,7 +142,10 @@ async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::erro
             ticks += 1;
             let to = EventTime::now();
             if ticks % 40 == 0 {
-                generator.inject(attacks[next_attack % attacks.len()], to.plus(Duration::from_millis(100)));
+                generator.inject(
+                    attacks[next_attack % attacks.len()],
+                    to.plus(Duration::from_millis(100)),
+                );
                 next_attack += 1;
             }
             let batches = match generator.generate(from, to) {

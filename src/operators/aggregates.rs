@@ -126,8 +126,7 @@ impl AggregateSet {
         total_groups: usize,
     ) -> Result<()> {
         self.groups = self.groups.max(total_groups);
-        for ((spec, acc), (vals, filter)) in
-            self.specs.iter().zip(&mut self.accs).zip(&inputs.args)
+        for ((spec, acc), (vals, filter)) in self.specs.iter().zip(&mut self.accs).zip(&inputs.args)
         {
             match acc {
                 Acc::Groups(g) => {

@@ -47,7 +47,11 @@ impl Operator for Filter {
             return Ok(vec![batch]);
         }
         let out = filter_record_batch(&batch, mask)?;
-        Ok(if out.num_rows() == 0 { vec![] } else { vec![out] })
+        Ok(if out.num_rows() == 0 {
+            vec![]
+        } else {
+            vec![out]
+        })
     }
 
     fn on_watermark(&mut self, _watermark: Watermark) -> Result<Vec<RecordBatch>> {
@@ -78,11 +82,20 @@ mod tests {
         let mut f = Filter::new(pred, schema.clone());
         let batch = RecordBatch::try_new(
             schema,
-            vec![Arc::new(Int64Array::from(vec![Some(1), Some(3), None, Some(5)]))],
+            vec![Arc::new(Int64Array::from(vec![
+                Some(1),
+                Some(3),
+                None,
+                Some(5),
+            ]))],
         )
         .unwrap();
         let out = f.process_batch(batch).unwrap();
-        let xs = out[0].column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        let xs = out[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
         assert_eq!(xs.values().to_vec(), vec![3, 5]);
         let snap = f.snapshot().unwrap();
         f.restore(&snap).unwrap();

@@ -104,7 +104,12 @@ impl SessionWindow {
     }
 
     /// Adds one row at time `t` to key `k`'s sessions, merging the sessions it bridges.
-    fn add(&mut self, k: usize, t: i64, inputs: &super::aggregates::AggregateInputs) -> Result<bool> {
+    fn add(
+        &mut self,
+        k: usize,
+        t: i64,
+        inputs: &super::aggregates::AggregateInputs,
+    ) -> Result<bool> {
         let gap = self.gap;
         let wm = self.watermark.0.nanos();
         let sessions = &mut self.sessions[k];
@@ -143,7 +148,12 @@ impl SessionWindow {
     }
 
     fn timestamp_array(&self, values: Vec<i64>) -> ArrayRef {
-        let ty = self.input.schema.field(self.input.time_column).data_type().clone();
+        let ty = self
+            .input
+            .schema
+            .field(self.input.time_column)
+            .data_type()
+            .clone();
         Arc::new(PrimitiveArray::<TimestampNanosecondType>::from(values).with_data_type(ty))
     }
 
@@ -153,7 +163,11 @@ impl SessionWindow {
             Field::new("__end", DataType::Int64, false),
         ];
         for (i, e) in self.key_exprs.iter().enumerate() {
-            fields.push(Field::new(format!("__key{i}"), e.data_type(&self.input.schema)?, true));
+            fields.push(Field::new(
+                format!("__key{i}"),
+                e.data_type(&self.input.schema)?,
+                true,
+            ));
         }
         for s in self.specs.iter() {
             for f in s.expr.state_fields()? {
@@ -281,8 +295,10 @@ impl Operator for SessionWindow {
             for (i, row) in rows.iter().enumerate() {
                 let k = self.key_index(row);
                 let mut aggs = AggregateSet::try_new(self.specs.clone())?;
-                let state: Vec<ArrayRef> =
-                    b.columns()[2 + nkeys..].iter().map(|c| c.slice(i, 1)).collect();
+                let state: Vec<ArrayRef> = b.columns()[2 + nkeys..]
+                    .iter()
+                    .map(|c| c.slice(i, 1))
+                    .collect();
                 aggs.merge(&state, &[0], 1)?;
                 let session = Session {
                     start: starts.value(i),

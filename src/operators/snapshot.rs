@@ -29,7 +29,13 @@ pub fn encode(header: &[i64], schema: &SchemaRef, batches: &[RecordBatch]) -> Re
 /// Reads what [`encode`] wrote: the header integers and the batches.
 pub fn decode(bytes: &[u8]) -> Result<(Vec<i64>, Vec<RecordBatch>)> {
     let bad = || Error::Internal("corrupt operator snapshot".into());
-    let n = u32::from_le_bytes(bytes.get(..4).ok_or_else(bad)?.try_into().map_err(|_| bad())?);
+    let n = u32::from_le_bytes(
+        bytes
+            .get(..4)
+            .ok_or_else(bad)?
+            .try_into()
+            .map_err(|_| bad())?,
+    );
     let mut header = Vec::with_capacity(n as usize);
     let mut pos = 4;
     for _ in 0..n {

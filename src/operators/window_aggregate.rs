@@ -6,9 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    ArrayRef, AsArray, Int64Array, PrimitiveArray, UInt32Array,
-};
+use datafusion::arrow::array::{ArrayRef, AsArray, Int64Array, PrimitiveArray, UInt32Array};
 use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::datatypes::{
     DataType, Field, Int64Type, Schema, SchemaRef, TimestampNanosecondType,
@@ -55,7 +53,11 @@ impl WindowedInput {
     /// `batch` (stream columns only) with constant window bounds appended.
     pub fn with_bounds(&self, batch: &RecordBatch, start: i64, end: i64) -> Result<RecordBatch> {
         let n = batch.num_rows();
-        let ty = self.schema.field(self.schema.fields().len() - 1).data_type().clone();
+        let ty = self
+            .schema
+            .field(self.schema.fields().len() - 1)
+            .data_type()
+            .clone();
         let mut cols = batch.columns().to_vec();
         for v in [start, end] {
             let arr: ArrayRef = Arc::new(
@@ -69,7 +71,9 @@ impl WindowedInput {
 
     /// The event times of a batch.
     pub fn times<'a>(&self, batch: &'a RecordBatch) -> &'a PrimitiveArray<TimestampNanosecondType> {
-        batch.column(self.time_column).as_primitive::<TimestampNanosecondType>()
+        batch
+            .column(self.time_column)
+            .as_primitive::<TimestampNanosecondType>()
     }
 }
 
@@ -105,7 +109,10 @@ impl WindowAggregate {
         schema: SchemaRef,
     ) -> Result<Self> {
         if assigner.size <= 0 || assigner.slide <= 0 {
-            return Err(Error::plan("22023", "window size and slide must be positive"));
+            return Err(Error::plan(
+                "22023",
+                "window size and slide must be positive",
+            ));
         }
         let fields = group_exprs
             .iter()
@@ -182,7 +189,11 @@ impl WindowAggregate {
             Field::new("__window_start", DataType::Int64, false),
         ];
         for (i, e) in self.group_exprs.iter().enumerate() {
-            fields.push(Field::new(format!("__key{i}"), e.data_type(&self.input.schema)?, true));
+            fields.push(Field::new(
+                format!("__key{i}"),
+                e.data_type(&self.input.schema)?,
+                true,
+            ));
         }
         for s in self.specs.iter() {
             for f in s.expr.state_fields()? {
@@ -316,7 +327,10 @@ mod tests {
 
     #[test]
     fn tumble_and_hop_assignment() {
-        let tumble = WindowAssigner { size: 10, slide: 10 };
+        let tumble = WindowAssigner {
+            size: 10,
+            slide: 10,
+        };
         assert_eq!(tumble.starts(0).collect::<Vec<_>>(), vec![0]);
         assert_eq!(tumble.starts(19).collect::<Vec<_>>(), vec![10]);
         assert_eq!(tumble.starts(-1).collect::<Vec<_>>(), vec![-10]);

@@ -182,7 +182,8 @@ impl Catalog {
 
     /// A stream by name, or 42P01.
     pub fn require_stream(&self, name: &str) -> Result<&Arc<StreamDef>> {
-        self.stream(name).ok_or_else(|| Error::undefined("stream", name))
+        self.stream(name)
+            .ok_or_else(|| Error::undefined("stream", name))
     }
 
     /// All streams in name order.
@@ -269,13 +270,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.name, "events");
-        let types: Vec<_> = s.schema.fields().iter().map(|f| f.data_type().clone()).collect();
+        let types: Vec<_> = s
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
         assert_eq!(types[1], DataType::Int32);
         assert_eq!(types[2], DataType::Int64);
         assert_eq!(types[3], DataType::Float64);
         assert_eq!(types[4], DataType::Boolean);
         assert_eq!(types[5], DataType::Utf8);
-        assert_eq!(types[6], DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())));
+        assert_eq!(
+            types[6],
+            DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
+        );
         assert!(!s.schema.field(0).is_nullable(), "event time is NOT NULL");
         assert_eq!(s.event_time.unwrap().delay, Duration::from_secs(5));
     }

@@ -33,7 +33,8 @@ impl PlanContext {
     /// Makes an empty table with `schema` visible under `name`.
     pub(crate) fn add_table(&mut self, name: &str, schema: SchemaRef) -> DfResult<()> {
         let table: Arc<dyn TableProvider> = Arc::new(MemTable::try_new(schema, vec![vec![]])?);
-        self.tables.insert(name.to_string(), provider_as_source(table));
+        self.tables
+            .insert(name.to_string(), provider_as_source(table));
         Ok(())
     }
 
@@ -83,7 +84,11 @@ impl ContextProvider for PlanContext {
     }
 
     fn higher_order_function_names(&self) -> Vec<String> {
-        self.state.higher_order_functions().keys().cloned().collect()
+        self.state
+            .higher_order_functions()
+            .keys()
+            .cloned()
+            .collect()
     }
 
     fn udaf_names(&self) -> Vec<String> {

@@ -96,10 +96,10 @@ pub fn plan_query(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
     ctx.add_table(&stream.name, scan_schema.clone())?;
     let planner = SqlToRel::new(&ctx);
     let plan = planner.sql_statement_to_plan(sq::Statement::Query(Box::new(query)))?;
-    let plan = ctx
-        .state()
-        .analyzer()
-        .execute_and_check(plan, ctx.state().config_options(), |_, _| {})?;
+    let plan =
+        ctx.state()
+            .analyzer()
+            .execute_and_check(plan, ctx.state().config_options(), |_, _| {})?;
 
     let mut chain = Vec::new();
     let mut node = &plan;
@@ -212,7 +212,10 @@ fn plan_aggregate(
         schema: scan_schema.clone(),
         time_column,
     };
-    if let Some(g) = group_expr.iter().find(|g| matches!(g, LExpr::GroupingSet(_))) {
+    if let Some(g) = group_expr
+        .iter()
+        .find(|g| matches!(g, LExpr::GroupingSet(_)))
+    {
         return Err(Error::NotSupported(format!("{g} is not supported")));
     }
     let window_col = |e: &LExpr| match e {
@@ -306,7 +309,10 @@ fn plan_aggregate(
 fn nanos(d: Duration) -> Result<i64> {
     let n = crate::time::duration_nanos(d);
     if n <= 0 {
-        return Err(Error::plan("22023", "window size, slide and gap must be positive"));
+        return Err(Error::plan(
+            "22023",
+            "window size, slide and gap must be positive",
+        ));
     }
     Ok(n)
 }
@@ -362,8 +368,7 @@ fn resolve_from(
     relation: &mut TableFactor,
     catalog: &Catalog,
 ) -> Result<(Arc<StreamDef>, Option<WindowSpec>)> {
-    let TableFactor::Table { name, args, .. } = relation
-    else {
+    let TableFactor::Table { name, args, .. } = relation else {
         return Err(Error::NotSupported(
             "FROM must name a stream or a window function (TUMBLE, HOP, SESSION)".into(),
         ));
@@ -419,19 +424,18 @@ fn resolve_from(
     let stream = catalog.require_stream(&stream_name)?.clone();
     let time_col = match &exprs[1] {
         Expr::Identifier(i) => normalize(i),
-        Expr::Function(f) if normalize_object(&f.name) == "descriptor" => {
-            match &f.args {
-                sq::FunctionArguments::List(l) if l.args.len() == 1 => match &l.args[0] {
-                    FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Identifier(i))) => {
-                        normalize(i)
-                    }
-                    other => {
-                        return Err(Error::plan("42601", format!("expected a column, found {other}")))
-                    }
-                },
-                _ => return Err(Error::plan("42601", "DESCRIPTOR takes one column")),
-            }
-        }
+        Expr::Function(f) if normalize_object(&f.name) == "descriptor" => match &f.args {
+            sq::FunctionArguments::List(l) if l.args.len() == 1 => match &l.args[0] {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Identifier(i))) => normalize(i),
+                other => {
+                    return Err(Error::plan(
+                        "42601",
+                        format!("expected a column, found {other}"),
+                    ))
+                }
+            },
+            _ => return Err(Error::plan("42601", "DESCRIPTOR takes one column")),
+        },
         other => {
             return Err(Error::plan(
                 "42601",
@@ -453,7 +457,10 @@ fn resolve_from(
         if stream.schema.column_with_name(&time_col).is_none() {
             return Err(Error::plan(
                 "42703",
-                format!("column \"{time_col}\" does not exist in stream \"{}\"", stream.name),
+                format!(
+                    "column \"{time_col}\" does not exist in stream \"{}\"",
+                    stream.name
+                ),
             ));
         }
         return Err(Error::NotSupported(format!(
@@ -474,10 +481,7 @@ fn resolve_from(
     };
     if let WindowSpec::Hop { slide, size } = spec {
         if slide > size {
-            return Err(Error::plan(
-                "22023",
-                "HOP slide must not exceed its size",
-            ));
+            return Err(Error::plan("22023", "HOP slide must not exceed its size"));
         }
     }
     *name = ObjectName(vec![ObjectNamePart::Identifier(sq::Ident::with_quote(

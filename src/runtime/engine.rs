@@ -318,7 +318,10 @@ impl Engine {
                 .map(|col| {
                     let n = normalize(col);
                     def.schema.index_of(&n).map_err(|_| {
-                        Error::plan("42703", format!("column \"{n}\" of stream \"{name}\" does not exist"))
+                        Error::plan(
+                            "42703",
+                            format!("column \"{n}\" of stream \"{name}\" does not exist"),
+                        )
                     })
                 })
                 .collect::<Result<_>>()?

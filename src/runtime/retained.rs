@@ -55,6 +55,7 @@ impl Retained {
     }
 
     /// Number of retained rows.
+    #[cfg(test)]
     pub fn rows(&self) -> usize {
         self.rows
     }
@@ -86,6 +87,12 @@ mod tests {
         assert_eq!(all, vec![2, 3, 4, 5, 6]);
         r.push(&batch(10..20));
         assert_eq!(r.rows(), 5);
-        assert_eq!(r.batches()[0].column(0).as_primitive::<Int64Type>().value(0), 15);
+        assert_eq!(
+            r.batches()[0]
+                .column(0)
+                .as_primitive::<Int64Type>()
+                .value(0),
+            15
+        );
     }
 }

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
-    DataType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Schema,
-    TimestampNanosecondType, TimeUnit,
+    DataType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Schema, TimeUnit,
+    TimestampNanosecondType,
 };
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -55,7 +55,15 @@ pub fn field_infos(schema: &Schema, format: impl Fn(usize) -> FieldFormat) -> Ve
         .fields()
         .iter()
         .enumerate()
-        .map(|(i, f)| FieldInfo::new(f.name().clone(), None, None, pg_type(f.data_type()), format(i)))
+        .map(|(i, f)| {
+            FieldInfo::new(
+                f.name().clone(),
+                None,
+                None,
+                pg_type(f.data_type()),
+                format(i),
+            )
+        })
         .collect()
 }
 
@@ -78,7 +86,9 @@ fn wire_columns(batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
                 let values: Vec<Option<String>> = (0..c.len())
                     .map(|i| c.is_valid(i).then(|| f.value(i).to_string()))
                     .collect();
-                return Ok(Arc::new(datafusion::arrow::array::StringArray::from(values)) as ArrayRef);
+                return Ok(
+                    Arc::new(datafusion::arrow::array::StringArray::from(values)) as ArrayRef,
+                );
             }
             Ok(cast(c, &target)?)
         })
@@ -91,27 +101,49 @@ pub fn data_rows(batch: &RecordBatch, fields: &Arc<Vec<FieldInfo>>) -> Result<Ve
     let mut encoder = DataRowEncoder::new(fields.clone());
     let mut rows = Vec::with_capacity(batch.num_rows());
     for row in 0..batch.num_rows() {
-        for col in &columns {
-            encode_value(&mut encoder, col, row).map_err(|e| crate::Error::Internal(e.to_string()))?;
+        for (col, field) in columns.iter().zip(fields.iter()) {
+            let text = field.format() == FieldFormat::Text;
+            encode_value(&mut encoder, col, row, text)
+                .map_err(|e| crate::Error::Internal(e.to_string()))?;
         }
         rows.push(encoder.take_row());
     }
     Ok(rows)
 }
 
-fn encode_value(encoder: &mut DataRowEncoder, col: &ArrayRef, row: usize) -> PgWireResult<()> {
+fn encode_value(
+    encoder: &mut DataRowEncoder,
+    col: &ArrayRef,
+    row: usize,
+    text: bool,
+) -> PgWireResult<()> {
     let valid = col.is_valid(row);
     match col.data_type() {
         DataType::Boolean => encoder.encode_field(&valid.then(|| col.as_boolean().value(row))),
-        DataType::Int16 => encoder.encode_field(&valid.then(|| col.as_primitive::<Int16Type>().value(row))),
-        DataType::Int32 => encoder.encode_field(&valid.then(|| col.as_primitive::<Int32Type>().value(row))),
-        DataType::Int64 => encoder.encode_field(&valid.then(|| col.as_primitive::<Int64Type>().value(row))),
-        DataType::Float32 => encoder.encode_field(&valid.then(|| col.as_primitive::<Float32Type>().value(row))),
-        DataType::Float64 => encoder.encode_field(&valid.then(|| col.as_primitive::<Float64Type>().value(row))),
+        DataType::Int16 => {
+            encoder.encode_field(&valid.then(|| col.as_primitive::<Int16Type>().value(row)))
+        }
+        DataType::Int32 => {
+            encoder.encode_field(&valid.then(|| col.as_primitive::<Int32Type>().value(row)))
+        }
+        DataType::Int64 => {
+            encoder.encode_field(&valid.then(|| col.as_primitive::<Int64Type>().value(row)))
+        }
+        DataType::Float32 => {
+            encoder.encode_field(&valid.then(|| col.as_primitive::<Float32Type>().value(row)))
+        }
+        DataType::Float64 => {
+            encoder.encode_field(&valid.then(|| col.as_primitive::<Float64Type>().value(row)))
+        }
         DataType::Timestamp(_, tz) => {
             let nanos = valid.then(|| col.as_primitive::<TimestampNanosecondType>().value(row));
             let dt = nanos.map(DateTime::<Utc>::from_timestamp_nanos);
-            if tz.is_some() {
+            if text {
+                // As PostgreSQL prints them: no trailing zero fraction.
+                let suffix = if tz.is_some() { "+00" } else { "" };
+                let s = dt.map(|d| format!("{}{suffix}", d.naive_utc().format(TIMESTAMP_FORMAT)));
+                encoder.encode_field(&s)
+            } else if tz.is_some() {
                 encoder.encode_field(&dt)
             } else {
                 encoder.encode_field(&dt.map(|d| d.naive_utc()))

@@ -19,7 +19,9 @@ use pgwire::api::results::{
     QueryResponse, Response, Tag,
 };
 use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
-use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, NoopHandler, PgWireServerHandlers, Type};
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, ConnectionManager, NoopHandler, PgWireServerHandlers, Type,
+};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyOutResponse};
 use pgwire::messages::data::RowDescription;
@@ -42,8 +44,15 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 /// 1-based character position in `query`.
 pub fn pg_error(e: &Error, query: &str) -> PgWireError {
     let mut info = ErrorInfo::new("ERROR".into(), e.sqlstate().into(), e.to_string());
-    if let Some(loc) = e.location() {
-        info.position = Some(char_position(query, loc.line, loc.column).to_string());
+    match e.location() {
+        Some(loc) => {
+            info.position = Some(char_position(query, loc.line, loc.column).to_string());
+        }
+        // A syntax error without a token location is at the end of the input.
+        None if matches!(e, Error::Parse { .. }) && !query.is_empty() => {
+            info.position = Some(query.trim_end().chars().count().max(1).to_string());
+        }
+        None => {}
     }
     PgWireError::UserError(Box::new(info))
 }
@@ -152,10 +161,13 @@ where
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
     let columns = sub.schema.fields().len();
-    let fields = Arc::new(field_infos(
-        &sub.schema,
-        |i| if sub.copy { FieldFormat::Text } else { format(i) },
-    ));
+    let fields = Arc::new(field_infos(&sub.schema, |i| {
+        if sub.copy {
+            FieldFormat::Text
+        } else {
+            format(i)
+        }
+    }));
     if sub.copy {
         client
             .send(PgWireBackendMessage::CopyOutResponse(CopyOutResponse::new(
@@ -166,14 +178,21 @@ where
             .await?;
     } else if describe {
         let desc = RowDescription::new(fields.iter().map(Into::into).collect());
-        client.send(PgWireBackendMessage::RowDescription(desc)).await?;
+        client
+            .send(PgWireBackendMessage::RowDescription(desc))
+            .await?;
     }
     let mut sent = 0usize;
     loop {
         match tokio::time::timeout(HEARTBEAT, sub.events.recv()).await {
             Err(_) => {
-                let beat = ParameterStatus::new("saql_heartbeat".into(), crate::time::EventTime::now().to_string());
-                client.send(PgWireBackendMessage::ParameterStatus(beat)).await?;
+                let beat = ParameterStatus::new(
+                    "saql_heartbeat".into(),
+                    crate::time::EventTime::now().to_string(),
+                );
+                client
+                    .send(PgWireBackendMessage::ParameterStatus(beat))
+                    .await?;
             }
             Ok(None) => break,
             Ok(Some(SubscriptionEvent::Failed(reason))) => {
@@ -183,7 +202,9 @@ where
                 if sub.copy {
                     for line in copy_lines(&batch).map_err(|e| pg_error(&e, query))? {
                         client
-                            .feed(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(line))))
+                            .feed(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
+                                line,
+                            ))))
                             .await?;
                     }
                 } else {
@@ -215,7 +236,11 @@ impl SimpleQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let stmts = sql::parse(query).map_err(|e| pg_error(&e, query))?;
-        if stmts.len() > 1 && stmts.iter().any(|s| matches!(s, Statement::Subscribe { .. })) {
+        if stmts.len() > 1
+            && stmts
+                .iter()
+                .any(|s| matches!(s, Statement::Subscribe { .. }))
+        {
             let e = Error::NotSupported("SUBSCRIBE must be sent on its own".into());
             return Err(pg_error(&e, query));
         }
@@ -228,7 +253,10 @@ impl SimpleQueryHandler for Connection {
                     break;
                 }
             };
-            match self.respond(client, result, query, &|_| FieldFormat::Text, false).await {
+            match self
+                .respond(client, result, query, &|_| FieldFormat::Text, false)
+                .await
+            {
                 Ok(r) => out.push(r),
                 Err(PgWireError::UserError(info)) => {
                     out.push(Response::Error(info));
@@ -250,7 +278,12 @@ fn error_info(e: &Error, query: &str) -> ErrorInfo {
 
 /// Decodes one bound parameter into the text form the engine parses.
 fn param_text(bytes: &[u8], binary: bool, ty: &Type) -> Result<String, Error> {
-    let bad = || Error::invalid_input("22P03", format!("incorrect binary data format in parameter of type {ty}"));
+    let bad = || {
+        Error::invalid_input(
+            "22P03",
+            format!("incorrect binary data format in parameter of type {ty}"),
+        )
+    };
     if !binary {
         return String::from_utf8(bytes.to_vec()).map_err(|_| bad());
     }
@@ -313,7 +346,11 @@ impl ExtendedQueryHandler for Connection {
         let types = if portal.parameters.is_empty() {
             vec![]
         } else {
-            let desc = self.engine.describe(query).await.map_err(|e| pg_error(&e, query))?;
+            let desc = self
+                .engine
+                .describe(query)
+                .await
+                .map_err(|e| pg_error(&e, query))?;
             (0..portal.parameters.len())
                 .map(|i| {
                     portal
@@ -343,12 +380,14 @@ impl ExtendedQueryHandler for Connection {
             .await
             .map_err(|e| pg_error(&e, query))?;
         if results.len() != 1 {
-            let e = Error::NotSupported("the extended protocol takes one statement at a time".into());
+            let e =
+                Error::NotSupported("the extended protocol takes one statement at a time".into());
             return Err(pg_error(&e, query));
         }
         let result = results.remove(0);
         let format = portal.result_column_format.clone();
-        self.respond(client, result, query, &|i| format.format_for(i), true).await
+        self.respond(client, result, query, &|i| format.format_for(i), true)
+            .await
     }
 
     async fn do_describe_statement<C>(
@@ -362,7 +401,11 @@ impl ExtendedQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let query = &target.statement;
-        let desc = self.engine.describe(query).await.map_err(|e| pg_error(&e, query))?;
+        let desc = self
+            .engine
+            .describe(query)
+            .await
+            .map_err(|e| pg_error(&e, query))?;
         let params = desc
             .params
             .iter()
@@ -395,7 +438,11 @@ impl ExtendedQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let query = &portal.statement.statement;
-        let desc = self.engine.describe(query).await.map_err(|e| pg_error(&e, query))?;
+        let desc = self
+            .engine
+            .describe(query)
+            .await
+            .map_err(|e| pg_error(&e, query))?;
         let format = &portal.result_column_format;
         let fields = desc
             .schema

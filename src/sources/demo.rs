@@ -13,7 +13,7 @@ use std::f64::consts::TAU;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{
-    ArrayRef, Float64Builder, Int64Builder, StringBuilder, TimestampNanosecondBuilder,
+    ArrayRef, Float64Array, Int64Array, StringArray, TimestampNanosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -64,188 +64,158 @@ const TAG_DISK: u64 = 10;
 
 const CMD: &str = r"C:\Windows\System32\cmd.exe";
 const OSQL: &str = r"C:\Program Files\Microsoft SQL Server\150\Tools\Binn\osql.exe";
-const DUMP: &str = r"C:\Program Files\Microsoft SQL Server\MSSQL16.MSSQLSERVER\MSSQL\Backup\sales.dmp";
+const DUMP: &str =
+    r"C:\Program Files\Microsoft SQL Server\MSSQL16.MSSQLSERVER\MSSQL\Backup\sales.dmp";
 const DROPPER: &str = r"C:\Users\Public\sbblv.exe";
 const EXFIL_IP: &str = "203.0.113.66";
 const OUTLIER_IP: &str = "203.0.113.7";
 const DOWNLOAD_IP: &str = "203.0.113.9";
 const BRUTE_FORCE_IP: &str = "203.0.113.23";
 
-/// A long-running service: what it reads, writes, talks to and starts in normal operation.
+/// A long-running service and what it does in normal operation. The lists hold `|`-separated
+/// entries: files it reads, files it writes, peers it sends to, children it starts.
 struct ServiceSpec {
     exe: &'static str,
     user: &'static str,
-    reads: &'static [&'static str],
-    writes: &'static [&'static str],
-    peers: &'static [&'static str],
-    children: &'static [&'static str],
     /// Share of the host's activity, relative to the host's other services.
     weight: f64,
+    reads: &'static str,
+    writes: &'static str,
+    peers: &'static str,
+    children: &'static str,
 }
 
 const SSHD: ServiceSpec = ServiceSpec {
     exe: "/usr/sbin/sshd",
     user: "root",
-    reads: &["/etc/ssh/sshd_config", "/etc/passwd", "/etc/shadow"],
-    writes: &["/var/log/auth.log"],
-    peers: &["10.0.0.5"],
-    children: &[],
     weight: 0.5,
+    reads: "/etc/ssh/sshd_config|/etc/passwd|/etc/shadow",
+    writes: "/var/log/auth.log",
+    peers: "10.0.0.5",
+    children: "",
 };
 const CRON: ServiceSpec = ServiceSpec {
     exe: "/usr/sbin/cron",
     user: "root",
-    reads: &["/etc/crontab", "/var/spool/cron/crontabs/root"],
-    writes: &["/var/log/syslog"],
-    peers: &[],
-    children: &["/bin/sh", "/usr/sbin/logrotate"],
     weight: 0.3,
+    reads: "/etc/crontab|/var/spool/cron/crontabs/root",
+    writes: "/var/log/syslog",
+    peers: "",
+    children: "/bin/sh|/usr/sbin/logrotate",
 };
 const NGINX: ServiceSpec = ServiceSpec {
     exe: "/usr/sbin/nginx",
     user: "www-data",
-    reads: &[
-        "/etc/nginx/nginx.conf",
-        "/var/www/html/index.html",
-        "/var/www/html/static/app.js",
-        "/var/www/html/static/logo.png",
-    ],
-    writes: &["/var/log/nginx/access.log", "/var/log/nginx/error.log"],
-    peers: &["10.0.1.21", "198.51.100.53"],
-    children: &[],
     weight: 3.0,
+    reads: "/etc/nginx/nginx.conf|/var/www/html/index.html|/var/www/html/static/app.js",
+    writes: "/var/log/nginx/access.log|/var/log/nginx/error.log",
+    peers: "10.0.1.21|198.51.100.53",
+    children: "",
 };
 const APACHE2: ServiceSpec = ServiceSpec {
     exe: "/usr/sbin/apache2",
     user: "www-data",
-    reads: &[
-        "/etc/apache2/apache2.conf",
-        "/var/www/app/index.php",
-        "/var/www/app/config.php",
-    ],
-    writes: &["/var/log/apache2/access.log", "/var/log/apache2/error.log"],
-    peers: &["10.0.2.10", "10.0.1.21"],
-    children: &["/usr/sbin/php-fpm8.2", "/bin/sh"],
     weight: 2.0,
+    reads: "/etc/apache2/apache2.conf|/var/www/app/index.php|/var/www/app/config.php",
+    writes: "/var/log/apache2/access.log|/var/log/apache2/error.log",
+    peers: "10.0.2.10|10.0.1.21",
+    children: "/usr/sbin/php-fpm8.2|/bin/sh",
 };
 const HTTPD: ServiceSpec = ServiceSpec {
     exe: "/usr/sbin/httpd",
     user: "apache",
-    reads: &[
-        "/etc/httpd/conf/httpd.conf",
-        "/var/www/html/index.php",
-        "/var/www/html/login.php",
-    ],
-    writes: &["/var/log/httpd/access_log", "/var/log/httpd/error_log"],
-    peers: &["10.0.2.10", "198.51.100.20"],
-    children: &["/usr/sbin/php-fpm", "/bin/sh"],
     weight: 3.0,
+    reads: "/etc/httpd/conf/httpd.conf|/var/www/html/index.php|/var/www/html/login.php",
+    writes: "/var/log/httpd/access_log|/var/log/httpd/error_log",
+    peers: "10.0.2.10|198.51.100.20",
+    children: "/usr/sbin/php-fpm|/bin/sh",
 };
 const POSTGRES: ServiceSpec = ServiceSpec {
     exe: "/usr/lib/postgresql/16/bin/postgres",
     user: "postgres",
-    reads: &[
-        "/var/lib/postgresql/16/main/base/16384/2619",
-        "/var/lib/postgresql/16/main/base/16384/16402",
-        "/etc/postgresql/16/main/postgresql.conf",
-    ],
-    writes: &[
-        "/var/lib/postgresql/16/main/pg_wal/000000010000000000000042",
-        "/var/log/postgresql/postgresql-16-main.log",
-    ],
-    peers: &["10.0.1.11", "10.0.1.21"],
-    children: &["/usr/lib/postgresql/16/bin/postgres"],
     weight: 3.0,
+    reads: "/var/lib/postgresql/16/main/base/16384/2619|/etc/postgresql/16/main/postgresql.conf",
+    writes: "/var/lib/postgresql/16/main/pg_wal/000000010000000000000042\
+             |/var/log/postgresql/postgresql-16-main.log",
+    peers: "10.0.1.11|10.0.1.21",
+    children: "/usr/lib/postgresql/16/bin/postgres",
 };
 const JAVA: ServiceSpec = ServiceSpec {
     exe: "/usr/bin/java",
     user: "app",
-    reads: &["/opt/app/config/application.yml", "/opt/app/lib/app.jar"],
-    writes: &["/opt/app/logs/app.log", "/opt/app/data/cache.bin"],
-    peers: &["10.0.2.10", "198.51.100.20", "192.0.2.80"],
-    children: &[],
     weight: 3.0,
+    reads: "/opt/app/config/application.yml|/opt/app/lib/app.jar",
+    writes: "/opt/app/logs/app.log|/opt/app/data/cache.bin",
+    peers: "10.0.2.10|198.51.100.20|192.0.2.80",
+    children: "",
 };
 const SQLSERVR: ServiceSpec = ServiceSpec {
     exe: r"C:\Program Files\Microsoft SQL Server\MSSQL16.MSSQLSERVER\MSSQL\Binn\sqlservr.exe",
     user: r"NT SERVICE\MSSQLSERVER",
-    reads: &[
-        r"C:\Program Files\Microsoft SQL Server\MSSQL16.MSSQLSERVER\MSSQL\DATA\master.mdf",
-        r"C:\Program Files\Microsoft SQL Server\MSSQL16.MSSQLSERVER\MSSQL\DATA\sales.mdf",
-    ],
-    writes: &[
-        r"C:\Program Files\Microsoft SQL Server\MSSQL16.MSSQLSERVER\MSSQL\DATA\sales_log.ldf",
-        r"C:\Program Files\Microsoft SQL Server\MSSQL16.MSSQLSERVER\MSSQL\Log\ERRORLOG",
-    ],
-    peers: &["10.0.1.21", "10.0.1.11"],
-    children: &[],
     weight: 3.0,
+    reads: concat!(
+        r"C:\Program Files\Microsoft SQL Server\MSSQL16.MSSQLSERVER\MSSQL\DATA\master.mdf|",
+        r"C:\Program Files\Microsoft SQL Server\MSSQL16.MSSQLSERVER\MSSQL\DATA\sales.mdf",
+    ),
+    writes: concat!(
+        r"C:\Program Files\Microsoft SQL Server\MSSQL16.MSSQLSERVER\MSSQL\DATA\sales_log.ldf|",
+        r"C:\Program Files\Microsoft SQL Server\MSSQL16.MSSQLSERVER\MSSQL\Log\ERRORLOG",
+    ),
+    peers: "10.0.1.21|10.0.1.11",
+    children: "",
 };
 const SVCHOST: ServiceSpec = ServiceSpec {
     exe: r"C:\Windows\System32\svchost.exe",
     user: r"NT AUTHORITY\SYSTEM",
-    reads: &[
-        r"C:\Windows\System32\config\SOFTWARE",
-        r"C:\Windows\System32\drivers\etc\hosts",
-    ],
-    writes: &[r"C:\Windows\System32\winevt\Logs\System.evtx"],
-    peers: &["10.0.0.2", "192.0.2.80"],
-    children: &[
-        r"C:\Windows\System32\wbem\WmiPrvSE.exe",
-        r"C:\Windows\System32\taskhostw.exe",
-    ],
     weight: 1.5,
+    reads: r"C:\Windows\System32\config\SOFTWARE|C:\Windows\System32\drivers\etc\hosts",
+    writes: r"C:\Windows\System32\winevt\Logs\System.evtx",
+    peers: "10.0.0.2|192.0.2.80",
+    children: r"C:\Windows\System32\wbem\WmiPrvSE.exe|C:\Windows\System32\taskhostw.exe",
 };
 const EXPLORER: ServiceSpec = ServiceSpec {
     exe: r"C:\Windows\explorer.exe",
     user: r"CORP\alice",
-    reads: &[
-        r"C:\Users\alice\Documents\Q3 report, final.xlsx",
-        r"C:\Users\alice\Desktop\notes.txt",
-    ],
-    writes: &[r"C:\Users\alice\AppData\Local\Temp\~DF3A1C.tmp"],
-    peers: &["10.0.0.3"],
-    children: &[CMD, r"C:\Windows\System32\notepad.exe"],
     weight: 0.7,
+    reads: r"C:\Users\alice\Documents\Q3 report, final.xlsx|C:\Users\alice\Desktop\notes.txt",
+    writes: r"C:\Users\alice\AppData\Local\Temp\~DF3A1C.tmp",
+    peers: "10.0.0.3",
+    children: r"C:\Windows\System32\cmd.exe|C:\Windows\System32\notepad.exe",
 };
 
-/// A kind of host in the fleet.
-struct Role {
-    prefix: &'static str,
-    windows: bool,
-    services: &'static [ServiceSpec],
-    cpu: f64,
-    mem: f64,
-}
+/// A kind of host in the fleet: name prefix, whether it runs Windows, its services, and its
+/// typical cpu and mem percentages.
+struct Role(&'static str, bool, &'static [ServiceSpec], f64, f64);
 
 /// The fleet cycles through these, so two hosts already mix Linux and Windows.
 const ROLES: [Role; 8] = [
-    Role { prefix: "web", windows: false, services: &[SSHD, CRON, NGINX, APACHE2], cpu: 25.0, mem: 45.0 },
-    Role { prefix: "win", windows: true, services: &[SQLSERVR, SVCHOST, EXPLORER], cpu: 30.0, mem: 60.0 },
-    Role { prefix: "db", windows: false, services: &[SSHD, CRON, POSTGRES], cpu: 35.0, mem: 70.0 },
-    Role { prefix: "app", windows: false, services: &[SSHD, CRON, JAVA], cpu: 40.0, mem: 55.0 },
-    Role { prefix: "web", windows: false, services: &[SSHD, CRON, HTTPD], cpu: 25.0, mem: 40.0 },
-    Role { prefix: "win", windows: true, services: &[SQLSERVR, SVCHOST, EXPLORER], cpu: 30.0, mem: 60.0 },
-    Role { prefix: "db", windows: false, services: &[SSHD, CRON, POSTGRES], cpu: 35.0, mem: 70.0 },
-    Role { prefix: "app", windows: false, services: &[SSHD, CRON, JAVA], cpu: 40.0, mem: 55.0 },
+    Role("web", false, &[SSHD, CRON, NGINX, APACHE2], 25.0, 45.0),
+    Role("win", true, &[SQLSERVR, SVCHOST, EXPLORER], 30.0, 60.0),
+    Role("db", false, &[SSHD, CRON, POSTGRES], 35.0, 70.0),
+    Role("app", false, &[SSHD, CRON, JAVA], 40.0, 55.0),
+    Role("web", false, &[SSHD, CRON, HTTPD], 25.0, 40.0),
+    Role("win", true, &[SQLSERVR, SVCHOST, EXPLORER], 30.0, 60.0),
+    Role("db", false, &[SSHD, CRON, POSTGRES], 35.0, 70.0),
+    Role("app", false, &[SSHD, CRON, JAVA], 40.0, 55.0),
 ];
 
-/// What a service does in one background event, with its relative frequency.
+/// The lists of a service that one background event draws its object from.
 #[derive(Clone, Copy)]
-enum Action {
-    Read,
-    Write,
-    Connect,
-    Send,
-    Start,
+enum Pool {
+    Reads = 0,
+    Writes = 1,
+    Peers = 2,
+    Children = 3,
 }
 
-const ACTIONS: [(Action, f64); 5] = [
-    (Action::Read, 0.35),
-    (Action::Write, 0.25),
-    (Action::Connect, 0.08),
-    (Action::Send, 0.22),
-    (Action::Start, 0.10),
+/// The background events a service makes: op, object pool, amount range (log-uniform), and
+/// relative frequency. A start also brings the child's exit shortly after.
+const ACTIONS: [(Op, Pool, i64, i64, f64); 5] = [
+    (Op::Read, Pool::Reads, 512, 262_144, 0.35),
+    (Op::Write, Pool::Writes, 64, 65_536, 0.25),
+    (Op::Connect, Pool::Peers, 40, 1_500, 0.08),
+    (Op::Write, Pool::Peers, 200, 65_536, 0.22),
+    (Op::Start, Pool::Children, 1, 1, 0.10),
 ];
 
 /// The `op` column.
@@ -283,6 +253,18 @@ enum Obj {
     User(&'static str),
 }
 
+impl Obj {
+    /// `obj_type` and `obj_name`.
+    fn parts(self) -> (&'static str, &'static str) {
+        match self {
+            Obj::Proc(name) => ("proc", name),
+            Obj::File(name) => ("file", name),
+            Obj::Ip(name) => ("ip", name),
+            Obj::User(name) => ("user", name),
+        }
+    }
+}
+
 /// The process behind an event.
 #[derive(Clone, Copy, Debug)]
 struct Actor {
@@ -299,11 +281,23 @@ impl Actor {
             Obj::Ip(ip) => Some(ip),
             _ => None,
         };
-        Event { ts, actor: *self, op, obj, dst_ip, amount }
+        Event {
+            ts,
+            actor: *self,
+            op,
+            obj,
+            dst_ip,
+            amount,
+        }
     }
 
     fn child(&self, pid: i64, exe: &'static str) -> Actor {
-        Actor { pid, ppid: self.pid, exe, ..*self }
+        Actor {
+            pid,
+            ppid: self.pid,
+            exe,
+            ..*self
+        }
     }
 
     fn start(&self, ts: i64, child: &Actor) -> Event {
@@ -316,7 +310,11 @@ impl Actor {
 
     /// An ssh login attempt handled by this sshd: `user_name` is the account, `dst_ip` the client.
     fn login(&self, ts: i64, op: Op, account: &'static str, client: &'static str) -> Event {
-        let mut event = Actor { user: account, ..*self }.at(ts, op, Obj::User(account), None);
+        let mut event = Actor {
+            user: account,
+            ..*self
+        }
+        .at(ts, op, Obj::User(account), None);
         event.dst_ip = Some(client);
         event
     }
@@ -351,17 +349,20 @@ impl Traffic {
     }
 }
 
+/// A running service of one host.
 struct Service {
-    spec: &'static ServiceSpec,
     actor: Actor,
+    weight: f64,
+    /// Indexed by [`Pool`].
+    pools: [Vec<&'static str>; 4],
 }
 
 struct Host {
     name: String,
     windows: bool,
     services: Vec<Service>,
-    /// Cumulative weight, service index, action: the background event mix.
-    activities: Vec<(f64, usize, Action)>,
+    /// Cumulative weight, service index, index into [`ACTIONS`]: the background event mix.
+    activities: Vec<(f64, usize, usize)>,
     /// Rows per background activity on average (a start also brings its child's exit).
     events_per_activity: f64,
     cpu_base: f64,
@@ -370,69 +371,83 @@ struct Host {
 
 impl Host {
     fn new(seed: u64, index: usize, role: &'static Role, name: String) -> Host {
+        let Role(_, windows, specs, cpu, mem) = *role;
         let mut rng = StdRng::seed_from_u64(mix(&[seed, TAG_FLEET, index as u64]));
-        let parent = if role.windows { rng.gen_range(150..250) * 4 } else { 1 };
-        let mut pids: Vec<i64> = Vec::new();
-        while pids.len() < role.services.len() {
-            let pid = if role.windows { rng.gen_range(250..2_000) * 4 } else { rng.gen_range(300..2_000) };
-            if !pids.contains(&pid) {
-                pids.push(pid);
-            }
+        // Windows pids are multiples of 4; services hang off services.exe there, init here.
+        let ppid = if windows {
+            rng.gen_range(150..250) * 4
+        } else {
+            1
+        };
+        let mut services: Vec<Service> = Vec::new();
+        for spec in specs {
+            let pid = loop {
+                let pid = if windows {
+                    rng.gen_range(250..2_000) * 4
+                } else {
+                    rng.gen_range(300..2_000)
+                };
+                if services.iter().all(|s| s.actor.pid != pid) {
+                    break pid;
+                }
+            };
+            let list = |l: &'static str| l.split('|').filter(|x| !x.is_empty()).collect();
+            services.push(Service {
+                actor: Actor {
+                    host: index,
+                    pid,
+                    ppid,
+                    user: spec.user,
+                    exe: spec.exe,
+                },
+                weight: spec.weight,
+                pools: [spec.reads, spec.writes, spec.peers, spec.children].map(list),
+            });
         }
-        let services: Vec<Service> = role
-            .services
-            .iter()
-            .zip(pids)
-            .map(|(spec, pid)| Service {
-                spec,
-                actor: Actor { host: index, pid, ppid: parent, user: spec.user, exe: spec.exe },
-            })
-            .collect();
         let (mut total, mut rows) = (0.0, 0.0);
         let mut activities = Vec::new();
         for (i, service) in services.iter().enumerate() {
-            let spec = service.spec;
-            for (action, weight) in ACTIONS {
-                let (applies, rows_each) = match action {
-                    Action::Read => (!spec.reads.is_empty(), 1.0),
-                    Action::Write => (!spec.writes.is_empty(), 1.0),
-                    Action::Connect | Action::Send => (!spec.peers.is_empty(), 1.0),
-                    Action::Start => (!spec.children.is_empty(), 2.0),
-                };
-                if applies {
-                    total += weight * spec.weight;
-                    rows += weight * spec.weight * rows_each;
-                    activities.push((total, i, action));
+            for (a, &(op, pool, _, _, weight)) in ACTIONS.iter().enumerate() {
+                if !service.pools[pool as usize].is_empty() {
+                    total += weight * service.weight;
+                    rows += weight * service.weight * if op == Op::Start { 2.0 } else { 1.0 };
+                    activities.push((total, i, a));
                 }
             }
         }
         Host {
             name,
-            windows: role.windows,
+            windows,
             services,
             activities,
             events_per_activity: rows / total,
-            cpu_base: role.cpu + rng.gen_range(-5.0..5.0),
-            mem_base: role.mem + rng.gen_range(-5.0..5.0),
+            cpu_base: cpu + rng.gen_range(-5.0..5.0),
+            mem_base: mem + rng.gen_range(-5.0..5.0),
         }
     }
 
     /// The service whose executable ends with `suffix`.
     fn service(&self, suffix: &str) -> Option<&Service> {
-        self.services.iter().find(|s| s.spec.exe.ends_with(suffix))
+        self.services.iter().find(|s| s.actor.exe.ends_with(suffix))
     }
 
     /// The busiest service that talks to peers.
     fn main_service(&self) -> &Service {
         self.services
             .iter()
-            .filter(|s| !s.spec.peers.is_empty())
-            .max_by(|a, b| a.spec.weight.total_cmp(&b.spec.weight))
+            .filter(|s| !s.pools[Pool::Peers as usize].is_empty())
+            .max_by(|a, b| a.weight.total_cmp(&b.weight))
             .unwrap_or(&self.services[0])
     }
 
     fn web_server(&self) -> Option<&Service> {
         self.service("/apache2").or_else(|| self.service("/httpd"))
+    }
+
+    /// The process of a service (or of the host's first service, which never happens for the
+    /// hosts an attack fits).
+    fn actor(&self, service: Option<&Service>) -> Actor {
+        service.unwrap_or(&self.services[0]).actor
     }
 
     fn child_pid(&self, rng: &mut StdRng) -> i64 {
@@ -520,12 +535,18 @@ impl DemoGenerator {
         let hosts = (0..hosts.max(1))
             .map(|i| {
                 let role = &ROLES[i % ROLES.len()];
-                let number = numbers.entry(role.prefix).or_default();
+                let number = numbers.entry(role.0).or_default();
                 *number += 1;
-                Host::new(seed, i, role, format!("{}-{:02}", role.prefix, number))
+                Host::new(seed, i, role, format!("{}-{:02}", role.0, number))
             })
             .collect();
-        DemoGenerator { seed, rate: DEFAULT_RATE, hosts, staged: Vec::new(), injected: 0 }
+        DemoGenerator {
+            seed,
+            rate: DEFAULT_RATE,
+            hosts,
+            staged: Vec::new(),
+            injected: 0,
+        }
     }
 
     /// The `CREATE STREAM` statements for the streams this generator feeds, separated by `;`
@@ -609,51 +630,43 @@ impl DemoGenerator {
             ));
         }
         let in_range = |ts: i64| ts >= from && ts < to;
-        let mut attack_traffic: HashMap<(usize, i64), Traffic> = HashMap::new();
-        for e in self.staged.iter().flat_map(|s| &s.events) {
-            let key = (e.actor.host, e.ts.div_euclid(NANOS));
-            attack_traffic.entry(key).or_default().add(e);
-        }
-        let spikes: Vec<_> = self.staged.iter().filter_map(|s| s.cpu_spike).collect();
-
+        let staged = || self.staged.iter().flat_map(|s| &s.events);
         let (first, last) = (from.div_euclid(NANOS), (to - 1).div_euclid(NANOS));
-        let expected = ((to - from) as f64 / NANOS as f64 * self.rate * self.hosts.len() as f64) as usize;
-        let mut events: Vec<Event> = Vec::with_capacity(expected + expected / 4 + 16);
-        let mut metrics = MetricsBuilder::with_capacity(((last - first + 1) as usize) * self.hosts.len());
+        let mut events: Vec<Event> = Vec::new();
+        let mut metrics = Vec::with_capacity((last - first + 1) as usize * self.hosts.len());
         let mut previous = vec![Traffic::default(); self.hosts.len()];
         let mut second_events = Vec::new();
         // One second early: children started then may exit inside the range, and the first
         // metrics row reports the traffic of the second before it.
         for second in first - 1..=last {
-            for (h, host) in self.hosts.iter().enumerate() {
+            let ts = second * NANOS;
+            for (h, previous) in previous.iter_mut().enumerate() {
                 second_events.clear();
                 self.background_second(h, second, &mut second_events);
-                let ts = second * NANOS;
                 if in_range(ts) {
-                    let mut traffic = previous[h];
-                    if let Some(t) = attack_traffic.get(&(h, second - 1)) {
-                        traffic.net += t.net;
-                        traffic.disk += t.disk;
-                    }
-                    let spike = spikes.iter().any(|&(sh, start, end)| sh == h && ts >= start && ts < end);
-                    metrics.append(&host.name, ts, self.metrics_row(h, second, traffic, spike));
+                    let mut traffic = *previous;
+                    let before = |e: &&Event| e.actor.host == h && (ts - NANOS..ts).contains(&e.ts);
+                    staged().filter(before).for_each(|e| traffic.add(e));
+                    let spiking = |(sh, start, end)| sh == h && (start..end).contains(&ts);
+                    let spike = self.staged.iter().filter_map(|s| s.cpu_spike).any(spiking);
+                    metrics.push(self.metrics_row(h, second, traffic, spike));
                 }
-                let mut traffic = Traffic::default();
-                second_events.iter().for_each(|e| traffic.add(e));
-                previous[h] = traffic;
+                *previous = Traffic::default();
+                second_events.iter().for_each(|e| previous.add(e));
                 events.extend(second_events.iter().filter(|e| in_range(e.ts)));
             }
         }
-        events.extend(self.staged.iter().flat_map(|s| &s.events).filter(|e| in_range(e.ts)));
+        events.extend(staged().filter(|e| in_range(e.ts)));
         events.sort_by_key(|e| e.ts);
-        self.staged.retain(|s| s.end.saturating_add(2 * NANOS) >= to);
+        self.staged
+            .retain(|s| s.end.saturating_add(2 * NANOS) >= to);
 
         let mut out = Vec::with_capacity(2);
         if !events.is_empty() {
             out.push((PROC_EVENTS, self.proc_batch(&events)?));
         }
         if !metrics.is_empty() {
-            out.push((HOST_METRICS, metrics.finish()?));
+            out.push((HOST_METRICS, self.metrics_batch(&metrics)?));
         }
         Ok(out)
     }
@@ -665,15 +678,25 @@ impl DemoGenerator {
     /// emitted. An attack no host of the fleet can stage (DataExfiltration needs a Windows host)
     /// is skipped with a warning.
     pub fn inject(&mut self, attack: Attack, at: EventTime) {
-        let fitting: Vec<usize> = (0..self.hosts.len()).filter(|&h| attack.fits(&self.hosts[h])).collect();
+        let fitting: Vec<usize> = (0..self.hosts.len())
+            .filter(|&h| attack.fits(&self.hosts[h]))
+            .collect();
         if fitting.is_empty() {
-            tracing::warn!(attack = attack.name(), "no host in the demo fleet can stage this attack; skipped");
+            tracing::warn!(
+                attack = attack.name(),
+                "no host in the demo fleet can stage this attack; skipped"
+            );
             return;
         }
         let h = fitting[self.injected % fitting.len()];
         self.injected += 1;
         let at = at.nanos().clamp(-TIME_LIMIT, TIME_LIMIT);
-        let mut rng = StdRng::seed_from_u64(mix(&[self.seed, TAG_ATTACK, self.injected as u64, at as u64]));
+        let mut rng = StdRng::seed_from_u64(mix(&[
+            self.seed,
+            TAG_ATTACK,
+            self.injected as u64,
+            at as u64,
+        ]));
         let staged = self.stage(attack, h, at, &mut rng);
         self.staged.push(staged);
     }
@@ -685,9 +708,14 @@ impl DemoGenerator {
         let mut cpu_spike = None;
         match attack {
             Attack::DataExfiltration => {
-                let sql = self.hosts[h].service("sqlservr.exe").map(|s| s.actor);
-                let sql = sql.unwrap_or(host.services[0].actor);
-                let shell = Actor { host: h, pid: host.child_pid(rng), ppid: host.child_pid(rng), user: r"CORP\svc_backup", exe: CMD };
+                let sql = host.actor(host.service("sqlservr.exe"));
+                let shell = Actor {
+                    host: h,
+                    pid: host.child_pid(rng),
+                    ppid: host.child_pid(rng),
+                    user: r"CORP\svc_backup",
+                    exe: CMD,
+                };
                 let osql = shell.child(host.child_pid(rng), OSQL);
                 let dropper = shell.child(host.child_pid(rng), DROPPER);
                 let dump_size = 48_213_504;
@@ -705,14 +733,16 @@ impl DemoGenerator {
             }
             Attack::NetworkOutlier => {
                 let sender = host.main_service().actor;
+                let write =
+                    |ts, amount| sender.at(ts, Op::Write, Obj::Ip(OUTLIER_IP), Some(amount));
                 events.push(sender.at(ms(0), Op::Connect, Obj::Ip(OUTLIER_IP), Some(517)));
                 for i in 0..240 {
                     let amount = rng.gen_range(120_000..180_000);
-                    events.push(sender.at(ms(100 + 250 * i), Op::Write, Obj::Ip(OUTLIER_IP), Some(amount)));
+                    events.push(write(ms(100 + 250 * i), amount));
                 }
             }
             Attack::UnusualChild => {
-                let web = host.web_server().map(|s| s.actor).unwrap_or(host.services[0].actor);
+                let web = host.actor(host.web_server());
                 let bash = web.child(host.child_pid(rng), "/bin/bash");
                 let wget = bash.child(host.child_pid(rng), "/usr/bin/wget");
                 let kit = "/tmp/.cache/kit.tar.gz";
@@ -727,7 +757,7 @@ impl DemoGenerator {
                 ]);
             }
             Attack::BruteForce => {
-                let sshd = host.service("/sshd").map(|s| s.actor).unwrap_or(host.services[0].actor);
+                let sshd = host.actor(host.service("/sshd"));
                 for i in 0..40 {
                     let ts = ms(1_200 * i + rng.gen_range(0..300));
                     events.push(sshd.login(ts, Op::LoginFailed, "admin", BRUTE_FORCE_IP));
@@ -736,8 +766,17 @@ impl DemoGenerator {
             }
             Attack::CpuSpike => cpu_spike = Some((h, at, ms(30_000))),
         }
-        let end = events.iter().map(|e| e.ts).max().unwrap_or(at).max(cpu_spike.map_or(at, |s| s.2));
-        Staged { events, cpu_spike, end }
+        let end = events
+            .iter()
+            .map(|e| e.ts)
+            .max()
+            .unwrap_or(at)
+            .max(cpu_spike.map_or(at, |s| s.2));
+        Staged {
+            events,
+            cpu_spike,
+            end,
+        }
     }
 
     /// The background events of host `h` that start in one second (a started child's exit may
@@ -772,37 +811,34 @@ impl DemoGenerator {
     fn activity(&self, host: &Host, ts: i64, rng: &mut StdRng, out: &mut Vec<Event>) {
         let total = host.activities.last().map_or(0.0, |a| a.0);
         let x = rng.gen::<f64>() * total;
-        let i = host.activities.partition_point(|a| a.0 <= x).min(host.activities.len() - 1);
-        let (_, s, action) = host.activities[i];
-        let Service { spec, actor: me } = &host.services[s];
-        match action {
-            Action::Read => {
-                let path = pick(rng, spec.reads);
-                out.push(me.at(ts, Op::Read, Obj::File(path), Some(log_uniform(rng, 512, 262_144))));
-            }
-            Action::Write => {
-                let path = pick(rng, spec.writes);
-                out.push(me.at(ts, Op::Write, Obj::File(path), Some(log_uniform(rng, 64, 65_536))));
-            }
-            Action::Connect => {
-                let ip = pick(rng, spec.peers);
-                out.push(me.at(ts, Op::Connect, Obj::Ip(ip), Some(rng.gen_range(40..1_500))));
-            }
-            Action::Send => {
-                let ip = pick(rng, spec.peers);
-                out.push(me.at(ts, Op::Write, Obj::Ip(ip), Some(log_uniform(rng, 200, 65_536))));
-            }
-            Action::Start => {
-                let child = me.child(host.child_pid(rng), pick(rng, spec.children));
-                out.push(me.start(ts, &child));
+        let i = host
+            .activities
+            .partition_point(|a| a.0 <= x)
+            .min(host.activities.len() - 1);
+        let (_, s, a) = host.activities[i];
+        let (op, pool, lo, hi, _) = ACTIONS[a];
+        let service = &host.services[s];
+        let name = pick(rng, &service.pools[pool as usize]);
+        let obj = match pool {
+            Pool::Reads | Pool::Writes => Obj::File(name),
+            Pool::Peers => Obj::Ip(name),
+            Pool::Children => {
+                let child = service.actor.child(host.child_pid(rng), name);
+                out.push(service.actor.start(ts, &child));
                 out.push(child.exit(ts + rng.gen_range(5..900) * MS));
+                return;
             }
-        }
+        };
+        out.push(
+            service
+                .actor
+                .at(ts, op, obj, Some(log_uniform(rng, lo, hi))),
+        );
     }
 
-    /// cpu, mem, net_out and disk_io of host `h` at the start of `second`; `traffic` is what
-    /// its processes moved during the second before.
-    fn metrics_row(&self, h: usize, second: i64, traffic: Traffic, spike: bool) -> (f64, f64, i64, i64) {
+    /// The `host_metrics` row of host `h` at the start of `second`; `traffic` is what its
+    /// processes moved during the second before.
+    fn metrics_row(&self, h: usize, second: i64, traffic: Traffic, spike: bool) -> MetricsRow {
         let host = &self.hosts[h];
         let key = |tag: u64| mix(&[self.seed, tag, h as u64]);
         let t = second as f64;
@@ -823,104 +859,75 @@ impl DemoGenerator {
         let net_out = traffic.net + 2_000 + (6_000.0 * unit(key(TAG_NET), second)) as i64;
         let disk_io = traffic.disk + 10_000 + (50_000.0 * unit(key(TAG_DISK), second)) as i64;
         let round = |x: f64| (x.clamp(0.0, 100.0) * 100.0).round() / 100.0;
-        (round(cpu), round(mem), net_out, disk_io)
+        let (cpu, mem) = (round(cpu), round(mem));
+        MetricsRow {
+            ts: second * NANOS,
+            host: h,
+            cpu,
+            mem,
+            net_out,
+            disk_io,
+        }
     }
 
     fn proc_batch(&self, events: &[Event]) -> Result<RecordBatch> {
-        let n = events.len();
-        let mut ts = TimestampNanosecondBuilder::with_capacity(n);
-        let mut host = StringBuilder::with_capacity(n, n * 6);
-        let mut pid = Int64Builder::with_capacity(n);
-        let mut ppid = Int64Builder::with_capacity(n);
-        let mut user = StringBuilder::with_capacity(n, n * 8);
-        let mut exe = StringBuilder::with_capacity(n, n * 24);
-        let mut op = StringBuilder::with_capacity(n, n * 5);
-        let mut obj_type = StringBuilder::with_capacity(n, n * 4);
-        let mut obj_name = StringBuilder::with_capacity(n, n * 24);
-        let mut dst_ip = StringBuilder::with_capacity(n, n * 4);
-        let mut amount = Int64Builder::with_capacity(n);
-        for e in events {
-            ts.append_value(e.ts);
-            host.append_value(&self.hosts[e.actor.host].name);
-            pid.append_value(e.actor.pid);
-            ppid.append_value(e.actor.ppid);
-            user.append_value(e.actor.user);
-            exe.append_value(e.actor.exe);
-            op.append_value(e.op.as_str());
-            let (kind, name) = match e.obj {
-                Obj::Proc(name) => ("proc", name),
-                Obj::File(name) => ("file", name),
-                Obj::Ip(name) => ("ip", name),
-                Obj::User(name) => ("user", name),
-            };
-            obj_type.append_value(kind);
-            obj_name.append_value(name);
-            dst_ip.append_option(e.dst_ip);
-            amount.append_option(e.amount);
-        }
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(ts.finish()),
-            Arc::new(host.finish()),
-            Arc::new(pid.finish()),
-            Arc::new(ppid.finish()),
-            Arc::new(user.finish()),
-            Arc::new(exe.finish()),
-            Arc::new(op.finish()),
-            Arc::new(obj_type.finish()),
-            Arc::new(obj_name.finish()),
-            Arc::new(dst_ip.finish()),
-            Arc::new(amount.finish()),
+        let text = |f: fn(&Event) -> &'static str| -> ArrayRef {
+            Arc::new(StringArray::from_iter_values(events.iter().map(f)))
+        };
+        let int = |f: fn(&Event) -> i64| -> ArrayRef {
+            Arc::new(Int64Array::from_iter_values(events.iter().map(f)))
+        };
+        let hosts = events
+            .iter()
+            .map(|e| self.hosts[e.actor.host].name.as_str());
+        let columns = vec![
+            Arc::new(TimestampNanosecondArray::from_iter_values(
+                events.iter().map(|e| e.ts),
+            )) as ArrayRef,
+            Arc::new(StringArray::from_iter_values(hosts)),
+            int(|e| e.actor.pid),
+            int(|e| e.actor.ppid),
+            text(|e| e.actor.user),
+            text(|e| e.actor.exe),
+            text(|e| e.op.as_str()),
+            text(|e| e.obj.parts().0),
+            text(|e| e.obj.parts().1),
+            Arc::new(events.iter().map(|e| e.dst_ip).collect::<StringArray>()),
+            Arc::new(events.iter().map(|e| e.amount).collect::<Int64Array>()),
         ];
         Ok(RecordBatch::try_new(Self::proc_events_schema(), columns)?)
     }
-}
 
-/// Column builders for `host_metrics`.
-struct MetricsBuilder {
-    ts: TimestampNanosecondBuilder,
-    host: StringBuilder,
-    cpu: Float64Builder,
-    mem: Float64Builder,
-    net_out: Int64Builder,
-    disk_io: Int64Builder,
-}
-
-impl MetricsBuilder {
-    fn with_capacity(n: usize) -> Self {
-        MetricsBuilder {
-            ts: TimestampNanosecondBuilder::with_capacity(n),
-            host: StringBuilder::with_capacity(n, n * 6),
-            cpu: Float64Builder::with_capacity(n),
-            mem: Float64Builder::with_capacity(n),
-            net_out: Int64Builder::with_capacity(n),
-            disk_io: Int64Builder::with_capacity(n),
-        }
-    }
-
-    fn append(&mut self, host: &str, ts: i64, (cpu, mem, net_out, disk_io): (f64, f64, i64, i64)) {
-        self.ts.append_value(ts);
-        self.host.append_value(host);
-        self.cpu.append_value(cpu);
-        self.mem.append_value(mem);
-        self.net_out.append_value(net_out);
-        self.disk_io.append_value(disk_io);
-    }
-
-    fn is_empty(&self) -> bool {
-        self.ts.values_slice().is_empty()
-    }
-
-    fn finish(mut self) -> Result<RecordBatch> {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.ts.finish()),
-            Arc::new(self.host.finish()),
-            Arc::new(self.cpu.finish()),
-            Arc::new(self.mem.finish()),
-            Arc::new(self.net_out.finish()),
-            Arc::new(self.disk_io.finish()),
+    fn metrics_batch(&self, rows: &[MetricsRow]) -> Result<RecordBatch> {
+        let float = |f: fn(&MetricsRow) -> f64| -> ArrayRef {
+            Arc::new(Float64Array::from_iter_values(rows.iter().map(f)))
+        };
+        let int = |f: fn(&MetricsRow) -> i64| -> ArrayRef {
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(f)))
+        };
+        let hosts = rows.iter().map(|r| self.hosts[r.host].name.as_str());
+        let columns = vec![
+            Arc::new(TimestampNanosecondArray::from_iter_values(
+                rows.iter().map(|r| r.ts),
+            )) as ArrayRef,
+            Arc::new(StringArray::from_iter_values(hosts)),
+            float(|r| r.cpu),
+            float(|r| r.mem),
+            int(|r| r.net_out),
+            int(|r| r.disk_io),
         ];
-        Ok(RecordBatch::try_new(DemoGenerator::host_metrics_schema(), columns)?)
+        Ok(RecordBatch::try_new(Self::host_metrics_schema(), columns)?)
     }
+}
+
+/// One `host_metrics` row.
+struct MetricsRow {
+    ts: i64,
+    host: usize,
+    cpu: f64,
+    mem: f64,
+    net_out: i64,
+    disk_io: i64,
 }
 
 /// Folds values into one well-mixed seed (SplitMix64 finalizer over each step).
@@ -996,7 +1003,9 @@ mod tests {
     }
 
     fn proc_rows(out: &[(&str, RecordBatch)]) -> Vec<Row> {
-        let Some(b) = batch(out, PROC_EVENTS) else { return Vec::new() };
+        let Some(b) = batch(out, PROC_EVENTS) else {
+            return Vec::new();
+        };
         let text = |i: usize, r: usize| {
             let c = b.column(i).as_string::<i32>();
             c.is_valid(r).then(|| c.value(r).to_string())
@@ -1025,7 +1034,9 @@ mod tests {
 
     /// (ts, host, cpu, net_out) per `host_metrics` row.
     fn metric_rows(out: &[(&str, RecordBatch)]) -> Vec<(i64, String, f64, f64, i64, i64)> {
-        let Some(b) = batch(out, HOST_METRICS) else { return Vec::new() };
+        let Some(b) = batch(out, HOST_METRICS) else {
+            return Vec::new();
+        };
         let ts = b.column(0).as_primitive::<TimestampNanosecondType>();
         let host = b.column(1).as_string::<i32>();
         let cpu = b.column(2).as_primitive::<Float64Type>();
@@ -1033,14 +1044,27 @@ mod tests {
         let net = b.column(4).as_primitive::<Int64Type>();
         let disk = b.column(5).as_primitive::<Int64Type>();
         (0..b.num_rows())
-            .map(|r| (ts.value(r), host.value(r).to_string(), cpu.value(r), mem.value(r), net.value(r), disk.value(r)))
+            .map(|r| {
+                (
+                    ts.value(r),
+                    host.value(r).to_string(),
+                    cpu.value(r),
+                    mem.value(r),
+                    net.value(r),
+                    disk.value(r),
+                )
+            })
             .collect()
     }
 
     /// Name, type and nullability of each column in a `CREATE STREAM` statement.
     fn ddl_columns(statement: &str) -> (String, Vec<(String, DataType, bool)>) {
         let open = statement.find('(').unwrap();
-        let name = statement[..open].trim().trim_start_matches("CREATE STREAM").trim().to_string();
+        let name = statement[..open]
+            .trim()
+            .trim_start_matches("CREATE STREAM")
+            .trim()
+            .to_string();
         let body = &statement[open + 1..statement.find("WATERMARK").unwrap()];
         let columns = body
             .split(',')
@@ -1109,7 +1133,11 @@ mod tests {
             parts.extend(split.generate(t(a), t(b)).unwrap());
         }
         for stream in [PROC_EVENTS, HOST_METRICS] {
-            let pieces: Vec<RecordBatch> = parts.iter().filter(|(s, _)| *s == stream).map(|(_, b)| b.clone()).collect();
+            let pieces: Vec<RecordBatch> = parts
+                .iter()
+                .filter(|(s, _)| *s == stream)
+                .map(|(_, b)| b.clone())
+                .collect();
             let joined = concat_batches(&pieces[0].schema(), &pieces).unwrap();
             assert_eq!(&joined, batch(&all, stream).unwrap(), "{stream}");
         }
@@ -1122,13 +1150,21 @@ mod tests {
         let (from, to) = (t(0.0), t(75.5));
         let out = g.generate(from, to).unwrap();
         for (stream, b) in &out {
-            let ts = b.column(0).as_primitive::<TimestampNanosecondType>().values();
-            assert!(ts.iter().all(|&x| x >= from.nanos() && x < to.nanos()), "{stream}");
+            let ts = b
+                .column(0)
+                .as_primitive::<TimestampNanosecondType>()
+                .values();
+            assert!(
+                ts.iter().all(|&x| x >= from.nanos() && x < to.nanos()),
+                "{stream}"
+            );
             assert!(ts.windows(2).all(|w| w[0] <= w[1]), "{stream}");
         }
         let metrics = metric_rows(&out);
         assert_eq!(metrics.len(), 75 * 5, "one row per host per second");
-        assert!(metrics.iter().all(|m| m.0 % NANOS == 0 && (0.0..=100.0).contains(&m.2) && (0.0..=100.0).contains(&m.3)));
+        assert!(metrics.iter().all(|m| m.0 % NANOS == 0
+            && (0.0..=100.0).contains(&m.2)
+            && (0.0..=100.0).contains(&m.3)));
         assert!(g.generate(to, from).unwrap().is_empty());
         let err = g.generate(t(0.0), t(86_401.0)).unwrap_err();
         assert_eq!(err.sqlstate(), "22023");
@@ -1140,7 +1176,10 @@ mod tests {
             let mut g = DemoGenerator::new(11, 4).with_rate(rate);
             let n = proc_rows(&g.generate(t(0.0), t(60.0)).unwrap()).len() as f64;
             let expected = rate * 60.0 * 4.0;
-            assert!((n - expected).abs() < 0.3 * expected, "rate {rate}: {n} rows, expected {expected}");
+            assert!(
+                (n - expected).abs() < 0.3 * expected,
+                "rate {rate}: {n} rows, expected {expected}"
+            );
         }
         let mut idle = DemoGenerator::new(11, 4).with_rate(-1.0);
         assert!(proc_rows(&idle.generate(t(0.0), t(60.0)).unwrap()).len() < 5);
@@ -1149,12 +1188,17 @@ mod tests {
     #[test]
     fn fleet_mixes_linux_and_windows() {
         let names: Vec<String> = DemoGenerator::new(0, 6).hosts().map(String::from).collect();
-        assert_eq!(names, ["web-01", "win-01", "db-01", "app-01", "web-02", "win-02"]);
+        assert_eq!(
+            names,
+            ["web-01", "win-01", "db-01", "app-01", "web-02", "win-02"]
+        );
         assert_eq!(DemoGenerator::new(0, 0).hosts().count(), 1);
         // A Linux-only fleet cannot stage the Windows attack chain: it is skipped, not faked.
         let mut g = DemoGenerator::new(0, 1);
         g.inject(Attack::DataExfiltration, t(1.0));
-        assert!(proc_rows(&g.generate(t(0.0), t(30.0)).unwrap()).iter().all(|r| !r.exe.ends_with(".exe")));
+        assert!(proc_rows(&g.generate(t(0.0), t(30.0)).unwrap())
+            .iter()
+            .all(|r| !r.exe.ends_with(".exe")));
     }
 
     #[test]
@@ -1163,13 +1207,19 @@ mod tests {
         g.inject(Attack::NetworkOutlier, t(3.0));
         let out = g.generate(t(0.0), t(20.0)).unwrap();
         let rows = proc_rows(&out);
-        for (ts, host, _, _, net_out, _) in metric_rows(&out).into_iter().filter(|m| m.0 >= t(1.0).nanos()) {
+        for (ts, host, _, _, net_out, _) in metric_rows(&out)
+            .into_iter()
+            .filter(|m| m.0 >= t(1.0).nanos())
+        {
             let sent: i64 = rows
                 .iter()
                 .filter(|r| r.host == host && r.obj_type == "ip" && r.ts >= ts - NANOS && r.ts < ts)
                 .filter_map(|r| r.amount)
                 .sum();
-            assert!((2_000..8_000).contains(&(net_out - sent)), "{host} at {ts}: {net_out} vs {sent}");
+            assert!(
+                (2_000..8_000).contains(&(net_out - sent)),
+                "{host} at {ts}: {net_out} vs {sent}"
+            );
         }
     }
 
@@ -1177,24 +1227,36 @@ mod tests {
     fn data_exfiltration_chain() {
         let mut g = DemoGenerator::new(9, 4);
         g.inject(Attack::DataExfiltration, t(30.0));
-        assert!(proc_rows(&g.generate(t(0.0), t(29.0)).unwrap()).iter().all(|r| !r.obj_name.ends_with("osql.exe")));
+        assert!(proc_rows(&g.generate(t(0.0), t(29.0)).unwrap())
+            .iter()
+            .all(|r| !r.obj_name.ends_with("osql.exe")));
         let rows = proc_rows(&g.generate(t(29.0), t(60.0)).unwrap());
         let osql = rows
             .iter()
-            .find(|r| r.op == "start" && r.exe.ends_with(r"\cmd.exe") && r.obj_name.ends_with(r"\osql.exe"))
+            .find(|r| {
+                r.op == "start"
+                    && r.exe.ends_with(r"\cmd.exe")
+                    && r.obj_name.ends_with(r"\osql.exe")
+            })
             .expect("cmd.exe starts osql.exe");
         assert_eq!((osql.ts, osql.host.as_str()), (t(30.0).nanos(), "win-01"));
         let dump = rows
             .iter()
-            .find(|r| r.op == "write" && r.exe.ends_with("sqlservr.exe") && r.obj_name.ends_with(".dmp"))
+            .find(|r| {
+                r.op == "write" && r.exe.ends_with("sqlservr.exe") && r.obj_name.ends_with(".dmp")
+            })
             .expect("sqlservr.exe writes a dump");
         let reader = rows
             .iter()
-            .find(|r| r.op == "read" && r.obj_name == dump.obj_name && r.pid != dump.pid && r.ts > dump.ts)
+            .find(|r| {
+                r.op == "read" && r.obj_name == dump.obj_name && r.pid != dump.pid && r.ts > dump.ts
+            })
             .expect("another process reads the dump");
         let sent = rows
             .iter()
-            .find(|r| r.op == "write" && r.obj_type == "ip" && r.pid == reader.pid && r.ts > reader.ts)
+            .find(|r| {
+                r.op == "write" && r.obj_type == "ip" && r.pid == reader.pid && r.ts > reader.ts
+            })
             .expect("the reader sends it out");
         assert!(sent.amount.unwrap() >= 50_000_000 && sent.dst_ip.as_deref() == Some(EXFIL_IP));
         assert!(sent.ts - osql.ts < 60 * NANOS);
@@ -1206,14 +1268,25 @@ mod tests {
         g.inject(Attack::NetworkOutlier, t(10.0));
         let rows = proc_rows(&g.generate(t(0.0), t(120.0)).unwrap());
         let mut sums: HashMap<(String, i64, String, i64), i64> = HashMap::new();
-        for r in rows.iter().filter(|r| r.op == "write" && r.obj_type == "ip") {
-            let key = (r.host.clone(), r.pid, r.dst_ip.clone().unwrap(), r.ts.div_euclid(10 * NANOS));
+        for r in rows
+            .iter()
+            .filter(|r| r.op == "write" && r.obj_type == "ip")
+        {
+            let key = (
+                r.host.clone(),
+                r.pid,
+                r.dst_ip.clone().unwrap(),
+                r.ts.div_euclid(10 * NANOS),
+            );
             *sums.entry(key).or_default() += r.amount.unwrap();
         }
         let (top, rest): (Vec<_>, Vec<_>) = sums.iter().partition(|(k, _)| k.2 == OUTLIER_IP);
         let top = top.iter().map(|(_, &v)| v).max().unwrap();
         let rest = rest.iter().map(|(_, &v)| v).max().unwrap();
-        assert!(top > 1_000_000 && top > 5 * rest, "outlier {top}, others at most {rest}");
+        assert!(
+            top > 1_000_000 && top > 5 * rest,
+            "outlier {top}, others at most {rest}"
+        );
     }
 
     #[test]
@@ -1222,11 +1295,22 @@ mod tests {
         g.inject(Attack::UnusualChild, t(10.0));
         g.inject(Attack::UnusualChild, t(10.0));
         let rows = proc_rows(&g.generate(t(0.0), t(20.0)).unwrap());
-        let bash: Vec<&Row> = rows.iter().filter(|r| r.op == "start" && r.obj_name == "/bin/bash").collect();
+        let bash: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.op == "start" && r.obj_name == "/bin/bash")
+            .collect();
         let hosts: Vec<&str> = bash.iter().map(|r| r.host.as_str()).collect();
-        assert_eq!(hosts, ["web-01", "web-02"], "injections rotate over the fitting hosts");
-        assert!(bash.iter().all(|r| r.exe.ends_with("/apache2") || r.exe.ends_with("/httpd")));
-        assert!(rows.iter().any(|r| r.op == "start" && r.exe == "/bin/bash" && r.obj_name == "/usr/bin/wget"));
+        assert_eq!(
+            hosts,
+            ["web-01", "web-02"],
+            "injections rotate over the fitting hosts"
+        );
+        assert!(bash
+            .iter()
+            .all(|r| r.exe.ends_with("/apache2") || r.exe.ends_with("/httpd")));
+        assert!(rows
+            .iter()
+            .any(|r| r.op == "start" && r.exe == "/bin/bash" && r.obj_name == "/usr/bin/wget"));
     }
 
     #[test]
@@ -1234,9 +1318,14 @@ mod tests {
         let mut g = DemoGenerator::new(6, 3);
         g.inject(Attack::BruteForce, t(5.0));
         let rows = proc_rows(&g.generate(t(0.0), t(70.0)).unwrap());
-        let failed: Vec<&Row> = rows.iter().filter(|r| r.op == "login_failed" && r.user == "admin").collect();
+        let failed: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.op == "login_failed" && r.user == "admin")
+            .collect();
         assert!(failed.len() >= 30);
-        assert!(failed.iter().all(|r| r.host == failed[0].host && r.exe == "/usr/sbin/sshd" && r.obj_type == "user"));
+        assert!(failed.iter().all(|r| r.host == failed[0].host
+            && r.exe == "/usr/sbin/sshd"
+            && r.obj_type == "user"));
         assert!(failed.last().unwrap().ts - failed[0].ts < 60 * NANOS);
     }
 
@@ -1247,7 +1336,9 @@ mod tests {
         let metrics = metric_rows(&g.generate(t(0.0), t(60.0)).unwrap());
         let hot: Vec<_> = metrics.iter().filter(|m| m.2 > 95.0).collect();
         assert_eq!(hot.len(), 30);
-        assert!(hot.iter().all(|m| m.1 == "web-01" && m.0 >= t(10.0).nanos() && m.0 < t(40.0).nanos()));
+        assert!(hot
+            .iter()
+            .all(|m| m.1 == "web-01" && m.0 >= t(10.0).nanos() && m.0 < t(40.0).nanos()));
     }
 
     #[test]
@@ -1256,20 +1347,35 @@ mod tests {
             let mut g = DemoGenerator::new(seed, 8);
             let out = g.generate(t(0.0), t(600.0)).unwrap();
             let rows = proc_rows(&out);
-            assert!(!rows.iter().any(|r| r.op == "start" && r.obj_name.to_lowercase().ends_with("osql.exe")));
-            assert!(!rows.iter().any(|r| r.obj_type == "ip" && r.amount.unwrap_or(0) > 1_000_000));
-            let web = rows.iter().filter(|r| r.op == "start" && (r.exe.ends_with("/apache2") || r.exe.ends_with("/httpd")));
+            assert!(!rows
+                .iter()
+                .any(|r| r.op == "start" && r.obj_name.to_lowercase().ends_with("osql.exe")));
+            assert!(!rows
+                .iter()
+                .any(|r| r.obj_type == "ip" && r.amount.unwrap_or(0) > 1_000_000));
+            let web = rows.iter().filter(|r| {
+                r.op == "start" && (r.exe.ends_with("/apache2") || r.exe.ends_with("/httpd"))
+            });
             assert!(web.clone().count() > 0);
-            assert!(web.clone().all(|r| r.obj_name.contains("php-fpm") || r.obj_name == "/bin/sh"));
+            assert!(web
+                .clone()
+                .all(|r| r.obj_name.contains("php-fpm") || r.obj_name == "/bin/sh"));
             let mut per_10s: HashMap<(String, i64, String, i64), i64> = HashMap::new();
             let mut failed: HashMap<(String, i64), usize> = HashMap::new();
             for r in &rows {
                 if r.op == "write" && r.obj_type == "ip" {
-                    let key = (r.host.clone(), r.pid, r.obj_name.clone(), r.ts.div_euclid(10 * NANOS));
+                    let key = (
+                        r.host.clone(),
+                        r.pid,
+                        r.obj_name.clone(),
+                        r.ts.div_euclid(10 * NANOS),
+                    );
                     *per_10s.entry(key).or_default() += r.amount.unwrap();
                 }
                 if r.op == "login_failed" {
-                    *failed.entry((r.host.clone(), r.ts.div_euclid(60 * NANOS))).or_default() += 1;
+                    *failed
+                        .entry((r.host.clone(), r.ts.div_euclid(60 * NANOS)))
+                        .or_default() += 1;
                 }
             }
             let worst = per_10s.iter().max_by_key(|e| *e.1).unwrap();

@@ -9,9 +9,7 @@ use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::DFSchema;
 use datafusion::scalar::ScalarValue;
 use datafusion::sql::planner::{PlannerContext, SqlToRel};
-use datafusion::sql::sqlparser::ast::{
-    self as sq, Expr, SetExpr, Spanned, UnaryOperator, Value,
-};
+use datafusion::sql::sqlparser::ast::{self as sq, Expr, SetExpr, Spanned, UnaryOperator, Value};
 
 use super::value::BatchBuilder;
 use crate::error::{Error, Result};
@@ -22,7 +20,9 @@ use crate::plan::PlanContext;
 pub fn insert_target(insert: &sq::Insert) -> Result<String> {
     match &insert.table {
         sq::TableObject::TableName(name) => Ok(crate::plan::catalog::normalize_object(name)),
-        other => Err(Error::NotSupported(format!("INSERT INTO {other} is not supported"))),
+        other => Err(Error::NotSupported(format!(
+            "INSERT INTO {other} is not supported"
+        ))),
     }
 }
 
@@ -35,15 +35,14 @@ pub fn insert_columns(insert: &sq::Insert, schema: &Schema) -> Result<Vec<usize>
         .columns
         .iter()
         .map(|c| {
-            let name = c
-                .0
-                .last()
-                .and_then(|p| p.as_ident())
-                .map(normalize)
-                .unwrap_or_default();
-            schema.index_of(&name).map_err(|_| {
-                Error::plan("42703", format!("column \"{name}\" does not exist"))
-            })
+            let name =
+                c.0.last()
+                    .and_then(|p| p.as_ident())
+                    .map(normalize)
+                    .unwrap_or_default();
+            schema
+                .index_of(&name)
+                .map_err(|_| Error::plan("42703", format!("column \"{name}\" does not exist")))
         })
         .collect()
 }

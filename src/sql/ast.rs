@@ -191,7 +191,11 @@ impl fmt::Display for CreateQuery {
         } else {
             ""
         };
-        write!(f, "CREATE CONTINUOUS QUERY {ine}{} AS {}", self.name, self.query)
+        write!(
+            f,
+            "CREATE CONTINUOUS QUERY {ine}{} AS {}",
+            self.name, self.query
+        )
     }
 }
 

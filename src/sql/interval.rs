@@ -124,7 +124,10 @@ mod tests {
     #[test]
     fn durations_in_words_and_abbreviations() {
         assert_eq!(parse_duration("5s").unwrap(), Duration::from_secs(5));
-        assert_eq!(parse_duration("10 minutes").unwrap(), Duration::from_secs(600));
+        assert_eq!(
+            parse_duration("10 minutes").unwrap(),
+            Duration::from_secs(600)
+        );
         assert_eq!(
             parse_duration("1 hour 30 minutes").unwrap(),
             Duration::from_secs(5400)

@@ -3,8 +3,7 @@
 //! whole. Keywords of ours are matched by text, case-insensitively.
 
 use datafusion::sql::sqlparser::ast::{
-    self as sq, BinaryOperator, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Expr,
-    Ident,
+    self as sq, BinaryOperator, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Expr, Ident,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -65,7 +64,10 @@ pub fn parser_error(e: ParserError) -> Error {
         let line = parts.next().and_then(|l| l.trim().parse().ok());
         let column = parts.next().and_then(|c| c.trim().parse().ok());
         if let (Some(line), Some(column)) = (line, column) {
-            return Error::parse(lowercase_first(&text[..at]), Some(Location { line, column }));
+            return Error::parse(
+                lowercase_first(&text[..at]),
+                Some(Location { line, column }),
+            );
         }
     }
     Error::parse(lowercase_first(&text), None)
@@ -169,7 +171,10 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         let query = parser.parse_identifier()?;
         return Ok(Statement::Subscribe { query, copy: false });
     }
-    if is_word(&first, "COPY") && second.token == Token::LParen && is_word(&parser.peek_nth_token(2), "SUBSCRIBE") {
+    if is_word(&first, "COPY")
+        && second.token == Token::LParen
+        && is_word(&parser.peek_nth_token(2), "SUBSCRIBE")
+    {
         parser.next_token();
         parser.next_token();
         parser.next_token();
@@ -211,7 +216,10 @@ fn skip_copy_out_options(parser: &mut Parser) -> Result<()> {
         }
         let fmt = parser.peek_token();
         if !parse_word(parser, "TEXT") {
-            return Err(error_at(&fmt, "COPY (SUBSCRIBE ...) supports only FORMAT text"));
+            return Err(error_at(
+                &fmt,
+                "COPY (SUBSCRIBE ...) supports only FORMAT text",
+            ));
         }
         if !parser.consume_token(&Token::Comma) {
             break;
@@ -359,7 +367,12 @@ fn parse_create_stream(parser: &mut Parser) -> Result<CreateStream> {
                 Token::SingleQuotedString(s) => s.clone(),
                 Token::Number(n, _) => n.clone(),
                 Token::Word(w) => w.value.clone(),
-                other => return Err(error_at(&tok, format!("expected an option value, found \"{other}\""))),
+                other => {
+                    return Err(error_at(
+                        &tok,
+                        format!("expected an option value, found \"{other}\""),
+                    ))
+                }
             };
             options.push((key, value));
             if !parser.consume_token(&Token::Comma) {
@@ -378,7 +391,8 @@ fn parse_create_stream(parser: &mut Parser) -> Result<CreateStream> {
 }
 
 fn watermark_delay(column: &Ident, expr: &Expr) -> Result<std::time::Duration> {
-    let same = |e: &Expr| matches!(e, Expr::Identifier(i) if i.value.eq_ignore_ascii_case(&column.value));
+    let same =
+        |e: &Expr| matches!(e, Expr::Identifier(i) if i.value.eq_ignore_ascii_case(&column.value));
     match expr {
         e if same(e) => Ok(std::time::Duration::ZERO),
         Expr::BinaryOp {
@@ -423,7 +437,9 @@ mod tests {
         let wm = cs.watermark.unwrap();
         assert_eq!(wm.delay, std::time::Duration::from_secs(5));
         assert_eq!(cs.options, vec![("idle_timeout".into(), "5s".into())]);
-        verified("CREATE STREAM IF NOT EXISTS m (ts TIMESTAMPTZ, v DOUBLE PRECISION, ok BOOLEAN, n INT)");
+        verified(
+            "CREATE STREAM IF NOT EXISTS m (ts TIMESTAMPTZ, v DOUBLE PRECISION, ok BOOLEAN, n INT)",
+        );
         verified("CREATE STREAM m (ts TIMESTAMP, WATERMARK FOR ts AS ts)");
         verified("CREATE STREAM m (ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '10 minutes')");
     }
@@ -462,12 +478,31 @@ mod tests {
         let sql = "CREATE STREAM s (ts TIMESTAMP,\n  WATERMARK FOR ts AS ts * 2)";
         let e = parse(sql).unwrap_err();
         assert_eq!(e.sqlstate(), "42601");
-        assert_eq!(e.location(), Some(Location { line: 2, column: 23 }));
-        let rendered = WithSource { error: &e, source: sql }.to_string();
-        assert!(rendered.ends_with("  WATERMARK FOR ts AS ts * 2)\n                      ^"), "{rendered}");
+        assert_eq!(
+            e.location(),
+            Some(Location {
+                line: 2,
+                column: 23
+            })
+        );
+        let rendered = WithSource {
+            error: &e,
+            source: sql,
+        }
+        .to_string();
+        assert!(
+            rendered.ends_with("  WATERMARK FOR ts AS ts * 2)\n                      ^"),
+            "{rendered}"
+        );
 
         let e = parse("SELECT 1 2").unwrap_err();
-        assert_eq!(e.location(), Some(Location { line: 1, column: 10 }));
+        assert_eq!(
+            e.location(),
+            Some(Location {
+                line: 1,
+                column: 10
+            })
+        );
         let e = parse("SELEC 1").unwrap_err();
         assert_eq!(e.sqlstate(), "42601");
         assert_eq!(e.location(), Some(Location { line: 1, column: 1 }));

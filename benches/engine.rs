@@ -1,0 +1,659 @@
+//! Throughput of continuous queries in events per second: a selective filter, a tumbling and a
+//! hopping window aggregate over 10,000 keys, and a hand-written loop that computes the tumbling
+//! aggregate directly over the same Arrow columns, as the practical limit to measure against.
+//!
+//! `cargo bench --bench engine`; `SAQL_BENCH_EVENTS` and `SAQL_BENCH_RUNS` override the input
+//! size and the repetitions. The input is generated once, untimed; each run opens a fresh engine
+//! with one query and times only `insert_batch` (draining the query's subscription after each
+//! call) and the final `finish`. Every result is checked against the input, the tumbling
+//! aggregate group by group against the loop; a wrong result prints `MISMATCH` and the bench
+//! exits non-zero. See `benches/README.md` for the latest figures.
+
+use std::collections::HashMap;
+use std::error::Error;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray,
+};
+use datafusion::arrow::datatypes::{
+    ArrowPrimitiveType, Float64Type, Int64Type, SchemaRef, TimestampNanosecondType,
+};
+use futures::executor::block_on;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use saql::runtime::SubscriptionEvent;
+use saql::{Engine, EngineConfig, StatementResult};
+use tokio::sync::mpsc::error::TryRecvError;
+use tokio::sync::mpsc::Receiver;
+
+type BenchResult<T> = Result<T, Box<dyn Error>>;
+
+const STREAM_DDL: &str = "CREATE STREAM events (
+  ts TIMESTAMP NOT NULL, key BIGINT, host TEXT, op TEXT, amount BIGINT,
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+)";
+const FILTER_SQL: &str = "SELECT ts, host, amount FROM events WHERE op = 'write' AND amount > 5000";
+const TUMBLE_SQL: &str = "SELECT key, window_end, COUNT(*), SUM(amount), AVG(amount), MAX(amount) \
+     FROM TUMBLE(events, ts, INTERVAL '1' MINUTE) GROUP BY key, window_start, window_end";
+const HOP_SQL: &str = "SELECT key, window_end, COUNT(*), SUM(amount), AVG(amount), MAX(amount) \
+     FROM HOP(events, ts, INTERVAL '10' SECOND, INTERVAL '1' MINUTE) \
+     GROUP BY key, window_start, window_end";
+
+const DEFAULT_EVENTS: usize = 10_000_000;
+const DEFAULT_RUNS: usize = 3;
+const BATCH_ROWS: usize = 8192;
+const SEED: u64 = 0x5a71_be4c;
+const KEYS: i64 = 10_000;
+const HOSTS: usize = 100;
+/// One op in five is a write and half the amounts exceed 5000: the filter keeps about 10%.
+const OPS: [&str; 5] = ["read", "write", "open", "close", "connect"];
+const MAX_AMOUNT: i64 = 10_000;
+const NANOS_PER_SECOND: i64 = 1_000_000_000;
+const EVENTS_PER_SECOND: i64 = 1_000;
+/// 2024-01-01 00:00:00 UTC.
+const START: i64 = 1_704_067_200 * NANOS_PER_SECOND;
+/// How far an event may trail its place in the sequence. Well inside the stream's 5 s watermark
+/// delay, so no row is late and every window the engine emits is complete.
+const MAX_DISORDER: i64 = 2 * NANOS_PER_SECOND;
+const TUMBLE_SIZE: i64 = 60 * NANOS_PER_SECOND;
+/// A one-minute window sliding by ten seconds holds each event six times.
+const HOP_WINDOWS_PER_EVENT: i64 = 6;
+
+// Column positions in the `events` stream.
+const TS: usize = 0;
+const KEY: usize = 1;
+const AMOUNT: usize = 4;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            println!("\nMISMATCH: at least one query produced wrong results (see above)");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs every case; returns whether all results were right.
+fn run() -> BenchResult<bool> {
+    let events = env_count("SAQL_BENCH_EVENTS", DEFAULT_EVENTS)?;
+    let runs = env_count("SAQL_BENCH_RUNS", DEFAULT_RUNS)?;
+    println!("saql engine bench: {events} events in batches of {BATCH_ROWS}, {runs} runs per case");
+
+    let generating = Instant::now();
+    let schema = open_engine()?.stream_schema("events")?;
+    let input = Input::generate(schema, events)?;
+    println!(
+        "input generated in {:.1} s (untimed): {} batches, filter selectivity {:.1}%\n",
+        generating.elapsed().as_secs_f64(),
+        input.batches.len(),
+        100.0 * input.filter_rows as f64 / events as f64
+    );
+    let mut report = Report::default();
+
+    // (d) first: its groups are what (b) must produce.
+    let mut expected = Vec::new();
+    let mut seconds = Vec::new();
+    for run in 1..=runs {
+        let start = Instant::now();
+        let groups = tumble_loop(&input.batches)?;
+        seconds.push(start.elapsed().as_secs_f64());
+        report.run_line(
+            "(d) hand-written loop",
+            run,
+            events,
+            seconds[run - 1],
+            groups.len(),
+        );
+        expected = groups;
+    }
+    expected.sort_by_key(|g| (g.window_end, g.key));
+    let loop_case = report.case(
+        "(d) hand-written loop for (b)",
+        events,
+        seconds,
+        expected.len(),
+    );
+
+    let cases = [
+        ("(a) filter, ~10% selective", FILTER_SQL, Check::Filter),
+        ("(b) TUMBLE 1 min, 10k keys", TUMBLE_SQL, Check::Tumble),
+        ("(c) HOP 1 min / 10 s, 10k keys", HOP_SQL, Check::Hop),
+    ];
+    let mut measured = Vec::new();
+    for (name, sql, check) in cases {
+        let mut seconds = Vec::new();
+        let mut rows = Vec::new();
+        for run in 1..=runs {
+            let out = run_query(sql, &input.batches)?;
+            report.run_line(name, run, events, out.seconds, out.rows());
+            let problems = match check {
+                Check::Filter => check_filter(&out, &input)?,
+                Check::Tumble => check_tumble(&out, &expected)?,
+                Check::Hop => check_hop(&out, &input)?,
+            };
+            for p in problems {
+                report.mismatch(name, run, p);
+            }
+            seconds.push(out.seconds);
+            rows.push(out.rows());
+        }
+        if rows.iter().any(|&r| r != rows[0]) {
+            report.mismatch(name, 0, format!("row counts differ between runs: {rows:?}"));
+        }
+        measured.push(report.case(name, events, seconds, rows[0]));
+    }
+    measured.push(loop_case);
+
+    println!(
+        "\n| case | events | median s | events/s | ratio to loop | output rows | all runs (s) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---|");
+    let loop_median = measured[measured.len() - 1].median();
+    for c in &measured {
+        let median = c.median();
+        let runs: Vec<String> = c.seconds.iter().map(|s| format!("{s:.2}")).collect();
+        println!(
+            "| {} | {} | {median:.2} | {} | {:.1}x | {} | {} |",
+            c.name,
+            thousands(c.events as u64),
+            thousands((c.events as f64 / median) as u64),
+            median / loop_median,
+            thousands(c.rows as u64),
+            runs.join(", ")
+        );
+    }
+    Ok(report.mismatches == 0)
+}
+
+/// A positive count from the environment, or `default` when unset.
+fn env_count(name: &str, default: usize) -> BenchResult<usize> {
+    match std::env::var(name) {
+        Ok(v) => match v.trim().replace('_', "").parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("{name} must be a positive integer, not {v:?}").into()),
+        },
+        Err(std::env::VarError::NotPresent) => Ok(default),
+        Err(e) => Err(format!("{name}: {e}").into()),
+    }
+}
+
+/// The generated events, with the totals the results are checked against.
+struct Input {
+    batches: Vec<RecordBatch>,
+    /// Rows the filter query keeps, and the sum of their amounts.
+    filter_rows: u64,
+    filter_amount: i64,
+    /// Sum of every event's amount.
+    total_amount: i64,
+}
+
+impl Input {
+    /// `events` rows of `schema`, ~1000 per second of event time, each up to
+    /// [`MAX_DISORDER`] early, with uniformly drawn key, host, op and amount.
+    fn generate(schema: SchemaRef, events: usize) -> BenchResult<Input> {
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        if names[..] != ["ts", "key", "host", "op", "amount"] {
+            return Err(format!("unexpected columns in stream \"events\": {names:?}").into());
+        }
+        let mut rng = StdRng::seed_from_u64(SEED);
+        let hosts: Vec<String> = (0..HOSTS).map(|h| format!("host-{h:02}")).collect();
+        let step = NANOS_PER_SECOND / EVENTS_PER_SECOND;
+        let mut input = Input {
+            batches: Vec::with_capacity(events.div_ceil(BATCH_ROWS)),
+            filter_rows: 0,
+            filter_amount: 0,
+            total_amount: 0,
+        };
+        let mut first = 0;
+        while first < events {
+            let n = BATCH_ROWS.min(events - first);
+            let mut ts = Vec::with_capacity(n);
+            let mut key = Vec::with_capacity(n);
+            let mut host = Vec::with_capacity(n);
+            let mut op = Vec::with_capacity(n);
+            let mut amount = Vec::with_capacity(n);
+            for i in first..first + n {
+                ts.push(START + i as i64 * step - rng.gen_range(0..MAX_DISORDER));
+                key.push(rng.gen_range(0..KEYS));
+                host.push(hosts[rng.gen_range(0..HOSTS)].as_str());
+                let o = OPS[rng.gen_range(0..OPS.len())];
+                let a = rng.gen_range(0..MAX_AMOUNT);
+                op.push(o);
+                amount.push(a);
+                input.total_amount += a;
+                if o == "write" && a > 5000 {
+                    input.filter_rows += 1;
+                    input.filter_amount += a;
+                }
+            }
+            let mut columns: Vec<ArrayRef> = vec![Arc::new(TimestampNanosecondArray::from(ts))];
+            columns.push(Arc::new(Int64Array::from(key)));
+            columns.push(Arc::new(StringArray::from(host)));
+            columns.push(Arc::new(StringArray::from(op)));
+            columns.push(Arc::new(Int64Array::from(amount)));
+            input
+                .batches
+                .push(RecordBatch::try_new(schema.clone(), columns)?);
+            first += n;
+        }
+        Ok(input)
+    }
+}
+
+/// An in-memory engine with the `events` stream.
+fn open_engine() -> BenchResult<Engine> {
+    let engine = Engine::open(EngineConfig::default())?;
+    block_on(engine.execute(STREAM_DDL))?;
+    Ok(engine)
+}
+
+/// What one engine run produced and how long it took.
+struct QueryOutput {
+    seconds: f64,
+    batches: Vec<RecordBatch>,
+    stats: QueryStats,
+}
+
+impl QueryOutput {
+    fn rows(&self) -> usize {
+        self.batches.iter().map(|b| b.num_rows()).sum()
+    }
+}
+
+/// Registers `sql` as the only query of a fresh engine and feeds it every batch.
+fn run_query(sql: &str, input: &[RecordBatch]) -> BenchResult<QueryOutput> {
+    let engine = open_engine()?;
+    block_on(engine.execute(&format!("CREATE CONTINUOUS QUERY q AS {sql}")))?;
+    let Some(StatementResult::Subscribe(sub)) = block_on(engine.execute("SUBSCRIBE q"))?.pop()
+    else {
+        return Err("SUBSCRIBE q did not return a subscription".into());
+    };
+    let mut events = sub.events;
+    let mut batches = Vec::new();
+    let start = Instant::now();
+    for batch in input {
+        engine.insert_batch("events", batch.clone())?;
+        drain(&mut events, &mut batches)?;
+    }
+    engine.finish();
+    drain(&mut events, &mut batches)?;
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(QueryOutput {
+        seconds,
+        batches,
+        stats: QueryStats::of(&engine)?,
+    })
+}
+
+/// Moves every result batch waiting in the subscription into `out`.
+fn drain(events: &mut Receiver<SubscriptionEvent>, out: &mut Vec<RecordBatch>) -> BenchResult<()> {
+    loop {
+        match events.try_recv() {
+            Ok(SubscriptionEvent::Rows(batch)) => out.push(batch),
+            Ok(SubscriptionEvent::Failed(reason)) => return Err(reason.into()),
+            Err(TryRecvError::Empty) => return Ok(()),
+            Err(TryRecvError::Disconnected) => {
+                return Err(
+                    "the subscription was cut off (fell more than 4096 batches behind)".into(),
+                )
+            }
+        }
+    }
+}
+
+/// The query's own counters, from `SHOW QUERIES`.
+struct QueryStats {
+    status: String,
+    rows_out: i64,
+    late_rows: i64,
+}
+
+impl QueryStats {
+    fn of(engine: &Engine) -> BenchResult<QueryStats> {
+        let Some(StatementResult::Rows { batches, .. }) =
+            block_on(engine.execute("SHOW QUERIES"))?.pop()
+        else {
+            return Err("SHOW QUERIES returned no rows".into());
+        };
+        let batch = match batches.as_slice() {
+            [b] if b.num_rows() == 1 => b,
+            _ => return Err("SHOW QUERIES should list exactly one query".into()),
+        };
+        let column = |name: &str| {
+            batch
+                .schema()
+                .index_of(name)
+                .map(|i| batch.column(i).clone())
+        };
+        let status = column("status")?;
+        let status = status
+            .as_string_opt::<i32>()
+            .ok_or("SHOW QUERIES status is not text")?;
+        let int = |name: &str| -> BenchResult<i64> {
+            let c = column(name)?;
+            let values = c
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| format!("SHOW QUERIES {name} is not BIGINT"))?;
+            Ok(values.value(0))
+        };
+        Ok(QueryStats {
+            status: status.value(0).to_string(),
+            rows_out: int("rows_out")?,
+            late_rows: int("late_rows")?,
+        })
+    }
+
+    /// Ways in which the counters disagree with a healthy run that delivered `rows`.
+    fn problems(&self, rows: usize) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.status != "running" {
+            problems.push(format!("query status is {:?}", self.status));
+        }
+        if self.rows_out != rows as i64 {
+            problems.push(format!(
+                "query counted {} rows out but the subscriber received {rows}",
+                self.rows_out
+            ));
+        }
+        if self.late_rows != 0 {
+            problems.push(format!("{} rows dropped as late", self.late_rows));
+        }
+        problems
+    }
+}
+
+/// The non-null values of column `i`, which must be of type `T`.
+fn values<T: ArrowPrimitiveType>(batch: &RecordBatch, i: usize) -> BenchResult<&[T::Native]> {
+    let column = batch.column(i);
+    let name = batch.schema_ref().field(i).name().clone();
+    if column.null_count() > 0 {
+        return Err(format!("column \"{name}\" has NULLs").into());
+    }
+    let array = column.as_primitive_opt::<T>().ok_or_else(|| {
+        format!(
+            "column \"{name}\" is {}, expected {}",
+            column.data_type(),
+            T::DATA_TYPE
+        )
+    })?;
+    Ok(array.values())
+}
+
+/// How a case's result is checked.
+#[derive(Clone, Copy)]
+enum Check {
+    Filter,
+    Tumble,
+    Hop,
+}
+
+/// (a): the filter keeps exactly the rows it should.
+fn check_filter(out: &QueryOutput, input: &Input) -> BenchResult<Vec<String>> {
+    let mut problems = out.stats.problems(out.rows());
+    let mut amount = 0;
+    for b in &out.batches {
+        amount += values::<Int64Type>(b, 2)?.iter().sum::<i64>();
+    }
+    if out.rows() as u64 != input.filter_rows || amount != input.filter_amount {
+        problems.push(format!(
+            "{} rows with total amount {amount}, expected {} rows with total {}",
+            out.rows(),
+            input.filter_rows,
+            input.filter_amount
+        ));
+    }
+    Ok(problems)
+}
+
+/// (b): every group agrees with the hand-written loop.
+fn check_tumble(out: &QueryOutput, expected: &[GroupRow]) -> BenchResult<Vec<String>> {
+    let mut problems = out.stats.problems(out.rows());
+    let mut got = group_rows(&out.batches)?;
+    got.sort_by_key(|g| (g.window_end, g.key));
+    let sum = |rows: &[GroupRow]| rows.iter().map(|g| g.sum).sum::<i64>();
+    if got.len() != expected.len() || sum(&got) != sum(expected) {
+        problems.push(format!(
+            "{} groups with SUM total {}, the loop has {} groups with SUM total {}",
+            got.len(),
+            sum(&got),
+            expected.len(),
+            sum(expected)
+        ));
+    }
+    let differing: Vec<(&GroupRow, &GroupRow)> = got
+        .iter()
+        .zip(expected)
+        .filter(|(g, e)| !g.matches(e))
+        .collect();
+    if let Some((g, e)) = differing.first() {
+        problems.push(format!(
+            "{} groups differ from the loop; first: engine {g:?}, loop {e:?}",
+            differing.len()
+        ));
+    }
+    Ok(problems)
+}
+
+/// (c): every event is counted in six windows.
+fn check_hop(out: &QueryOutput, input: &Input) -> BenchResult<Vec<String>> {
+    let mut problems = out.stats.problems(out.rows());
+    let (count, sum) = group_rows(&out.batches)?
+        .iter()
+        .fold((0, 0), |(c, s), g| (c + g.count, s + g.sum));
+    let events: usize = input.batches.iter().map(|b| b.num_rows()).sum();
+    let want_count = HOP_WINDOWS_PER_EVENT * events as i64;
+    let want_sum = HOP_WINDOWS_PER_EVENT * input.total_amount;
+    if count != want_count || sum != want_sum {
+        problems.push(format!(
+            "COUNT total {count} and SUM total {sum}, expected {want_count} and {want_sum}"
+        ));
+    }
+    Ok(problems)
+}
+
+/// One group of the windowed aggregate: `key, window_end, COUNT(*), SUM, AVG, MAX`.
+#[derive(Debug, Clone, Copy)]
+struct GroupRow {
+    key: i64,
+    window_end: i64,
+    count: i64,
+    sum: i64,
+    avg: f64,
+    max: i64,
+}
+
+impl GroupRow {
+    fn matches(&self, other: &GroupRow) -> bool {
+        (self.key, self.window_end, self.count, self.sum, self.max)
+            == (
+                other.key,
+                other.window_end,
+                other.count,
+                other.sum,
+                other.max,
+            )
+            && (self.avg - other.avg).abs() <= 1e-9 * other.avg.abs().max(1.0)
+    }
+}
+
+/// The groups in the engine's result batches.
+fn group_rows(batches: &[RecordBatch]) -> BenchResult<Vec<GroupRow>> {
+    let mut rows = Vec::new();
+    for b in batches {
+        let key = values::<Int64Type>(b, 0)?;
+        let end = values::<TimestampNanosecondType>(b, 1)?;
+        let count = values::<Int64Type>(b, 2)?;
+        let sum = values::<Int64Type>(b, 3)?;
+        let avg = values::<Float64Type>(b, 4)?;
+        let max = values::<Int64Type>(b, 5)?;
+        for i in 0..b.num_rows() {
+            rows.push(GroupRow {
+                key: key[i],
+                window_end: end[i],
+                count: count[i],
+                sum: sum[i],
+                avg: avg[i],
+                max: max[i],
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Running state of one group in the hand-written loop.
+#[derive(Clone, Copy)]
+struct Accumulator {
+    count: i64,
+    sum: i64,
+    max: i64,
+}
+
+/// (d): query (b) written by hand: one pass over the Arrow columns into a hash map keyed by
+/// (window start, key), then one result row per group. The input has no NULLs and no late
+/// rows, so it needs no handling for either.
+fn tumble_loop(batches: &[RecordBatch]) -> BenchResult<Vec<GroupRow>> {
+    let mut groups: HashMap<(i64, i64), Accumulator, BuildHasherDefault<MixHasher>> =
+        HashMap::default();
+    for b in batches {
+        let ts = values::<TimestampNanosecondType>(b, TS)?;
+        let key = values::<Int64Type>(b, KEY)?;
+        let amount = values::<Int64Type>(b, AMOUNT)?;
+        for ((&t, &k), &a) in ts.iter().zip(key).zip(amount) {
+            let start = t.div_euclid(TUMBLE_SIZE) * TUMBLE_SIZE;
+            groups
+                .entry((start, k))
+                .and_modify(|g| {
+                    g.count += 1;
+                    g.sum += a;
+                    g.max = g.max.max(a);
+                })
+                .or_insert(Accumulator {
+                    count: 1,
+                    sum: a,
+                    max: a,
+                });
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|((start, key), g)| GroupRow {
+            key,
+            window_end: start + TUMBLE_SIZE,
+            count: g.count,
+            sum: g.sum,
+            avg: g.sum as f64 / g.count as f64,
+            max: g.max,
+        })
+        .collect())
+}
+
+/// A fast hasher for integer keys, as a hand-tuned loop would use instead of SipHash:
+/// FxHash's multiply-rotate per word, then a splitmix64 finish so that window starts (multiples
+/// of 2^11) do not leave the low bits, which pick the bucket, to the key alone.
+#[derive(Default)]
+struct MixHasher(u64);
+
+impl Hasher for MixHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_i64(&mut self, n: i64) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// All runs of one case.
+struct Case {
+    name: &'static str,
+    events: usize,
+    seconds: Vec<f64>,
+    rows: usize,
+}
+
+impl Case {
+    fn median(&self) -> f64 {
+        let mut s = self.seconds.clone();
+        s.sort_by(f64::total_cmp);
+        let mid = s.len() / 2;
+        if s.len() % 2 == 1 {
+            s[mid]
+        } else {
+            (s[mid - 1] + s[mid]) / 2.0
+        }
+    }
+}
+
+/// Progress lines as the bench goes, and the count of wrong results.
+#[derive(Default)]
+struct Report {
+    mismatches: usize,
+}
+
+impl Report {
+    fn run_line(&self, name: &str, run: usize, events: usize, seconds: f64, rows: usize) {
+        println!(
+            "{name:<32} run {run}: {seconds:>7.2} s {:>12} events/s {:>12} rows out",
+            thousands((events as f64 / seconds) as u64),
+            thousands(rows as u64)
+        );
+    }
+
+    fn mismatch(&mut self, name: &str, run: usize, problem: String) {
+        self.mismatches += 1;
+        let at = if run > 0 {
+            format!(" run {run}")
+        } else {
+            String::new()
+        };
+        println!("MISMATCH {name}{at}: {problem}");
+    }
+
+    fn case(&self, name: &'static str, events: usize, seconds: Vec<f64>, rows: usize) -> Case {
+        let case = Case {
+            name,
+            events,
+            seconds,
+            rows,
+        };
+        println!("{name:<32} median {:.2} s\n", case.median());
+        case
+    }
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
