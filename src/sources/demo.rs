@@ -988,7 +988,6 @@ mod tests {
         ts: i64,
         host: String,
         pid: i64,
-        ppid: i64,
         user: String,
         exe: String,
         op: String,
@@ -1020,7 +1019,6 @@ mod tests {
                 ts: ts.value(r),
                 host: text(1, r).unwrap(),
                 pid: int(2, r).unwrap(),
-                ppid: int(3, r).unwrap(),
                 user: text(4, r).unwrap(),
                 exe: text(5, r).unwrap(),
                 op: text(6, r).unwrap(),
@@ -1032,29 +1030,44 @@ mod tests {
             .collect()
     }
 
-    /// (ts, host, cpu, net_out) per `host_metrics` row.
-    fn metric_rows(out: &[(&str, RecordBatch)]) -> Vec<(i64, String, f64, f64, i64, i64)> {
+    /// One `host_metrics` row, owned, for assertions.
+    struct Metric {
+        ts: i64,
+        host: String,
+        cpu: f64,
+        mem: f64,
+        net_out: i64,
+    }
+
+    fn metric_rows(out: &[(&str, RecordBatch)]) -> Vec<Metric> {
         let Some(b) = batch(out, HOST_METRICS) else {
             return Vec::new();
         };
+        let float = |i: usize, r: usize| b.column(i).as_primitive::<Float64Type>().value(r);
         let ts = b.column(0).as_primitive::<TimestampNanosecondType>();
-        let host = b.column(1).as_string::<i32>();
-        let cpu = b.column(2).as_primitive::<Float64Type>();
-        let mem = b.column(3).as_primitive::<Float64Type>();
-        let net = b.column(4).as_primitive::<Int64Type>();
-        let disk = b.column(5).as_primitive::<Int64Type>();
         (0..b.num_rows())
-            .map(|r| {
-                (
-                    ts.value(r),
-                    host.value(r).to_string(),
-                    cpu.value(r),
-                    mem.value(r),
-                    net.value(r),
-                    disk.value(r),
-                )
+            .map(|r| Metric {
+                ts: ts.value(r),
+                host: b.column(1).as_string::<i32>().value(r).to_string(),
+                cpu: float(2, r),
+                mem: float(3, r),
+                net_out: b.column(4).as_primitive::<Int64Type>().value(r),
             })
             .collect()
+    }
+
+    /// Bytes written to each IP by each process, per 10-second window.
+    fn sent_per_10s(rows: &[Row]) -> HashMap<(String, i64, String, i64), i64> {
+        let mut sums = HashMap::new();
+        for r in rows
+            .iter()
+            .filter(|r| r.op == "write" && r.obj_type == "ip")
+        {
+            let window = r.ts.div_euclid(10 * NANOS);
+            let key = (r.host.clone(), r.pid, r.obj_name.clone(), window);
+            *sums.entry(key).or_default() += r.amount.unwrap();
+        }
+        sums
     }
 
     /// Name, type and nullability of each column in a `CREATE STREAM` statement.
@@ -1162,9 +1175,11 @@ mod tests {
         }
         let metrics = metric_rows(&out);
         assert_eq!(metrics.len(), 75 * 5, "one row per host per second");
-        assert!(metrics.iter().all(|m| m.0 % NANOS == 0
-            && (0.0..=100.0).contains(&m.2)
-            && (0.0..=100.0).contains(&m.3)));
+        let percent = 0.0..=100.0;
+        assert!(metrics
+            .iter()
+            .all(|m| m.ts % NANOS == 0 && percent.contains(&m.cpu)));
+        assert!(metrics.iter().all(|m| percent.contains(&m.mem)));
         assert!(g.generate(to, from).unwrap().is_empty());
         let err = g.generate(t(0.0), t(86_401.0)).unwrap_err();
         assert_eq!(err.sqlstate(), "22023");
@@ -1207,18 +1222,17 @@ mod tests {
         g.inject(Attack::NetworkOutlier, t(3.0));
         let out = g.generate(t(0.0), t(20.0)).unwrap();
         let rows = proc_rows(&out);
-        for (ts, host, _, _, net_out, _) in metric_rows(&out)
-            .into_iter()
-            .filter(|m| m.0 >= t(1.0).nanos())
-        {
+        for m in metric_rows(&out).iter().filter(|m| m.ts >= t(1.0).nanos()) {
+            let second = m.ts - NANOS..m.ts;
             let sent: i64 = rows
                 .iter()
-                .filter(|r| r.host == host && r.obj_type == "ip" && r.ts >= ts - NANOS && r.ts < ts)
+                .filter(|r| r.host == m.host && r.obj_type == "ip" && second.contains(&r.ts))
                 .filter_map(|r| r.amount)
                 .sum();
+            let (host, net_out) = (&m.host, m.net_out);
             assert!(
                 (2_000..8_000).contains(&(net_out - sent)),
-                "{host} at {ts}: {net_out} vs {sent}"
+                "{host}: {net_out} vs {sent}"
             );
         }
     }
@@ -1267,19 +1281,7 @@ mod tests {
         let mut g = DemoGenerator::new(2, 4);
         g.inject(Attack::NetworkOutlier, t(10.0));
         let rows = proc_rows(&g.generate(t(0.0), t(120.0)).unwrap());
-        let mut sums: HashMap<(String, i64, String, i64), i64> = HashMap::new();
-        for r in rows
-            .iter()
-            .filter(|r| r.op == "write" && r.obj_type == "ip")
-        {
-            let key = (
-                r.host.clone(),
-                r.pid,
-                r.dst_ip.clone().unwrap(),
-                r.ts.div_euclid(10 * NANOS),
-            );
-            *sums.entry(key).or_default() += r.amount.unwrap();
-        }
+        let sums = sent_per_10s(&rows);
         let (top, rest): (Vec<_>, Vec<_>) = sums.iter().partition(|(k, _)| k.2 == OUTLIER_IP);
         let top = top.iter().map(|(_, &v)| v).max().unwrap();
         let rest = rest.iter().map(|(_, &v)| v).max().unwrap();
@@ -1334,11 +1336,12 @@ mod tests {
         let mut g = DemoGenerator::new(8, 3);
         g.inject(Attack::CpuSpike, t(10.0));
         let metrics = metric_rows(&g.generate(t(0.0), t(60.0)).unwrap());
-        let hot: Vec<_> = metrics.iter().filter(|m| m.2 > 95.0).collect();
+        let hot: Vec<&Metric> = metrics.iter().filter(|m| m.cpu > 95.0).collect();
         assert_eq!(hot.len(), 30);
+        let spike = t(10.0).nanos()..t(40.0).nanos();
         assert!(hot
             .iter()
-            .all(|m| m.1 == "web-01" && m.0 >= t(10.0).nanos() && m.0 < t(40.0).nanos()));
+            .all(|m| m.host == "web-01" && spike.contains(&m.ts)));
     }
 
     #[test]
@@ -1360,28 +1363,16 @@ mod tests {
             assert!(web
                 .clone()
                 .all(|r| r.obj_name.contains("php-fpm") || r.obj_name == "/bin/sh"));
-            let mut per_10s: HashMap<(String, i64, String, i64), i64> = HashMap::new();
-            let mut failed: HashMap<(String, i64), usize> = HashMap::new();
-            for r in &rows {
-                if r.op == "write" && r.obj_type == "ip" {
-                    let key = (
-                        r.host.clone(),
-                        r.pid,
-                        r.obj_name.clone(),
-                        r.ts.div_euclid(10 * NANOS),
-                    );
-                    *per_10s.entry(key).or_default() += r.amount.unwrap();
-                }
-                if r.op == "login_failed" {
-                    *failed
-                        .entry((r.host.clone(), r.ts.div_euclid(60 * NANOS)))
-                        .or_default() += 1;
-                }
+            let worst = sent_per_10s(&rows).into_iter().max_by_key(|e| e.1).unwrap();
+            assert!(worst.1 < 1_000_000, "{worst:?}");
+            let mut failed: HashMap<(&str, i64), usize> = HashMap::new();
+            for r in rows.iter().filter(|r| r.op == "login_failed") {
+                *failed
+                    .entry((&r.host, r.ts.div_euclid(60 * NANOS)))
+                    .or_default() += 1;
             }
-            let worst = per_10s.iter().max_by_key(|e| *e.1).unwrap();
-            assert!(*worst.1 < 1_000_000, "{worst:?}");
             assert!(failed.values().all(|&n| n <= 5));
-            assert!(metric_rows(&out).iter().all(|m| m.2 < 90.0));
+            assert!(metric_rows(&out).iter().all(|m| m.cpu < 90.0));
         }
     }
 }
