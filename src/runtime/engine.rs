@@ -79,7 +79,7 @@ pub enum StatementResult {
     /// A live subscription.
     Subscribe(Subscription),
     /// The client must now send COPY data.
-    CopyIn(CopyIn),
+    CopyIn(Box<CopyIn>),
 }
 
 /// What a statement will take and return, for the extended query protocol.
@@ -342,11 +342,11 @@ impl Engine {
             options.null = n.clone();
         }
         let n = columns.len();
-        Ok(StatementResult::CopyIn(CopyIn {
+        Ok(StatementResult::CopyIn(Box::new(CopyIn {
             stream: name,
             columns: n,
             decoder: CopyDecoder::new(def.schema.clone(), columns, options)?,
-        }))
+        })))
     }
 
     /// Completes a COPY: decodes what is left and inserts all its rows atomically.

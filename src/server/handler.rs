@@ -79,7 +79,7 @@ fn tag(text: &str) -> Tag {
 }
 
 struct PendingCopy {
-    copy: CopyIn,
+    copy: Box<CopyIn>,
     error: Option<Error>,
     query: String,
 }
@@ -486,7 +486,7 @@ impl CopyHandler for Connection {
         }
         let engine = self.engine.clone();
         let copy = p.copy;
-        let rows = tokio::task::spawn_blocking(move || engine.finish_copy(copy))
+        let rows = tokio::task::spawn_blocking(move || engine.finish_copy(*copy))
             .await
             .map_err(|e| pg_error(&Error::Internal(e.to_string()), &p.query))?
             .map_err(|e| pg_error(&e, &p.query))?;

@@ -72,7 +72,7 @@ fn unit_seconds(unit: &str) -> Option<f64> {
 
 fn scaled(amount: f64, unit: f64, text: &str) -> Result<Duration> {
     let secs = amount * unit;
-    if !secs.is_finite() || secs < 0.0 || secs > 1e12 {
+    if !secs.is_finite() || !(0.0..=1e12).contains(&secs) {
         return Err(Error::invalid_input(
             "22008",
             format!("interval out of range: \"{text}\""),
