@@ -494,3 +494,94 @@ async fn psql_session_works() {
     assert!(stdout.contains("a|5\nb|7"), "{stdout}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn psql_prints_subscribed_rows_at_once_and_ctrl_c_ends_it() {
+    if std::process::Command::new("psql")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("psql not installed: skipping");
+        return;
+    }
+    use tokio::io::AsyncBufReadExt;
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(EVENTS).await.unwrap();
+    client
+        .batch_execute(
+            "CREATE CONTINUOUS QUERY big AS SELECT host, amount FROM events WHERE amount > 10",
+        )
+        .await
+        .unwrap();
+    // psql buffers a pipe fully; on a terminal it would print each line as it arrives.
+    // stdbuf gives the pipe a terminal's line buffering.
+    let mut psql = tokio::process::Command::new("stdbuf")
+        .args([
+            "-oL",
+            "psql",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &server.addr.port().to_string(),
+            "-U",
+            "saql",
+            "-X",
+            "saql",
+        ])
+        .args(["-c", "COPY (SUBSCRIBE big) TO STDOUT"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(psql.stdout.take().unwrap()).lines();
+    let subscribers = |rows: Vec<Vec<Option<String>>>| rows[0][7].clone().unwrap();
+    for _ in 0..200 {
+        let rows = data_rows(&client.simple_query("SHOW QUERIES").await.unwrap());
+        if subscribers(rows) == "1" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for (i, amount) in [(1, 50), (2, 5), (3, 70)] {
+        client
+            .batch_execute(&format!(
+                "INSERT INTO events VALUES ('2024-01-01 00:00:0{i}', 'h{i}', {amount})"
+            ))
+            .await
+            .unwrap();
+        if amount > 10 {
+            // Each alert is printed while psql is still running.
+            let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+                .await
+                .expect("psql prints the row at once")
+                .unwrap()
+                .unwrap();
+            assert_eq!(line, format!("h{i}\t{amount}"));
+        }
+    }
+    // Ctrl-C: psql sends a CancelRequest and exits.
+    let pid = psql.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), psql.wait())
+        .await
+        .expect("psql exits after Ctrl-C")
+        .unwrap();
+    assert!(!status.success());
+    let mut freed = false;
+    for _ in 0..100 {
+        let rows = data_rows(&client.simple_query("SHOW QUERIES").await.unwrap());
+        if subscribers(rows) == "0" {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(freed, "the canceled subscription is freed");
+    server.stop().await;
+}
