@@ -585,3 +585,129 @@ async fn psql_prints_subscribed_rows_at_once_and_ctrl_c_ends_it() {
     assert!(freed, "the canceled subscription is freed");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn cursors_fetch_from_a_subscription() {
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(EVENTS).await.unwrap();
+    client
+        .batch_execute(
+            "CREATE CONTINUOUS QUERY big AS SELECT host, amount FROM events WHERE amount > 10",
+        )
+        .await
+        .unwrap();
+    let reader = server.connect().await;
+    reader
+        .batch_execute("BEGIN; DECLARE c NO SCROLL CURSOR FOR SUBSCRIBE big")
+        .await
+        .unwrap();
+    // Nothing yet: a FETCH with a timeout returns no rows.
+    let empty = reader
+        .simple_query("FETCH 10 FROM c WITH (timeout = '100ms')")
+        .await
+        .unwrap();
+    assert!(data_rows(&empty).is_empty());
+    client
+        .batch_execute(
+            "INSERT INTO events VALUES ('2024-01-01', 'a', 50), ('2024-01-01', 'b', 1), ('2024-01-01', 'c', 70)",
+        )
+        .await
+        .unwrap();
+    // FETCH 1 returns one row, the next FETCH the other.
+    let first = reader.simple_query("FETCH 1 FROM c").await.unwrap();
+    assert_eq!(
+        data_rows(&first),
+        vec![vec![Some("a".into()), Some("50".into())]]
+    );
+    let rest = reader.simple_query("FETCH ALL FROM c").await.unwrap();
+    assert_eq!(
+        data_rows(&rest),
+        vec![vec![Some("c".into()), Some("70".into())]]
+    );
+    // A blocking FETCH returns as soon as a row exists.
+    let waiting = tokio::spawn(async move {
+        let rows = reader.simple_query("FETCH 5 FROM c").await.unwrap();
+        reader.batch_execute("CLOSE c; COMMIT").await.unwrap();
+        data_rows(&rows)
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    client
+        .batch_execute("INSERT INTO events VALUES ('2024-01-01', 'd', 99)")
+        .await
+        .unwrap();
+    let rows = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("FETCH returns once a row arrives")
+        .unwrap();
+    assert_eq!(rows, vec![vec![Some("d".into()), Some("99".into())]]);
+    let err = client.batch_execute("FETCH 1 FROM nope").await.unwrap_err();
+    assert_eq!(code(&err), "34000");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn psql_prints_a_plain_subscribe_live() {
+    if std::process::Command::new("psql")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("psql not installed: skipping");
+        return;
+    }
+    use tokio::io::AsyncBufReadExt;
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(EVENTS).await.unwrap();
+    client
+        .batch_execute(
+            "CREATE CONTINUOUS QUERY big AS SELECT host, amount FROM events WHERE amount > 10",
+        )
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("live.sql");
+    std::fs::write(&script, "SUBSCRIBE big;\n").unwrap();
+    let mut psql = tokio::process::Command::new("stdbuf")
+        .args([
+            "-oL",
+            "psql",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &server.addr.port().to_string(),
+        ])
+        .args(["-U", "saql", "-X", "-A", "-t", "saql", "-f"])
+        .arg(&script)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(psql.stdout.take().unwrap()).lines();
+    let subscribers = |rows: Vec<Vec<Option<String>>>| rows[0][7].clone().unwrap();
+    for _ in 0..200 {
+        let rows = data_rows(&client.simple_query("SHOW QUERIES").await.unwrap());
+        if subscribers(rows) == "1" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for (i, amount) in [(1, 50), (2, 70)] {
+        client
+            .batch_execute(&format!(
+                "INSERT INTO events VALUES ('2024-01-01 00:00:0{i}', 'h{i}', {amount})"
+            ))
+            .await
+            .unwrap();
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("psql prints the row while SUBSCRIBE runs")
+            .unwrap()
+            .unwrap();
+        assert_eq!(line, format!("h{i}|{amount}"));
+    }
+    let _ = psql.kill().await;
+    server.stop().await;
+}

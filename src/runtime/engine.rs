@@ -272,6 +272,13 @@ impl Engine {
                 }));
             }
             Statement::CopyFrom(c) => return self.start_copy(&state, &c),
+            Statement::DeclareCursor { .. }
+            | Statement::Fetch { .. }
+            | Statement::CloseCursor { .. } => {
+                return Err(Error::NotSupported(
+                    "cursors belong to a client session; use a Subscription in the library".into(),
+                ))
+            }
             Statement::Sql(_) => unreachable!("plain SQL is executed by execute_sql"),
         };
         Ok(StatementResult::Command(tag.into()))

@@ -29,8 +29,10 @@ use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use tokio::sync::Mutex;
 
+use super::cursor::Cursors;
 use super::encode::{copy_lines, data_rows, field_infos, pg_type};
 use crate::error::Error;
+use crate::plan::catalog::normalize;
 use crate::runtime::engine::{CopyIn, StatementResult, Subscription};
 use crate::runtime::SubscriptionEvent;
 use crate::sql::{self, Statement};
@@ -90,6 +92,7 @@ pub struct Connection {
     engine: Engine,
     manager: Arc<ConnectionManager>,
     copy: Arc<Mutex<Option<PendingCopy>>>,
+    cursors: Arc<Mutex<Cursors>>,
 }
 
 impl Connection {
@@ -99,6 +102,86 @@ impl Connection {
             engine,
             manager,
             copy: Arc::new(Mutex::new(None)),
+            cursors: Arc::new(Mutex::new(Cursors::default())),
+        }
+    }
+
+    /// Runs one statement: cursor statements here, in the session; everything else in the
+    /// engine.
+    async fn run<C>(
+        &self,
+        client: &mut C,
+        stmt: Statement,
+        params: &[Option<String>],
+        query: &str,
+        format: &(dyn Fn(usize) -> FieldFormat + Sync),
+        extended: bool,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let fail = |e: Error| pg_error(&e, query);
+        match stmt {
+            Statement::DeclareCursor { name, target } => {
+                let result = self
+                    .engine
+                    .execute_statement(*target, params)
+                    .await
+                    .map_err(fail)?;
+                self.cursors
+                    .lock()
+                    .await
+                    .declare(normalize(&name), result)
+                    .map_err(fail)?;
+                Ok(Response::Execution(Tag::new("DECLARE CURSOR")))
+            }
+            Statement::Fetch {
+                name,
+                count,
+                timeout,
+            } => {
+                let name = normalize(&name);
+                let mut cursors = self.cursors.lock().await;
+                let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+                while count != Some(0) && !cursors.ready(&name).map_err(fail)? {
+                    let now = tokio::time::Instant::now();
+                    if deadline.is_some_and(|d| now >= d) {
+                        break;
+                    }
+                    let wait = deadline.map_or(HEARTBEAT, |d| HEARTBEAT.min(d - now));
+                    cursors.wait(&name, wait).await.map_err(fail)?;
+                    if !cursors.ready(&name).map_err(fail)? {
+                        client.send(heartbeat()).await?;
+                    }
+                }
+                let (schema, batches) = cursors.take(&name, count).map_err(fail)?;
+                let mut resp = rows_response(&schema, &batches, format, query)?;
+                resp.set_command_tag("FETCH");
+                Ok(Response::Query(resp))
+            }
+            Statement::CloseCursor { name } => {
+                let name = name.as_ref().map(normalize);
+                self.cursors
+                    .lock()
+                    .await
+                    .close(name.as_deref())
+                    .map_err(fail)?;
+                Ok(Response::Execution(Tag::new(if name.is_some() {
+                    "CLOSE CURSOR"
+                } else {
+                    "CLOSE CURSOR ALL"
+                })))
+            }
+            other => {
+                let result = self
+                    .engine
+                    .execute_statement(other, params)
+                    .await
+                    .map_err(fail)?;
+                self.respond(client, result, query, format, extended).await
+            }
         }
     }
 
@@ -116,16 +199,18 @@ impl Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         match result {
-            StatementResult::Command(t) => Ok(Response::Execution(tag(&t))),
-            StatementResult::Rows { schema, batches } => {
-                let fields = Arc::new(field_infos(&schema, format));
-                let mut rows = Vec::new();
-                for b in &batches {
-                    rows.extend(data_rows(b, &fields).map_err(|e| pg_error(&e, query))?);
+            StatementResult::Command(t) => Ok(match t.as_str() {
+                "BEGIN" => Response::TransactionStart(tag(&t)),
+                "COMMIT" | "ROLLBACK" => {
+                    // Cursors live until the end of the transaction, as in PostgreSQL.
+                    let _ = self.cursors.lock().await.close(None);
+                    Response::TransactionEnd(tag(&t))
                 }
-                let resp = QueryResponse::new(fields, stream::iter(rows.into_iter().map(Ok)));
-                Ok(Response::Query(resp))
-            }
+                _ => Response::Execution(tag(&t)),
+            }),
+            StatementResult::Rows { schema, batches } => Ok(Response::Query(rows_response(
+                &schema, &batches, format, query,
+            )?)),
             StatementResult::CopyIn(copy) => {
                 let columns = copy.columns;
                 *self.copy.lock().await = Some(PendingCopy {
@@ -146,13 +231,37 @@ impl Connection {
     }
 }
 
+fn heartbeat() -> PgWireBackendMessage {
+    PgWireBackendMessage::ParameterStatus(ParameterStatus::new(
+        "saql_heartbeat".into(),
+        crate::time::EventTime::now().to_string(),
+    ))
+}
+
+fn rows_response(
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+    batches: &[datafusion::arrow::record_batch::RecordBatch],
+    format: &(dyn Fn(usize) -> FieldFormat + Sync),
+    query: &str,
+) -> PgWireResult<QueryResponse> {
+    let fields = Arc::new(field_infos(schema, format));
+    let mut rows = Vec::new();
+    for b in batches {
+        rows.extend(data_rows(b, &fields).map_err(|e| pg_error(&e, query))?);
+    }
+    Ok(QueryResponse::new(
+        fields,
+        stream::iter(rows.into_iter().map(Ok)),
+    ))
+}
+
 /// Streams a subscription until its query goes away, the client cancels (the future is
 /// dropped), or the client disconnects (a write fails).
 async fn stream_subscription<C>(
     client: &mut C,
     mut sub: Subscription,
     format: &(dyn Fn(usize) -> FieldFormat + Sync),
-    describe: bool,
+    per_batch_results: bool,
     query: &str,
 ) -> PgWireResult<Response>
 where
@@ -175,11 +284,6 @@ where
                 columns as i16,
                 vec![0; columns],
             )))
-            .await?;
-    } else if describe {
-        let desc = RowDescription::new(fields.iter().map(Into::into).collect());
-        client
-            .send(PgWireBackendMessage::RowDescription(desc))
             .await?;
     }
     let mut sent = 0usize;
@@ -208,8 +312,30 @@ where
                             .await?;
                     }
                 } else {
+                    // In the simple protocol each batch is a complete result set, so that
+                    // clients which print a result only when it completes (psql) print the
+                    // rows at once; the extended protocol keeps one result per Execute.
+                    if per_batch_results {
+                        let desc = RowDescription::new(fields.iter().map(Into::into).collect());
+                        client
+                            .feed(PgWireBackendMessage::RowDescription(desc))
+                            .await?;
+                    }
                     for row in data_rows(&batch, &fields).map_err(|e| pg_error(&e, query))? {
                         client.feed(PgWireBackendMessage::DataRow(row)).await?;
+                    }
+                    if per_batch_results {
+                        let done = Tag::new("SELECT").with_rows(batch.num_rows());
+                        client
+                            .feed(PgWireBackendMessage::CommandComplete(done.into()))
+                            .await?;
+                        // psql prints a result once it has seen the start of the next one;
+                        // an empty result (which it prints as nothing) lets it print now.
+                        client
+                            .feed(PgWireBackendMessage::EmptyQueryResponse(
+                                pgwire::messages::response::EmptyQueryResponse::new(),
+                            ))
+                            .await?;
                     }
                 }
                 client.flush().await?;
@@ -246,15 +372,8 @@ impl SimpleQueryHandler for Connection {
         }
         let mut out = Vec::new();
         for stmt in stmts {
-            let result = match self.engine.execute_statement(stmt, &[]).await {
-                Ok(r) => r,
-                Err(e) => {
-                    out.push(Response::Error(Box::new(error_info(&e, query))));
-                    break;
-                }
-            };
             match self
-                .respond(client, result, query, &|_| FieldFormat::Text, false)
+                .run(client, stmt, &[], query, &|_| FieldFormat::Text, false)
                 .await
             {
                 Ok(r) => out.push(r),
@@ -266,13 +385,6 @@ impl SimpleQueryHandler for Connection {
             }
         }
         Ok(out)
-    }
-}
-
-fn error_info(e: &Error, query: &str) -> ErrorInfo {
-    match pg_error(e, query) {
-        PgWireError::UserError(info) => *info,
-        _ => ErrorInfo::new("ERROR".into(), e.sqlstate().into(), e.to_string()),
     }
 }
 
@@ -374,20 +486,22 @@ impl ExtendedQueryHandler for Connection {
                 ),
             });
         }
-        let mut results = self
-            .engine
-            .execute_with_params(query, &params)
-            .await
-            .map_err(|e| pg_error(&e, query))?;
-        if results.len() != 1 {
+        let mut stmts = sql::parse(query).map_err(|e| pg_error(&e, query))?;
+        if stmts.len() != 1 {
             let e =
                 Error::NotSupported("the extended protocol takes one statement at a time".into());
             return Err(pg_error(&e, query));
         }
-        let result = results.remove(0);
         let format = portal.result_column_format.clone();
-        self.respond(client, result, query, &|i| format.format_for(i), true)
-            .await
+        self.run(
+            client,
+            stmts.remove(0),
+            &params,
+            query,
+            &|i| format.format_for(i),
+            true,
+        )
+        .await
     }
 
     async fn do_describe_statement<C>(

@@ -2,6 +2,7 @@
 //! in [`handler`], and ticks the engine so idle streams advance and departed subscribers are
 //! freed. Tests bind `127.0.0.1:0` and call [`run`] just as `saql serve` does.
 
+pub mod cursor;
 pub mod encode;
 pub mod handler;
 

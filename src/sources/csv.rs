@@ -115,6 +115,7 @@ impl Default for CopyOptions {
 ///
 /// After an error the decoder is left mid-record; the COPY is failed and the decoder dropped.
 pub struct CopyDecoder {
+    schema: SchemaRef,
     options: CopyOptions,
     /// The CSV escape when it differs from the quote (PostgreSQL ignores it when they match
     /// while finding where a record ends).
@@ -198,7 +199,8 @@ impl CopyDecoder {
             distinct_escape,
             columns,
             unlisted,
-            builder: BatchBuilder::new(schema)?,
+            builder: BatchBuilder::new(schema.clone())?,
+            schema,
             buf: Vec::new(),
             scan: Scan::default(),
             line: 1,
@@ -261,23 +263,39 @@ impl CopyDecoder {
     /// The index of the newline that ends the record at the front of `buf`, resuming the
     /// search where the previous call stopped; None if the record is not complete yet.
     fn find_record_end(&mut self) -> Option<usize> {
+        let buf = &self.buf;
         let scan = &mut self.scan;
-        let quote = self.options.quote;
         let csv = self.options.format == CopyFormat::Csv;
-        let found = self.buf[scan.pos..].iter().position(|&c| {
+        let quote = self.options.quote;
+        let escape = self.distinct_escape;
+        loop {
+            if !scan.escaped {
+                // Skip the plain bytes: only newlines, quotes, escapes and backslashes matter.
+                let (a, b) = match (csv, scan.in_quotes) {
+                    (false, _) => (b'\\', b'\\'),
+                    (true, false) => (quote, quote),
+                    (true, true) => (quote, escape.unwrap_or(quote)),
+                };
+                let rest = &buf[scan.pos..];
+                scan.pos += rest
+                    .iter()
+                    .position(|&c| c == b'\n' || c == a || c == b)
+                    .unwrap_or(rest.len());
+            }
+            let &c = buf.get(scan.pos)?;
             if csv {
                 // PostgreSQL's CopyReadLineText: an escape counts only inside quotes, and a
                 // doubled escape cancels itself.
                 if c == b'\n' && !scan.in_quotes {
-                    return true;
+                    return Some(scan.pos);
                 }
-                if scan.in_quotes && Some(c) == self.distinct_escape {
+                if scan.in_quotes && Some(c) == escape {
                     scan.escaped = !scan.escaped;
                 }
                 if c == quote && !scan.escaped {
                     scan.in_quotes = !scan.in_quotes;
                 }
-                if Some(c) != self.distinct_escape {
+                if Some(c) != escape {
                     scan.escaped = false;
                 }
             } else if scan.escaped {
@@ -285,20 +303,10 @@ impl CopyDecoder {
             } else if c == b'\\' {
                 scan.escaped = true;
             } else if c == b'\n' {
-                return true;
+                return Some(scan.pos);
             }
             scan.newlines += u64::from(c == b'\n');
-            false
-        });
-        match found {
-            Some(offset) => {
-                scan.pos += offset;
-                Some(scan.pos)
-            }
-            None => {
-                scan.pos = self.buf.len();
-                None
-            }
+            scan.pos += 1;
         }
     }
 
@@ -321,14 +329,13 @@ impl CopyDecoder {
                 .map_err(|e| e.at_line(line))?,
         }
         let fields = &self.fields[..];
-        let schema = self.builder.schema().clone();
         let empty_line_for_no_columns = self.columns.is_empty() && fields == [Span::Input(0, 0)];
         if fields.len() > self.columns.len() && !empty_line_for_no_columns {
             let e = Error::invalid_input("22P04", "extra data after last expected column");
             return Err(e.at_line(line));
         }
         if let Some(&missing) = self.columns.get(fields.len()) {
-            let name = schema.field(missing).name();
+            let name = self.schema.field(missing).name();
             let e = Error::invalid_input("22P04", format!("missing data for column \"{name}\""));
             return Err(e.at_line(line));
         }
@@ -342,7 +349,7 @@ impl CopyDecoder {
                 None => None,
                 Some(bytes) => Some(std::str::from_utf8(bytes).map_err(|e| {
                     invalid_utf8(bytes, e)
-                        .in_column(schema.field(column).name())
+                        .in_column(self.schema.field(column).name())
                         .at_line(line)
                 })?),
             };

@@ -41,6 +41,29 @@ pub enum Statement {
     },
     /// `COPY stream [(cols)] FROM STDIN [WITH (FORMAT csv, HEADER true, ...)]`
     CopyFrom(CopyFrom),
+    /// `DECLARE name CURSOR FOR SUBSCRIBE q` or `... FOR SELECT ...`: a cursor of the
+    /// connection, read with FETCH (psql's `\set FETCH_COUNT` uses this).
+    DeclareCursor {
+        /// Cursor name.
+        name: Ident,
+        /// What the cursor reads: `Subscribe` or a `Sql` query.
+        target: Box<Statement>,
+    },
+    /// `FETCH [FORWARD] [n | ALL] [FROM] name [WITH (timeout = '1s')]`. On a subscription it
+    /// waits until at least one row exists (or the timeout passes), then returns up to `n`.
+    Fetch {
+        /// Cursor name.
+        name: Ident,
+        /// Most rows to return; `None` for ALL.
+        count: Option<u64>,
+        /// Longest wait for a first row.
+        timeout: Option<Duration>,
+    },
+    /// `CLOSE name` or `CLOSE ALL` (`None`).
+    CloseCursor {
+        /// Cursor name, or all.
+        name: Option<Ident>,
+    },
     /// Anything else: sqlparser's own statement (SELECT, INSERT, SET, SHOW, BEGIN, ...).
     Sql(Box<sq::Statement>),
 }
@@ -130,6 +153,25 @@ impl fmt::Display for Statement {
                 write!(f, "COPY (SUBSCRIBE {query}) TO STDOUT")
             }
             Statement::CopyFrom(c) => c.fmt(f),
+            Statement::DeclareCursor { name, target } => {
+                write!(f, "DECLARE {name} CURSOR FOR {target}")
+            }
+            Statement::Fetch {
+                name,
+                count,
+                timeout,
+            } => {
+                match count {
+                    Some(n) => write!(f, "FETCH {n} FROM {name}")?,
+                    None => write!(f, "FETCH ALL FROM {name}")?,
+                }
+                if let Some(t) = timeout {
+                    write!(f, " WITH (timeout = '{}ms')", t.as_millis())?;
+                }
+                Ok(())
+            }
+            Statement::CloseCursor { name: Some(n) } => write!(f, "CLOSE {n}"),
+            Statement::CloseCursor { name: None } => f.write_str("CLOSE ALL"),
             Statement::Sql(s) => s.fmt(f),
         }
     }

@@ -165,6 +165,22 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         parser.next_token();
         return Ok(Statement::ShowQueries);
     }
+    if is_word(&first, "DECLARE") {
+        parser.next_token();
+        return parse_declare(parser);
+    }
+    if is_word(&first, "FETCH") {
+        parser.next_token();
+        return parse_fetch(parser);
+    }
+    if is_word(&first, "CLOSE") {
+        parser.next_token();
+        if parser.parse_keyword(Keyword::ALL) {
+            return Ok(Statement::CloseCursor { name: None });
+        }
+        let name = parser.parse_identifier()?;
+        return Ok(Statement::CloseCursor { name: Some(name) });
+    }
     if is_word(&first, "SUBSCRIBE") {
         parser.next_token();
         parse_word(parser, "TO");
@@ -198,6 +214,88 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         } => copy_from(source, to, target, options, legacy_options, values, &first),
         other => Ok(Statement::Sql(Box::new(other))),
     }
+}
+
+fn parse_declare(parser: &mut Parser) -> Result<Statement> {
+    let name = parser.parse_identifier()?;
+    // PostgreSQL's options; a cursor here is always forward-only and read once.
+    loop {
+        if parse_word(parser, "BINARY")
+            || parse_word(parser, "INSENSITIVE")
+            || parse_word(parser, "ASENSITIVE")
+            || parse_word(parser, "SCROLL")
+        {
+            continue;
+        }
+        if is_word(&parser.peek_token(), "NO") && is_word(&parser.peek_nth_token(1), "SCROLL") {
+            parser.next_token();
+            parser.next_token();
+            continue;
+        }
+        break;
+    }
+    expect_word(parser, "CURSOR")?;
+    if parse_word(parser, "WITH") || parse_word(parser, "WITHOUT") {
+        expect_word(parser, "HOLD")?;
+    }
+    parser.expect_keyword_is(Keyword::FOR)?;
+    let target = if parse_word(parser, "SUBSCRIBE") {
+        parse_word(parser, "TO");
+        Statement::Subscribe {
+            query: parser.parse_identifier()?,
+            copy: false,
+        }
+    } else {
+        Statement::Sql(Box::new(sq::Statement::Query(parser.parse_query()?)))
+    };
+    Ok(Statement::DeclareCursor {
+        name,
+        target: Box::new(target),
+    })
+}
+
+fn parse_fetch(parser: &mut Parser) -> Result<Statement> {
+    let _ = parse_word(parser, "FORWARD") || parse_word(parser, "NEXT");
+    let tok = parser.peek_token();
+    let count = match &tok.token {
+        Token::Number(n, _) => {
+            parser.next_token();
+            Some(
+                n.parse::<u64>()
+                    .map_err(|_| error_at(&tok, format!("invalid FETCH count {n}")))?,
+            )
+        }
+        _ if parse_word(parser, "ALL") => None,
+        _ => Some(1),
+    };
+    let _ = parse_word(parser, "FROM") || parse_word(parser, "IN");
+    let name = parser.parse_identifier()?;
+    let mut timeout = None;
+    if parser.parse_keyword(Keyword::WITH) {
+        parser.expect_token(&Token::LParen)?;
+        let key = parser.peek_token();
+        if !parse_word(parser, "TIMEOUT") {
+            return Err(error_at(&key, "FETCH supports only the option timeout"));
+        }
+        parser.expect_token(&Token::Eq)?;
+        let value = parser.next_token();
+        let text = match &value.token {
+            Token::SingleQuotedString(s) | Token::Number(s, _) => s.clone(),
+            other => {
+                return Err(error_at(
+                    &value,
+                    format!("expected a duration, found \"{other}\""),
+                ))
+            }
+        };
+        timeout = Some(super::interval::parse_duration(&text)?);
+        parser.expect_token(&Token::RParen)?;
+    }
+    Ok(Statement::Fetch {
+        name,
+        count,
+        timeout,
+    })
 }
 
 /// `COPY (SUBSCRIBE q) TO STDOUT` accepts `WITH (FORMAT text)` and nothing else.
@@ -457,6 +555,23 @@ mod tests {
         verified("COPY s FROM STDIN");
         verified("INSERT INTO s VALUES (1, 'a')");
         verified("SELECT 1");
+        verified("DECLARE c CURSOR FOR SUBSCRIBE q");
+        verified("DECLARE c CURSOR FOR SELECT 1");
+        verified("FETCH 10 FROM c");
+        verified("FETCH ALL FROM c WITH (timeout = '250ms')");
+        verified("CLOSE c");
+        verified("CLOSE ALL");
+        // What psql sends with \set FETCH_COUNT.
+        let Statement::DeclareCursor { target, .. } =
+            parse_one("DECLARE _psql_cursor NO SCROLL CURSOR FOR SUBSCRIBE q").unwrap()
+        else {
+            panic!("not a cursor")
+        };
+        assert!(matches!(*target, Statement::Subscribe { copy: false, .. }));
+        assert_eq!(
+            parse_one("FETCH FORWARD 1 FROM _psql_cursor").unwrap(),
+            parse_one("FETCH 1 _psql_cursor").unwrap()
+        );
     }
 
     #[test]

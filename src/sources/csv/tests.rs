@@ -486,7 +486,9 @@ proptest! {
         points in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
     ) {
         let data = to_csv(&rows);
-        let decoded = decode_chunks(property_schema(), (0..6).collect(), CopyOptions::csv(), &cut(&data, &points));
+        let chunks = cut(&data, &points);
+        let columns = (0..6).collect();
+        let decoded = decode_chunks(property_schema(), columns, CopyOptions::csv(), &chunks);
         prop_assert_eq!(decoded.unwrap(), expected_batch(&rows));
     }
 
@@ -496,14 +498,22 @@ proptest! {
         points in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
     ) {
         let data = to_text(&rows);
-        let decoded = decode_chunks(property_schema(), (0..6).collect(), CopyOptions::text(), &cut(&data, &points));
+        let chunks = cut(&data, &points);
+        let columns = (0..6).collect();
+        let decoded = decode_chunks(property_schema(), columns, CopyOptions::text(), &chunks);
         prop_assert_eq!(decoded.unwrap(), expected_batch(&rows));
     }
 
     #[test]
-    fn any_bytes_decode_or_fail_cleanly(data in prop::collection::vec(any::<u8>(), 0..200)) {
+    fn chunking_never_changes_the_outcome(
+        data in prop::collection::vec(prop::sample::select(b",\t\"\n\r\\.N1x\xff".to_vec()), 0..60),
+        points in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
+    ) {
+        let s = schema(&[("a", DataType::Utf8, true), ("b", DataType::Int32, false)]);
         for options in [CopyOptions::text(), CopyOptions::csv()] {
-            let _ = decode_chunks(property_schema(), (0..6).collect(), options, &[&data]);
+            let whole = decode_chunks(s.clone(), vec![0, 1], options.clone(), &[&data]);
+            let split = decode_chunks(s.clone(), vec![0, 1], options, &cut(&data, &points));
+            prop_assert_eq!(format!("{whole:?}"), format!("{split:?}"));
         }
     }
 }

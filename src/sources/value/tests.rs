@@ -422,7 +422,8 @@ proptest! {
 
     #[test]
     fn integers_round_trip_through_text(v in any::<i64>()) {
-        prop_assert_eq!(parse_scalar(&v.to_string(), &DataType::Int64).ok(), Some(ScalarValue::Int64(Some(v))));
+        let wide = parse_scalar(&v.to_string(), &DataType::Int64);
+        prop_assert_eq!(wide.ok(), Some(ScalarValue::Int64(Some(v))));
         let narrow = parse_scalar(&v.to_string(), &DataType::Int32);
         match i32::try_from(v) {
             Ok(n) => prop_assert_eq!(narrow.ok(), Some(ScalarValue::Int32(Some(n)))),

@@ -1,0 +1,147 @@
+//! Cursors of one session: `DECLARE c CURSOR FOR SUBSCRIBE q` (or `FOR SELECT ...`), then
+//! `FETCH n FROM c`, as psql does under `\set FETCH_COUNT n`. A FETCH on a subscription waits
+//! until at least one row exists, then returns what is there, up to `n`.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+
+use crate::error::{Error, Result};
+use crate::runtime::engine::{StatementResult, Subscription};
+use crate::runtime::SubscriptionEvent;
+
+/// An open cursor.
+pub struct Cursor {
+    schema: SchemaRef,
+    pending: VecDeque<RecordBatch>,
+    live: Option<Subscription>,
+}
+
+/// The cursors of a session by name.
+#[derive(Default)]
+pub struct Cursors {
+    open: HashMap<String, Cursor>,
+}
+
+fn no_cursor(name: &str) -> Error {
+    Error::Catalog {
+        sqlstate: "34000",
+        message: format!("cursor \"{name}\" does not exist"),
+    }
+}
+
+impl Cursors {
+    /// Opens a cursor over what a statement produced (rows or a subscription).
+    pub fn declare(&mut self, name: String, result: StatementResult) -> Result<()> {
+        if self.open.contains_key(&name) {
+            return Err(Error::Catalog {
+                sqlstate: "42P03",
+                message: format!("cursor \"{name}\" already exists"),
+            });
+        }
+        let cursor = match result {
+            StatementResult::Rows { schema, batches } => Cursor {
+                schema,
+                pending: batches.into(),
+                live: None,
+            },
+            StatementResult::Subscribe(sub) => Cursor {
+                schema: sub.schema.clone(),
+                pending: VecDeque::new(),
+                live: Some(sub),
+            },
+            _ => {
+                return Err(Error::NotSupported(
+                    "a cursor reads a SELECT or a SUBSCRIBE".into(),
+                ))
+            }
+        };
+        self.open.insert(name, cursor);
+        Ok(())
+    }
+
+    /// Closes one cursor, or all.
+    pub fn close(&mut self, name: Option<&str>) -> Result<()> {
+        match name {
+            None => self.open.clear(),
+            Some(n) => {
+                self.open.remove(n).ok_or_else(|| no_cursor(n))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a FETCH can answer now: rows are waiting, or the cursor is not live, or its
+    /// subscription ended. Collects what the subscription has delivered so far.
+    pub fn ready(&mut self, name: &str) -> Result<bool> {
+        let cursor = self.open.get_mut(name).ok_or_else(|| no_cursor(name))?;
+        let Some(sub) = cursor.live.as_mut() else {
+            return Ok(true);
+        };
+        loop {
+            match sub.events.try_recv() {
+                Ok(ev) => push_event(&mut cursor.pending, ev)?,
+                Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
+                Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
+                    cursor.live = None;
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(!cursor.pending.is_empty())
+    }
+
+    /// Waits up to `max` for the subscription behind a cursor to deliver something.
+    pub async fn wait(&mut self, name: &str, max: Duration) -> Result<()> {
+        let cursor = self.open.get_mut(name).ok_or_else(|| no_cursor(name))?;
+        if let Some(sub) = cursor.live.as_mut() {
+            match tokio::time::timeout(max, sub.events.recv()).await {
+                Ok(Some(ev)) => push_event(&mut cursor.pending, ev)?,
+                Ok(None) => cursor.live = None,
+                Err(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes up to `count` waiting rows (all when `None`).
+    pub fn take(
+        &mut self,
+        name: &str,
+        count: Option<u64>,
+    ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        let cursor = self.open.get_mut(name).ok_or_else(|| no_cursor(name))?;
+        let limit = count.map(|c| c as usize).unwrap_or(usize::MAX);
+        let mut out = Vec::new();
+        let mut taken = 0usize;
+        while taken < limit {
+            let Some(batch) = cursor.pending.pop_front() else {
+                break;
+            };
+            let want = limit - taken;
+            if batch.num_rows() > want {
+                out.push(batch.slice(0, want));
+                cursor
+                    .pending
+                    .push_front(batch.slice(want, batch.num_rows() - want));
+                taken = limit;
+            } else {
+                taken += batch.num_rows();
+                out.push(batch);
+            }
+        }
+        Ok((cursor.schema.clone(), out))
+    }
+}
+
+fn push_event(pending: &mut VecDeque<RecordBatch>, ev: SubscriptionEvent) -> Result<()> {
+    match ev {
+        SubscriptionEvent::Rows(b) => {
+            pending.push_back(b);
+            Ok(())
+        }
+        SubscriptionEvent::Failed(reason) => Err(Error::Execution(reason)),
+    }
+}
