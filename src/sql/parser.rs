@@ -3,7 +3,8 @@
 //! whole. Keywords of ours are matched by text, case-insensitively.
 
 use datafusion::sql::sqlparser::ast::{
-    self as sq, BinaryOperator, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Expr, Ident,
+    self as sq, BinaryOperator, CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource,
+    CopyTarget, Expr, Ident,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -392,7 +393,20 @@ fn copy_from(
     }
     for opt in legacy_options {
         match opt {
-            CopyLegacyOption::Csv(_) => copy.csv = true,
+            CopyLegacyOption::Csv(csv_options) => {
+                copy.csv = true;
+                for o in csv_options {
+                    match o {
+                        CopyLegacyCsvOption::Header => copy.header = true,
+                        CopyLegacyCsvOption::Quote(q) => copy.quote = Some(q),
+                        other => {
+                            return Err(Error::NotSupported(format!(
+                                "COPY option {other} is not supported"
+                            )))
+                        }
+                    }
+                }
+            }
             CopyLegacyOption::Delimiter(c) => copy.delimiter = Some(c),
             CopyLegacyOption::Null(n) => copy.null = Some(n),
             CopyLegacyOption::Header => copy.header = true,
