@@ -13,9 +13,10 @@
 //! - Errors read `SQLSTATE: message` (e.g. `42P01: stream "nope" does not exist`), so
 //!   `statement error <regex>` can pin the code, the message, or both.
 //!
-//! Run with `cargo test --test slt`; extra arguments select files whose name contains them
-//! (`cargo test --test slt -- tumble`) or name `.slt` files to run instead. The last line says `N passed, N failed`, counting
-//! statement and query records, and the exit status is non-zero when any failed.
+//! Run with `cargo test --test slt`. Extra arguments select the files whose name contains
+//! them (`cargo test --test slt -- tumble`), or name `.slt` files to run instead. The last
+//! line says `N passed, N failed`, counting statement and query records, and the exit status
+//! is non-zero when any failed.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -292,24 +293,42 @@ fn test_files(filters: &[String]) -> std::io::Result<Vec<PathBuf>> {
         .collect::<Result<_, _>>()?;
     files.retain(|p| p.extension().is_some_and(|e| e == "slt"));
     files.retain(|p| {
-        let name = p
-            .file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default();
+        let name = file_name(p);
         filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
     });
     files.sort();
     Ok(files)
 }
 
+/// libtest's flags that take a value as the next argument.
+const FLAGS_WITH_VALUE: &[&str] = &[
+    "--format",
+    "--color",
+    "--test-threads",
+    "--logfile",
+    "--skip",
+];
+
+/// The last component of a path, for messages.
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 fn main() -> ExitCode {
-    // Flags are the ones `cargo test` passes to every test binary; other words select files.
+    // Flags (and the values of libtest's flags that take one) are what `cargo test` and
+    // nextest pass to every test binary; the other words select files.
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let filters: Vec<String> = args
-        .iter()
-        .filter(|a| !a.starts_with('-'))
-        .cloned()
-        .collect();
+    let mut filters = Vec::new();
+    let mut words = args.iter();
+    while let Some(arg) = words.next() {
+        if FLAGS_WITH_VALUE.contains(&arg.as_str()) {
+            words.next();
+        } else if !arg.starts_with('-') {
+            filters.push(arg.clone());
+        }
+    }
     let files = match test_files(&filters) {
         Ok(f) => f,
         Err(e) => {
@@ -321,7 +340,7 @@ fn main() -> ExitCode {
         // libtest's listing format, so that runners such as nextest can discover the files.
         if !args.iter().any(|a| a == "--ignored") {
             for f in &files {
-                println!("{}: test", f.display());
+                println!("{}: test", file_name(f));
             }
         }
         return ExitCode::SUCCESS;
@@ -339,10 +358,7 @@ fn main() -> ExitCode {
     let mut total = Tally::default();
     for file in &files {
         let tally = run_file(file, &runtime);
-        let name = file
-            .file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default();
+        let name = file_name(file);
         let status = if tally.failed == 0 { "ok" } else { "FAILED" };
         let skipped = match tally.skipped {
             0 => String::new(),
