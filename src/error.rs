@@ -209,6 +209,36 @@ impl From<datafusion::error::DataFusionError> for Error {
         use datafusion::error::DataFusionError as D;
         match e {
             D::SQL(e, _) => Error::parse(e.to_string(), None),
+            D::SchemaError(e, _)
+                if matches!(*e, datafusion::common::SchemaError::FieldNotFound { .. }) =>
+            {
+                let datafusion::common::SchemaError::FieldNotFound {
+                    field,
+                    valid_fields,
+                } = *e
+                else {
+                    unreachable!("matched above")
+                };
+                let mut names: Vec<String> = Vec::new();
+                for c in valid_fields {
+                    if !names.contains(&c.name) {
+                        names.push(c.name);
+                    }
+                }
+                let mut message = format!("column \"{}\" does not exist", field.name);
+                if !names.is_empty() {
+                    message.push_str(&format!("; columns are: {}", names.join(", ")));
+                }
+                Error::plan("42703", message)
+            }
+            D::Plan(m) if m.starts_with("table '") && m.ends_with("' not found") => {
+                let name = m["table '".len()..m.len() - "' not found".len()]
+                    .rsplit('.')
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+                Error::undefined("stream or query", &name)
+            }
             D::SchemaError(e, _) => {
                 let message = e.to_string();
                 let sqlstate = if message.contains("not found") || message.contains("No field") {

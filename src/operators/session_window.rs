@@ -70,6 +70,12 @@ impl SessionWindow {
         if gap <= 0 {
             return Err(Error::plan("22023", "session gap must be positive"));
         }
+        // Without keys all rows share one key; Arrow's row format needs at least one column.
+        let key_exprs = if key_exprs.is_empty() {
+            vec![datafusion::physical_expr::expressions::lit(true)]
+        } else {
+            key_exprs
+        };
         let fields = key_exprs
             .iter()
             .map(|e| Ok(SortField::new(e.data_type(&input.schema)?)))

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::common::DFSchema;
+use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{Expr as LExpr, LogicalPlan};
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_plan::PhysicalExpr;
 use datafusion::sql::planner::SqlToRel;
 use datafusion::sql::sqlparser::ast::{
@@ -234,7 +236,7 @@ fn plan_aggregate(
         #[allow(deprecated)]
         let (expr, filter, order) =
             datafusion::physical_planner::create_aggregate_expr_and_maybe_filter(
-                e,
+                &simplify(e, input)?,
                 input,
                 input.as_arrow(),
                 ctx.state().execution_props(),
@@ -318,7 +320,18 @@ fn nanos(d: Duration) -> Result<i64> {
 }
 
 fn physical(ctx: &PlanContext, e: &LExpr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
-    Ok(ctx.state().create_physical_expr(e.clone(), schema)?)
+    Ok(ctx
+        .state()
+        .create_physical_expr(simplify(e, schema)?, schema)?)
+}
+
+/// DataFusion's simplifier: some functions (coalesce, nvl, ...) only evaluate after it has
+/// rewritten them.
+pub(crate) fn simplify(e: &LExpr, schema: &DFSchema) -> Result<LExpr> {
+    let info = SimplifyContext::builder()
+        .with_schema(Arc::new(schema.clone()))
+        .build();
+    Ok(ExprSimplifier::new(info).simplify(e.clone())?)
 }
 
 fn physical_all(

@@ -137,10 +137,11 @@ impl QueryRuntime {
                 }
             }
             Err(e) => {
-                let reason = format!("query \"{}\" failed: {e}", self.name);
-                tracing::warn!("{reason}");
+                let reason = e.to_string();
+                tracing::warn!("query \"{}\" failed: {reason}", self.name);
                 for s in self.subscribers.drain(..) {
-                    let _ = s.try_send(SubscriptionEvent::Failed(reason.clone()));
+                    let message = format!("query \"{}\" failed: {reason}", self.name);
+                    let _ = s.try_send(SubscriptionEvent::Failed(message));
                 }
                 self.failed = Some(reason);
             }
