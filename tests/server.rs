@@ -1,3 +1,4 @@
+#![cfg(feature = "server")]
 //! End-to-end tests against the real server on 127.0.0.1 with real clients: tokio-postgres
 //! (simple and extended protocol, COPY, cancel) and psql where it is installed.
 

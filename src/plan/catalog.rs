@@ -175,6 +175,26 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// A catalog of the streams declared by `CREATE STREAM` statements in `sql` (other
+    /// statements are an error).
+    pub fn from_sql(sql: &str) -> Result<Catalog> {
+        let mut catalog = Catalog::default();
+        for stmt in crate::sql::parse(sql)? {
+            match stmt {
+                crate::sql::Statement::CreateStream(cs) => {
+                    catalog.add_stream(StreamDef::try_new(&cs)?)?;
+                }
+                other => {
+                    return Err(Error::plan(
+                        "42601",
+                        format!("expected CREATE STREAM, found {other}"),
+                    ))
+                }
+            }
+        }
+        Ok(catalog)
+    }
+
     /// A stream by normalised name.
     pub fn stream(&self, name: &str) -> Option<&Arc<StreamDef>> {
         self.streams.get(name)

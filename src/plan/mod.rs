@@ -4,6 +4,7 @@
 
 pub mod catalog;
 mod context;
+pub mod explain;
 
 pub(crate) use context::PlanContext;
 pub mod query;

@@ -19,6 +19,7 @@ use datafusion::sql::sqlparser::ast::{
 
 use super::catalog::{normalize, normalize_object, Catalog, StreamDef};
 use super::context::PlanContext;
+use super::explain::{self, ExplainNode};
 use crate::error::{Error, Result};
 use crate::operators::aggregates::AggregateSpec;
 use crate::operators::session_window::GroupColumn;
@@ -58,6 +59,30 @@ pub struct QueryPlan {
     pub operators: Vec<Box<dyn Operator>>,
     /// Schema of the result rows.
     pub schema: SchemaRef,
+    /// What each operator does, for EXPLAIN (same order as `operators`).
+    pub explain: Vec<ExplainNode>,
+}
+
+impl QueryPlan {
+    /// EXPLAIN as indented text.
+    pub fn explain_text(&self) -> String {
+        explain::explain_text(
+            &self.stream,
+            self.window.as_ref(),
+            &self.explain,
+            &self.schema,
+        )
+    }
+
+    /// EXPLAIN as JSON (shape documented in [`crate::plan::explain`]).
+    pub fn explain_json(&self) -> serde_json::Value {
+        explain::explain_json(
+            &self.stream,
+            self.window.as_ref(),
+            &self.explain,
+            &self.schema,
+        )
+    }
 }
 
 impl std::fmt::Debug for QueryPlan {
@@ -126,6 +151,7 @@ pub fn plan_query(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
     chain.reverse();
 
     let mut operators: Vec<Box<dyn Operator>> = Vec::new();
+    let mut explain = Vec::new();
     let mut schema = scan_schema.clone();
     let mut aggregated = false;
     for node in chain {
@@ -140,6 +166,11 @@ pub fn plan_query(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
                 }
                 let pred = physical(&ctx, &f.predicate, &input)?;
                 operators.push(Box::new(Filter::new(pred, schema.clone())));
+                explain.push(
+                    ExplainNode::new("Filter")
+                        .with("predicate", show(&f.predicate, &stream.name))
+                        .with("state", "none"),
+                );
             }
             LogicalPlan::Projection(p) => {
                 if window.is_some() && !aggregated {
@@ -155,6 +186,12 @@ pub fn plan_query(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
                     .collect::<Result<Vec<_>>>()?;
                 schema = Arc::new(p.schema.as_arrow().clone());
                 operators.push(Box::new(Project::new(exprs, schema.clone())));
+                let shown: Vec<String> = p.expr.iter().map(|e| show(e, &stream.name)).collect();
+                explain.push(
+                    ExplainNode::new("Project")
+                        .with("columns", shown)
+                        .with("state", "none"),
+                );
             }
             LogicalPlan::Aggregate(a) => {
                 let Some(spec) = window else {
@@ -165,6 +202,29 @@ pub fn plan_query(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
                     ));
                 };
                 schema = Arc::new(a.schema.as_arrow().clone());
+                let keys: Vec<String> =
+                    a.group_expr.iter().map(|e| show(e, &stream.name)).collect();
+                let aggs: Vec<String> = a.aggr_expr.iter().map(|e| show(e, &stream.name)).collect();
+                let (op_name, state) = match spec {
+                    WindowSpec::Session { .. } => (
+                        "SessionWindow",
+                        "per key: open sessions with their accumulators; a session is emitted \
+                         and freed when the watermark passes its last row + gap",
+                    ),
+                    _ => (
+                        "WindowAggregate",
+                        "per open window: its groups (keys in Arrow row format) with their \
+                         accumulators; a window is emitted and freed when the watermark passes \
+                         window_end",
+                    ),
+                };
+                explain.push(
+                    ExplainNode::new(op_name)
+                        .with("window", explain::window_json(&spec))
+                        .with("keys", keys)
+                        .with("aggregates", aggs)
+                        .with("state", state),
+                );
                 operators.push(plan_aggregate(
                     &ctx,
                     spec,
@@ -191,6 +251,7 @@ pub fn plan_query(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
         window,
         operators,
         schema,
+        explain,
     })
 }
 
@@ -306,6 +367,33 @@ fn plan_aggregate(
             )?))
         }
     }
+}
+
+/// An expression as SQL-like text, without DataFusion's table qualifiers.
+fn show(e: &LExpr, stream: &str) -> String {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::common::Column;
+    if let LExpr::Alias(a) = e {
+        return format!("{} AS {}", show(&a.expr, stream), a.name);
+    }
+    let unqualified = e
+        .clone()
+        .transform(|e| {
+            Ok(match e {
+                LExpr::Column(c) => {
+                    Transformed::yes(LExpr::Column(Column::new_unqualified(c.name)))
+                }
+                other => Transformed::no(other),
+            })
+        })
+        .map(|t| t.data)
+        .unwrap_or_else(|_| e.clone());
+    let text = match datafusion::sql::unparser::expr_to_sql(&unqualified) {
+        Ok(sql) => sql.to_string(),
+        Err(_) => unqualified.human_display().to_string(),
+    };
+    // Columns that name an aggregate's output carry the stream as a prefix inside the name.
+    text.replace(&format!("{stream}."), "")
 }
 
 fn nanos(d: Duration) -> Result<i64> {

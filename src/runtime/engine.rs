@@ -22,7 +22,7 @@ use crate::plan::catalog::{normalize, normalize_object};
 use crate::plan::{plan_query, Catalog, StreamDef};
 use crate::sources::csv::{CopyDecoder, CopyOptions};
 use crate::sources::insert;
-use crate::sql::{self, CopyFrom, CreateQuery, CreateStream, Statement};
+use crate::sql::{self, CopyFrom, CreateQuery, CreateStream, ExplainTarget, Statement};
 use crate::time::Watermark;
 
 /// How an engine is set up.
@@ -53,6 +53,17 @@ pub struct Subscription {
     pub copy: bool,
     /// Result batches as the query emits them.
     pub events: mpsc::Receiver<SubscriptionEvent>,
+}
+
+impl Subscription {
+    /// The next result batch if one is waiting, without blocking. Returns `None` when
+    /// nothing is waiting or the query failed (see [`Subscription::events`]).
+    pub fn try_next(&mut self) -> Option<RecordBatch> {
+        match self.events.try_recv() {
+            Ok(SubscriptionEvent::Rows(b)) => Some(b),
+            _ => None,
+        }
+    }
 }
 
 /// A COPY FROM STDIN in progress: feed it the data, then hand it to [`Engine::finish_copy`].
@@ -169,6 +180,11 @@ impl Engine {
         self.execute_with_params(sql, &[]).await
     }
 
+    /// [`Engine::execute`] without an async runtime, for embedding.
+    pub fn execute_blocking(&self, sql: &str) -> Result<Vec<StatementResult>> {
+        futures::executor::block_on(self.execute(sql))
+    }
+
     /// Executes statements whose `$n` placeholders take the text values in `params`.
     pub async fn execute_with_params(
         &self,
@@ -272,6 +288,23 @@ impl Engine {
                 }));
             }
             Statement::CopyFrom(c) => return self.start_copy(&state, &c),
+            Statement::Explain { json, target } => {
+                let query = match target {
+                    ExplainTarget::Create(cq) => cq.query,
+                    ExplainTarget::Query(q) => q,
+                    ExplainTarget::Named(n) => {
+                        let name = normalize(&n);
+                        state
+                            .catalog
+                            .query(&name)
+                            .ok_or_else(|| Error::undefined("query", &name))?
+                            .query
+                            .clone()
+                    }
+                };
+                let plan = plan_query(&query, &state.catalog)?;
+                return Ok(explain_result(&plan, json));
+            }
             Statement::DeclareCursor { .. }
             | Statement::Fetch { .. }
             | Statement::CloseCursor { .. } => {
@@ -461,6 +494,11 @@ impl Engine {
                 sq::Statement::ShowVariable { variable } => Some(show_schema(variable)),
                 _ => None,
             },
+            Statement::Explain { .. } => Some(Arc::new(Schema::new(vec![Field::new(
+                "QUERY PLAN",
+                DataType::Utf8,
+                true,
+            )]))),
             Statement::ShowStreams => Some(show_streams(&self.lock()).schema()),
             Statement::ShowQueries => Some(show_queries(&mut self.lock()).schema()),
             Statement::Subscribe { query, .. } => {
@@ -677,6 +715,20 @@ impl StatementResult {
             _ => Arc::new(Schema::empty()),
         }
     }
+}
+
+/// EXPLAIN's result: one text column `QUERY PLAN`, a row per line (or one row of JSON), as
+/// PostgreSQL returns it.
+fn explain_result(plan: &crate::plan::QueryPlan, json: bool) -> StatementResult {
+    let lines: Vec<String> = if json {
+        vec![serde_json::to_string_pretty(&plan.explain_json()).unwrap_or_default()]
+    } else {
+        plan.explain_text().lines().map(str::to_string).collect()
+    };
+    rows_result(
+        vec![("QUERY PLAN", DataType::Utf8)],
+        vec![text_column(lines)],
+    )
 }
 
 fn show_streams(state: &State) -> StatementResult {

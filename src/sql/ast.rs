@@ -64,8 +64,28 @@ pub enum Statement {
         /// Cursor name, or all.
         name: Option<Ident>,
     },
+    /// `EXPLAIN [(FORMAT TEXT|JSON)] <continuous query>`: the body of a
+    /// `CREATE CONTINUOUS QUERY`, a `SELECT` planned as one, or the name of a registered
+    /// query.
+    Explain {
+        /// JSON rather than text.
+        json: bool,
+        /// What to explain.
+        target: ExplainTarget,
+    },
     /// Anything else: sqlparser's own statement (SELECT, INSERT, SET, SHOW, BEGIN, ...).
     Sql(Box<sq::Statement>),
+}
+
+/// What an EXPLAIN explains.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExplainTarget {
+    /// `EXPLAIN CREATE CONTINUOUS QUERY ...`
+    Create(CreateQuery),
+    /// `EXPLAIN SELECT ...`, planned as a continuous query.
+    Query(Box<sq::Query>),
+    /// `EXPLAIN name` of a registered query.
+    Named(Ident),
 }
 
 /// `CREATE STREAM`.
@@ -172,6 +192,17 @@ impl fmt::Display for Statement {
             }
             Statement::CloseCursor { name: Some(n) } => write!(f, "CLOSE {n}"),
             Statement::CloseCursor { name: None } => f.write_str("CLOSE ALL"),
+            Statement::Explain { json, target } => {
+                f.write_str("EXPLAIN ")?;
+                if *json {
+                    f.write_str("(FORMAT JSON) ")?;
+                }
+                match target {
+                    ExplainTarget::Create(c) => c.fmt(f),
+                    ExplainTarget::Query(q) => q.fmt(f),
+                    ExplainTarget::Named(n) => n.fmt(f),
+                }
+            }
             Statement::Sql(s) => s.fmt(f),
         }
     }

@@ -6,5 +6,7 @@ pub mod ast;
 pub mod interval;
 pub mod parser;
 
-pub use ast::{ColumnDef, CopyFrom, CreateQuery, CreateStream, Statement, WatermarkDef};
+pub use ast::{
+    ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, Statement, WatermarkDef,
+};
 pub use parser::{parse, parse_one};

@@ -11,7 +11,9 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use super::ast::{ColumnDef, CopyFrom, CreateQuery, CreateStream, Statement, WatermarkDef};
+use super::ast::{
+    ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, Statement, WatermarkDef,
+};
 use super::interval::interval_duration;
 use crate::error::{Error, Location, Result};
 
@@ -166,6 +168,10 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         parser.next_token();
         return Ok(Statement::ShowQueries);
     }
+    if is_word(&first, "EXPLAIN") {
+        parser.next_token();
+        return parse_explain(parser);
+    }
     if is_word(&first, "DECLARE") {
         parser.next_token();
         return parse_declare(parser);
@@ -215,6 +221,43 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         } => copy_from(source, to, target, options, legacy_options, values, &first),
         other => Ok(Statement::Sql(Box::new(other))),
     }
+}
+
+fn parse_explain(parser: &mut Parser) -> Result<Statement> {
+    let mut json = false;
+    let parenthesized = parser.consume_token(&Token::LParen);
+    if parenthesized || is_word(&parser.peek_token(), "FORMAT") {
+        expect_word(parser, "FORMAT")?;
+        let tok = parser.peek_token();
+        if parse_word(parser, "JSON") {
+            json = true;
+        } else if !parse_word(parser, "TEXT") {
+            return Err(error_at(
+                &tok,
+                "EXPLAIN supports FORMAT TEXT or FORMAT JSON",
+            ));
+        }
+        if parenthesized {
+            parser.expect_token(&Token::RParen)?;
+        }
+    }
+    let first = parser.peek_token();
+    let target = if is_word(&first, "CREATE") {
+        match parse_statement(parser)? {
+            Statement::CreateQuery(cq) => ExplainTarget::Create(cq),
+            _ => {
+                return Err(error_at(
+                    &first,
+                    "EXPLAIN takes a continuous query, a SELECT or a query name",
+                ))
+            }
+        }
+    } else if is_word(&first, "SELECT") || is_word(&first, "WITH") || first.token == Token::LParen {
+        ExplainTarget::Query(parser.parse_query()?)
+    } else {
+        ExplainTarget::Named(parser.parse_identifier()?)
+    };
+    Ok(Statement::Explain { json, target })
 }
 
 fn parse_declare(parser: &mut Parser) -> Result<Statement> {
@@ -575,6 +618,9 @@ mod tests {
         verified("FETCH ALL FROM c WITH (timeout = '250ms')");
         verified("CLOSE c");
         verified("CLOSE ALL");
+        verified("EXPLAIN SELECT a FROM s");
+        verified("EXPLAIN (FORMAT JSON) CREATE CONTINUOUS QUERY q AS SELECT a FROM s");
+        verified("EXPLAIN q");
         // What psql sends with \set FETCH_COUNT.
         let Statement::DeclareCursor { target, .. } =
             parse_one("DECLARE _psql_cursor NO SCROLL CURSOR FOR SUBSCRIBE q").unwrap()
