@@ -1,12 +1,12 @@
-//! The `saql` command line: `saql serve` runs the Postgres-protocol server.
+//! The `saql` command line: `serve` runs the Postgres-protocol server; `check`, `run` and
+//! `test` work on query files offline, without a server.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+mod cli;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use saql::sources::demo::{Attack, DemoGenerator};
-use saql::time::EventTime;
-use saql::{Engine, EngineConfig};
 
 #[derive(Parser)]
 #[command(
@@ -39,133 +39,66 @@ enum Command {
         #[arg(long, default_value = "queries")]
         queries: PathBuf,
     },
+    /// Parse and plan every statement of the given files; CREATE STREAM statements in any of
+    /// them declare the streams the others use. Exit status 1 on any error.
+    Check {
+        /// Query files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Replay recorded events through the queries of the given files, offline, and write each
+    /// query's results as CSV.
+    Run {
+        /// Query files (CREATE STREAM and CREATE CONTINUOUS QUERY statements).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// STREAM=PATH: events for a stream, as CSV with a header or JSON lines (.gz too).
+        #[arg(long = "input", value_name = "STREAM=PATH")]
+        inputs: Vec<String>,
+        /// Write each query's results to DIR/<query>.csv instead of stdout.
+        #[arg(long, value_name = "DIR")]
+        output: Option<PathBuf>,
+        /// Count and report bad input lines instead of stopping at the first.
+        #[arg(long)]
+        skip_bad_rows: bool,
+    },
+    /// Run the test cases written in query files; prints a line per case and a final
+    /// `N passed, N failed` line. Exit status 1 on any failure.
+    Test {
+        /// Query files (or directories of .sql files).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
 }
 
-fn main() {
+fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
-    let result = match cli.command {
+    match Cli::parse().command {
         Command::Serve {
             listen,
             data_dir,
             retain_rows,
             demo,
             queries,
-        } => serve(listen, data_dir, retain_rows, demo.then_some(queries)),
-    };
-    if let Err(e) = result {
-        eprintln!("saql: {e}");
-        std::process::exit(1);
-    }
-}
-
-fn serve(
-    listen: String,
-    data_dir: PathBuf,
-    retain_rows: usize,
-    demo_queries: Option<PathBuf>,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(async move {
-        let engine = Engine::open(EngineConfig {
-            data_dir: Some(data_dir.clone()),
-            retain_rows,
-        })?;
-        if let Some(dir) = &demo_queries {
-            start_demo(&engine, dir).await?;
-        }
-        let listener = tokio::net::TcpListener::bind(&listen).await?;
-        tracing::info!(
-            "saql listening on {} (data in {}); connect with: psql -h {} -p {} -U saql saql",
-            listener.local_addr()?,
-            data_dir.display(),
-            listener.local_addr()?.ip(),
-            listener.local_addr()?.port()
-        );
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
-            tracing::info!("shutting down");
-        };
-        saql::server::run(listener, engine, shutdown).await?;
-        Ok(())
-    })
-}
-
-/// Declares the demo streams, registers the queries found in `dir`, and feeds the streams
-/// with generated host activity in real time, injecting an attack every 20 seconds.
-async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
-    for ddl in DemoGenerator::streams_ddl().split(';') {
-        if ddl.trim().is_empty() {
-            continue;
-        }
-        let ddl = ddl.replacen("CREATE STREAM", "CREATE STREAM IF NOT EXISTS", 1);
-        engine.execute(&ddl).await?;
-    }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    files.retain(|p| p.extension().is_some_and(|e| e == "sql"));
-    files.sort();
-    for file in files {
-        let text = std::fs::read_to_string(&file)?;
-        let text = text.replacen(
-            "CREATE CONTINUOUS QUERY",
-            "CREATE CONTINUOUS QUERY IF NOT EXISTS",
-            1,
-        );
-        match engine.execute(&text).await {
-            Ok(_) => tracing::info!("registered {}", file.display()),
-            Err(e) => tracing::warn!("skipping {}: {e}", file.display()),
-        }
-    }
-    let engine = engine.clone();
-    tokio::spawn(async move {
-        let mut generator = DemoGenerator::new(42, 6);
-        let attacks = [
-            Attack::BruteForce,
-            Attack::CpuSpike,
-            Attack::NetworkOutlier,
-            Attack::UnusualChild,
-            Attack::DataExfiltration,
-        ];
-        let mut next_attack = 0usize;
-        let mut from = EventTime::now();
-        let mut ticks = 0u64;
-        let mut interval = tokio::time::interval(Duration::from_millis(500));
-        loop {
-            interval.tick().await;
-            ticks += 1;
-            let to = EventTime::now();
-            if ticks % 40 == 0 {
-                generator.inject(
-                    attacks[next_attack % attacks.len()],
-                    to.plus(Duration::from_millis(100)),
-                );
-                next_attack += 1;
+        } => match cli::serve::serve(listen, data_dir, retain_rows, demo.then_some(queries)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("saql: {e}");
+                ExitCode::FAILURE
             }
-            let batches = match generator.generate(from, to) {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::warn!("demo generator: {e}");
-                    continue;
-                }
-            };
-            from = to;
-            let engine = engine.clone();
-            let _ = tokio::task::spawn_blocking(move || {
-                for (stream, batch) in batches {
-                    if let Err(e) = engine.insert_batch(stream, batch) {
-                        tracing::warn!("demo insert into {stream}: {e}");
-                    }
-                }
-            })
-            .await;
-        }
-    });
-    Ok(())
+        },
+        Command::Check { files } => cli::check::run(&files),
+        Command::Run {
+            files,
+            inputs,
+            output,
+            skip_bad_rows,
+        } => cli::run::run(&files, &inputs, output.as_deref(), skip_bad_rows),
+        Command::Test { files } => cli::test::run(&files),
+    }
 }

@@ -423,3 +423,15 @@ fn idle_stream_closes_its_last_window() {
     engine.tick_at(start + std::time::Duration::from_secs(12));
     assert_eq!(count(), vec!["1".to_string()]);
 }
+
+#[test]
+fn queries_folder_declares_the_demo_streams() {
+    let file = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/queries/00_streams.sql"
+    ))
+    .unwrap();
+    let from_file = saql::parse(&file).unwrap();
+    let from_demo = saql::parse(saql::sources::demo::DemoGenerator::streams_ddl()).unwrap();
+    assert_eq!(from_file, from_demo);
+}

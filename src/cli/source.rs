@@ -1,0 +1,154 @@
+//! Query files as statements with their positions, for tools that report `file:line:col`.
+
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use saql::error::Location;
+
+/// One statement of a file: its text and where it starts.
+#[derive(Debug, Clone)]
+pub struct SourceStatement {
+    /// The statement's text, without the terminating `;`.
+    pub text: String,
+    /// Line and column of its first character in the file.
+    pub start: Location,
+}
+
+impl SourceStatement {
+    /// A location inside the statement's text, as a location in the file.
+    pub fn absolute(&self, inner: Location) -> Location {
+        if inner.line <= 1 {
+            Location {
+                line: self.start.line,
+                column: self.start.column + inner.column.saturating_sub(1),
+            }
+        } else {
+            Location {
+                line: self.start.line + inner.line - 1,
+                column: inner.column,
+            }
+        }
+    }
+
+    /// The file location of the first whole-word, case-insensitive occurrence of `word`.
+    pub fn find_word(&self, word: &str) -> Option<Location> {
+        if word.is_empty() {
+            return None;
+        }
+        let lower = self.text.to_lowercase();
+        let needle = word.to_lowercase();
+        let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+        let mut from = 0;
+        while let Some(pos) = lower[from..].find(&needle) {
+            let at = from + pos;
+            let before = lower[..at].chars().last();
+            let after = lower[at + needle.len()..].chars().next();
+            if !before.is_some_and(is_ident) && !after.is_some_and(is_ident) {
+                let prefix = &self.text[..at];
+                let line = prefix.matches('\n').count() as u64 + 1;
+                let column = prefix
+                    .rsplit('\n')
+                    .next()
+                    .map(|l| l.chars().count() as u64 + 1)
+                    .unwrap_or(1);
+                return Some(self.absolute(Location { line, column }));
+            }
+            from = at + needle.len().max(1);
+        }
+        None
+    }
+}
+
+/// Splits a file into statements at top-level semicolons (not inside strings or comments).
+/// Returns the location of the problem if the file does not tokenize.
+pub fn split_statements(text: &str) -> Result<Vec<SourceStatement>, Location> {
+    let dialect = GenericDialect {};
+    let tokens = Tokenizer::new(&dialect, text)
+        .tokenize_with_location()
+        .map_err(|e| Location {
+            line: e.location.line.max(1),
+            column: e.location.column.max(1),
+        })?;
+    // Byte offset of each line start, to cut statement texts out of the file.
+    let mut line_starts = vec![0usize];
+    for (i, b) in text.bytes().enumerate() {
+        if b == b'\n' {
+            line_starts.push(i + 1);
+        }
+    }
+    let offset = |line: u64, column: u64| -> usize {
+        let start = line_starts
+            .get(line.saturating_sub(1) as usize)
+            .copied()
+            .unwrap_or(text.len());
+        let line_text = &text[start..];
+        line_text
+            .char_indices()
+            .nth(column.saturating_sub(1) as usize)
+            .map(|(i, _)| start + i)
+            .unwrap_or(text.len())
+    };
+    let mut out = Vec::new();
+    let mut first: Option<Location> = None;
+    for t in &tokens {
+        match &t.token {
+            Token::Whitespace(_) => {}
+            Token::SemiColon | Token::EOF => {
+                if let Some(start) = first.take() {
+                    let from = offset(start.line, start.column);
+                    let to = if t.token == Token::EOF {
+                        text.len()
+                    } else {
+                        offset(t.span.start.line, t.span.start.column)
+                    };
+                    out.push(SourceStatement {
+                        text: text[from..to.max(from)].to_string(),
+                        start,
+                    });
+                }
+            }
+            _ => {
+                if first.is_none() {
+                    first = Some(Location {
+                        line: t.span.start.line,
+                        column: t.span.start.column,
+                    });
+                }
+            }
+        }
+    }
+    if let Some(start) = first {
+        let from = offset(start.line, start.column);
+        out.push(SourceStatement {
+            text: text[from..].to_string(),
+            start,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_with_positions_ignoring_strings_and_comments() {
+        let text = "-- a comment; not a split\nSELECT 'a;b' FROM s;\n\n  SHOW STREAMS";
+        let stmts = split_statements(text).unwrap();
+        assert_eq!(stmts.len(), 2);
+        assert_eq!(stmts[0].text, "SELECT 'a;b' FROM s");
+        assert_eq!(stmts[0].start, Location { line: 2, column: 1 });
+        assert_eq!(stmts[1].text, "SHOW STREAMS");
+        assert_eq!(stmts[1].start, Location { line: 4, column: 3 });
+        assert_eq!(
+            stmts[1].absolute(Location { line: 1, column: 6 }),
+            Location { line: 4, column: 8 }
+        );
+        assert_eq!(
+            stmts[0].find_word("s"),
+            Some(Location {
+                line: 2,
+                column: 19
+            })
+        );
+    }
+}
