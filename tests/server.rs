@@ -712,3 +712,58 @@ async fn psql_prints_a_plain_subscribe_live() {
     let _ = psql.kill().await;
     server.stop().await;
 }
+
+#[tokio::test]
+async fn explain_over_the_wire() {
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(EVENTS).await.unwrap();
+    let sql = "SELECT host, COUNT(*) AS n FROM TUMBLE(events, ts, INTERVAL '1' MINUTE) \
+               WHERE amount > 10 GROUP BY host, window_start, window_end";
+    let text = data_rows(
+        &client
+            .simple_query(&format!("EXPLAIN {sql}"))
+            .await
+            .unwrap(),
+    );
+    let lines: Vec<String> = text.into_iter().map(|r| r[0].clone().unwrap()).collect();
+    assert_eq!(lines[0], "Continuous query -> (host, n)");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.trim() == "#1 WindowAggregate TUMBLE(size 1min)"),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.trim() == "predicate: (amount > 10)"),
+        "{lines:?}"
+    );
+
+    // JSON through the extended protocol, as a driver would ask for it.
+    let row = client
+        .query_one(
+            &format!("EXPLAIN (FORMAT JSON) CREATE CONTINUOUS QUERY q AS {sql}"),
+            &[],
+        )
+        .await
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_str(row.get(0)).unwrap();
+    assert_eq!(json["stream"], "events");
+    assert_eq!(json["window"]["size_ms"], 60_000);
+    assert_eq!(json["operators"][0]["operator"], "Filter");
+    assert_eq!(json["operators"][1]["keys"][0], "host");
+
+    // A registered query by name; an unknown one is 42P01.
+    client
+        .batch_execute(&format!("CREATE CONTINUOUS QUERY per_host AS {sql}"))
+        .await
+        .unwrap();
+    let named = data_rows(&client.simple_query("EXPLAIN per_host").await.unwrap());
+    assert_eq!(
+        named[0][0].as_deref(),
+        Some("Continuous query -> (host, n)")
+    );
+    let err = client.batch_execute("EXPLAIN nothing").await.unwrap_err();
+    assert_eq!(code(&err), "42P01");
+    server.stop().await;
+}

@@ -374,7 +374,8 @@ fn show(e: &LExpr, stream: &str) -> String {
     use datafusion::common::tree_node::{Transformed, TreeNode};
     use datafusion::common::Column;
     if let LExpr::Alias(a) = e {
-        return format!("{} AS {}", show(&a.expr, stream), a.name);
+        let inner = a.expr.as_ref().clone().unalias_nested().data;
+        return format!("{} AS {}", show(&inner, stream), a.name);
     }
     let unqualified = e
         .clone()
@@ -392,8 +393,37 @@ fn show(e: &LExpr, stream: &str) -> String {
         Ok(sql) => sql.to_string(),
         Err(_) => unqualified.human_display().to_string(),
     };
-    // Columns that name an aggregate's output carry the stream as a prefix inside the name.
-    text.replace(&format!("{stream}."), "")
+    // Columns that name an aggregate's output carry the stream as a prefix inside the name,
+    // and the unparser quotes them.
+    unquote_computed(&text.replace(&format!("{stream}."), ""))
+        .replace("count(Int64(1))", "count(*)")
+}
+
+/// Drops the double quotes around identifiers that are computed names such as
+/// `"sum(amount)"`.
+fn unquote_computed(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('"') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find('"') {
+            Some(close) if after[..close].contains('(') => {
+                out.push_str(&after[..close]);
+                rest = &after[close + 1..];
+            }
+            Some(close) => {
+                out.push_str(&rest[open..open + close + 2]);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push_str(&rest[open..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn nanos(d: Duration) -> Result<i64> {
