@@ -90,10 +90,10 @@ pub fn parse(sql: &str) -> Result<Vec<sql::Statement>> {
 /// ```
 pub fn plan(sql: &str, catalog: &Catalog) -> Result<QueryPlan> {
     use datafusion::sql::sqlparser::ast::Statement as Sq;
-    let query = match sql::parse_one(sql)? {
-        sql::Statement::CreateQuery(cq) => cq.query,
+    let (query, outlier) = match sql::parse_one(sql)? {
+        sql::Statement::CreateQuery(cq) => (cq.query, cq.outlier),
         sql::Statement::Sql(s) => match *s {
-            Sq::Query(q) => q,
+            Sq::Query(q) => (q, None),
             other => {
                 return Err(Error::plan(
                     "42601",
@@ -108,7 +108,7 @@ pub fn plan(sql: &str, catalog: &Catalog) -> Result<QueryPlan> {
             ))
         }
     };
-    plan::plan_query(&query, catalog)
+    plan::plan_continuous(&query, outlier.as_ref(), catalog)
 }
 
 /// EXPLAIN of a plan: indented text, or JSON (shape documented in [`plan::explain`]).

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use saql::error::Location;
-use saql::plan::{plan_query, Catalog, StreamDef};
+use saql::plan::{plan_continuous, Catalog, StreamDef};
 use saql::sql::{self, Statement};
 
 use super::source::{split_statements, SourceStatement};
@@ -72,28 +72,28 @@ pub fn run(files: &[PathBuf]) -> ExitCode {
     let mut names = std::collections::HashSet::new();
     let mut checked = 0;
     for (file, text, s, stmt) in &parsed {
-        let query = match stmt {
+        let query: Option<(&Box<_>, Option<&sql::OutlierClause>)> = match stmt {
             Statement::CreateQuery(cq) => {
                 let name = saql::plan::catalog::normalize(&cq.name);
                 if catalog.stream(&name).is_some() || !names.insert(name.clone()) {
                     let e = saql::Error::duplicate("relation", &name);
                     problems.push(problem(file, text, s.start, &describe(&e)));
                 }
-                Some(&cq.query)
+                Some((&cq.query, cq.outlier.as_ref()))
             }
             Statement::Explain {
                 target: sql::ExplainTarget::Create(cq),
                 ..
-            } => Some(&cq.query),
+            } => Some((&cq.query, cq.outlier.as_ref())),
             Statement::Explain {
-                target: sql::ExplainTarget::Query(q),
+                target: sql::ExplainTarget::Query(q, o),
                 ..
-            } => Some(q),
+            } => Some((q, o.as_ref())),
             _ => None,
         };
         checked += 1;
-        if let Some(q) = query {
-            if let Err(e) = plan_query(q, &catalog) {
+        if let Some((q, outlier)) = query {
+            if let Err(e) = plan_continuous(q, outlier, &catalog) {
                 problems.push(problem(file, text, locate(&e, s), &describe(&e)));
             }
         }

@@ -4,6 +4,7 @@
 
 pub mod aggregates;
 pub mod filter;
+pub mod outlier;
 pub mod project;
 pub mod session_window;
 mod snapshot;
@@ -16,6 +17,7 @@ use crate::error::Result;
 use crate::time::Watermark;
 
 pub use filter::Filter;
+pub use outlier::Outlier;
 pub use project::Project;
 pub use session_window::SessionWindow;
 pub use window_aggregate::WindowAggregate;

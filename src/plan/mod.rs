@@ -10,4 +10,4 @@ pub(crate) use context::PlanContext;
 pub mod query;
 
 pub use catalog::{Catalog, EventTimeDef, StreamDef};
-pub use query::{plan_query, QueryPlan, WindowSpec};
+pub use query::{plan_continuous, plan_query, QueryPlan, WindowSpec};

@@ -11,7 +11,7 @@ use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{Expr as LExpr, LogicalPlan};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_plan::PhysicalExpr;
-use datafusion::sql::planner::SqlToRel;
+use datafusion::sql::planner::{PlannerContext, SqlToRel};
 use datafusion::sql::sqlparser::ast::{
     self as sq, Expr, FunctionArg, FunctionArgExpr, ObjectName, ObjectNamePart, SetExpr,
     TableFactor,
@@ -24,8 +24,9 @@ use crate::error::{Error, Result};
 use crate::operators::aggregates::AggregateSpec;
 use crate::operators::session_window::GroupColumn;
 use crate::operators::window_aggregate::{WindowAssigner, WindowedInput};
-use crate::operators::{Filter, Operator, Project, SessionWindow, WindowAggregate};
+use crate::operators::{Filter, Operator, Outlier, Project, SessionWindow, WindowAggregate};
 use crate::sql::interval::interval_duration;
+use crate::sql::OutlierClause;
 
 /// A window table function in `FROM`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +99,114 @@ impl std::fmt::Debug for QueryPlan {
 
 /// Plans `query` against the catalog.
 pub fn plan_query(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
+    plan_continuous(query, None, catalog)
+}
+
+/// Plans `query` with an optional `OUTLIER` clause: the clause's operator runs on each
+/// window's complete results, then its `HAVING` filters them.
+pub fn plan_continuous(
+    query: &sq::Query,
+    outlier: Option<&OutlierClause>,
+    catalog: &Catalog,
+) -> Result<QueryPlan> {
+    let mut plan = plan_select(query, catalog)?;
+    if let Some(clause) = outlier {
+        add_outlier(&mut plan, clause)?;
+    }
+    Ok(plan)
+}
+
+/// Appends the outlier operator (and the clause's HAVING) to a windowed plan.
+fn add_outlier(plan: &mut QueryPlan, clause: &OutlierClause) -> Result<()> {
+    if plan.window.is_none() {
+        return Err(Error::NotSupported(
+            "OUTLIER compares the groups of a window: the query needs TUMBLE, HOP or SESSION"
+                .into(),
+        ));
+    }
+    let input = plan.schema.clone();
+    let mut on = Vec::new();
+    for c in &clause.on {
+        let name = normalize(c);
+        let (i, f) = input.column_with_name(&name).ok_or_else(|| {
+            Error::plan(
+                "42703",
+                format!(
+                    "OUTLIER column \"{name}\" is not a result column; name it in the SELECT list"
+                ),
+            )
+        })?;
+        if !f.data_type().is_numeric() {
+            return Err(Error::plan(
+                "42804",
+                format!(
+                    "OUTLIER column \"{name}\" must be numeric, not {}",
+                    f.data_type()
+                ),
+            ));
+        }
+        on.push(i);
+    }
+    let mut ctx = PlanContext::new();
+    ctx.add_table("results", input.clone())?;
+    let df_input = DFSchema::try_from_qualified_schema("results", &input)?;
+    let planner = SqlToRel::new(&ctx);
+    let mut partition = Vec::new();
+    let mut shown = Vec::new();
+    for e in &clause.partition_by {
+        let logical = planner.sql_to_expr(e.clone(), &df_input, &mut PlannerContext::new())?;
+        shown.push(e.to_string());
+        partition.push(physical(&ctx, &logical, &df_input)?);
+    }
+    let window_column = input
+        .index_of("window_end")
+        .or_else(|_| input.index_of("window_start"));
+    if let Ok(i) = window_column {
+        partition.push(datafusion::physical_expr::expressions::col(
+            input.field(i).name(),
+            &input,
+        )?);
+        shown.push(input.field(i).name().clone());
+    }
+    let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new("is_outlier", DataType::Boolean, true));
+    fields.push(Field::new("outlier_score", DataType::Float64, true));
+    let output = Arc::new(Schema::new(fields));
+    plan.operators.push(Box::new(Outlier::new(
+        clause.method,
+        on,
+        partition,
+        output.clone(),
+    )));
+    let on_names: Vec<String> = clause.on.iter().map(normalize).collect();
+    plan.explain.push(
+        ExplainNode::new("Outlier")
+            .with("method", clause.method.to_string())
+            .with("on", on_names)
+            .with("partition_by", shown)
+            .with(
+                "state",
+                "none: each window's results arrive complete in one batch",
+            ),
+    );
+    plan.schema = output.clone();
+    if let Some(having) = &clause.having {
+        let df_output = DFSchema::try_from_qualified_schema("results", &output)?;
+        let logical =
+            planner.sql_to_expr(having.clone(), &df_output, &mut PlannerContext::new())?;
+        let predicate = physical(&ctx, &logical, &df_output)?;
+        plan.operators
+            .push(Box::new(Filter::new(predicate, output.clone())));
+        plan.explain.push(
+            ExplainNode::new("Filter")
+                .with("predicate", show(&logical, "results"))
+                .with("state", "none"),
+        );
+    }
+    Ok(())
+}
+
+fn plan_select(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
     let mut query = query.clone();
     if query.order_by.is_some() || query.limit_clause.is_some() || query.with.is_some() {
         return Err(Error::NotSupported(

@@ -19,7 +19,7 @@ use super::pipeline::{QueryRuntime, SubscriptionEvent};
 use super::stream::StreamRuntime;
 use crate::error::{Error, Result};
 use crate::plan::catalog::{normalize, normalize_object};
-use crate::plan::{plan_query, Catalog, StreamDef};
+use crate::plan::{plan_continuous, Catalog, StreamDef};
 use crate::sources::csv::{CopyDecoder, CopyOptions};
 use crate::sources::insert;
 use crate::sql::{self, CopyFrom, CreateQuery, CreateStream, ExplainTarget, Statement};
@@ -289,20 +289,19 @@ impl Engine {
             }
             Statement::CopyFrom(c) => return self.start_copy(&state, &c),
             Statement::Explain { json, target } => {
-                let query = match target {
-                    ExplainTarget::Create(cq) => cq.query,
-                    ExplainTarget::Query(q) => q,
+                let (query, outlier) = match target {
+                    ExplainTarget::Create(cq) => (cq.query, cq.outlier),
+                    ExplainTarget::Query(q, o) => (q, o),
                     ExplainTarget::Named(n) => {
                         let name = normalize(&n);
-                        state
+                        let cq = state
                             .catalog
                             .query(&name)
-                            .ok_or_else(|| Error::undefined("query", &name))?
-                            .query
-                            .clone()
+                            .ok_or_else(|| Error::undefined("query", &name))?;
+                        (cq.query.clone(), cq.outlier.clone())
                     }
                 };
-                let plan = plan_query(&query, &state.catalog)?;
+                let plan = plan_continuous(&query, outlier.as_ref(), &state.catalog)?;
                 return Ok(explain_result(&plan, json));
             }
             Statement::DeclareCursor { .. }
@@ -332,7 +331,7 @@ impl Engine {
         if state.catalog.name_taken(&name) {
             return Err(Error::duplicate("relation", &name));
         }
-        let plan = plan_query(&cq.query, &state.catalog)?;
+        let plan = plan_continuous(&cq.query, cq.outlier.as_ref(), &state.catalog)?;
         let watermark = state
             .streams
             .get(&plan.stream.name)

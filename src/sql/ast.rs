@@ -82,8 +82,8 @@ pub enum Statement {
 pub enum ExplainTarget {
     /// `EXPLAIN CREATE CONTINUOUS QUERY ...`
     Create(CreateQuery),
-    /// `EXPLAIN SELECT ...`, planned as a continuous query.
-    Query(Box<sq::Query>),
+    /// `EXPLAIN SELECT ... [OUTLIER ...]`, planned as a continuous query.
+    Query(Box<sq::Query>, Option<OutlierClause>),
     /// `EXPLAIN name` of a registered query.
     Named(Ident),
 }
@@ -130,8 +130,94 @@ pub struct CreateQuery {
     pub name: Ident,
     /// The query body.
     pub query: Box<sq::Query>,
+    /// An `OUTLIER` clause after the body.
+    pub outlier: Option<OutlierClause>,
     /// `IF NOT EXISTS`.
     pub if_not_exists: bool,
+}
+
+/// `OUTLIER method(args) ON (columns) [PARTITION BY exprs] [HAVING condition]`: marks, among
+/// the complete group results of each window, the rows that are outliers. Adds the columns
+/// `is_outlier` and `outlier_score`; the trailing `HAVING` may filter on them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutlierClause {
+    /// The detection method.
+    pub method: OutlierMethod,
+    /// Numeric result columns that make up each point.
+    pub on: Vec<Ident>,
+    /// Outliers are found among rows with equal values of these.
+    pub partition_by: Vec<sq::Expr>,
+    /// Condition over the result columns plus `is_outlier` and `outlier_score`.
+    pub having: Option<sq::Expr>,
+}
+
+/// How outliers are found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum OutlierMethod {
+    /// Density clustering: points that are not within `eps` of a core point (one with at
+    /// least `min_points` neighbours, itself included) are outliers. Score: distance to the
+    /// nearest core point.
+    Dbscan {
+        /// Neighbourhood radius.
+        eps: f64,
+        /// Neighbours (including the point) that make a core point.
+        min_points: usize,
+    },
+    /// k-means (deterministic initialisation): points farther than `threshold` from their
+    /// centroid are outliers. Score: that distance.
+    Kmeans {
+        /// Number of clusters.
+        k: usize,
+        /// Distance beyond which a point is an outlier.
+        threshold: f64,
+    },
+    /// Score: largest absolute z-score over the columns (population standard deviation).
+    Zscore {
+        /// Score above which a point is an outlier.
+        threshold: f64,
+    },
+    /// Score: largest robust z-score, 0.6745 * |x - median| / MAD.
+    Mad {
+        /// Score above which a point is an outlier.
+        threshold: f64,
+    },
+    /// Outside [Q1 - factor * IQR, Q3 + factor * IQR]. Score: distance beyond the fence in
+    /// IQRs.
+    Iqr {
+        /// Fence factor, usually 1.5.
+        factor: f64,
+    },
+}
+
+impl fmt::Display for OutlierMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OutlierMethod::Dbscan { eps, min_points } => {
+                write!(f, "DBSCAN(eps => {eps}, min_points => {min_points})")
+            }
+            OutlierMethod::Kmeans { k, threshold } => {
+                write!(f, "KMEANS(k => {k}, threshold => {threshold})")
+            }
+            OutlierMethod::Zscore { threshold } => write!(f, "ZSCORE(threshold => {threshold})"),
+            OutlierMethod::Mad { threshold } => write!(f, "MAD(threshold => {threshold})"),
+            OutlierMethod::Iqr { factor } => write!(f, "IQR(factor => {factor})"),
+        }
+    }
+}
+
+impl fmt::Display for OutlierClause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let on: Vec<String> = self.on.iter().map(|c| c.to_string()).collect();
+        write!(f, "OUTLIER {} ON ({})", self.method, on.join(", "))?;
+        if !self.partition_by.is_empty() {
+            let p: Vec<String> = self.partition_by.iter().map(|e| e.to_string()).collect();
+            write!(f, " PARTITION BY ({})", p.join(", "))?;
+        }
+        if let Some(h) = &self.having {
+            write!(f, " HAVING {h}")?;
+        }
+        Ok(())
+    }
 }
 
 /// `COPY stream FROM STDIN`.
@@ -199,7 +285,8 @@ impl fmt::Display for Statement {
                 }
                 match target {
                     ExplainTarget::Create(c) => c.fmt(f),
-                    ExplainTarget::Query(q) => q.fmt(f),
+                    ExplainTarget::Query(q, None) => q.fmt(f),
+                    ExplainTarget::Query(q, Some(o)) => write!(f, "{q} {o}"),
                     ExplainTarget::Named(n) => n.fmt(f),
                 }
             }
@@ -268,7 +355,11 @@ impl fmt::Display for CreateQuery {
             f,
             "CREATE CONTINUOUS QUERY {ine}{} AS {}",
             self.name, self.query
-        )
+        )?;
+        if let Some(o) = &self.outlier {
+            write!(f, " {o}")?;
+        }
+        Ok(())
     }
 }
 

@@ -3,10 +3,12 @@
 //! SQL to sqlparser, as DataFusion's `DFParser` does.
 
 pub mod ast;
+pub mod dialect;
 pub mod interval;
 pub mod parser;
 
 pub use ast::{
-    ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, Statement, WatermarkDef,
+    ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, OutlierClause, OutlierMethod,
+    Statement, WatermarkDef,
 };
 pub use parser::{parse, parse_one};

@@ -6,20 +6,21 @@ use datafusion::sql::sqlparser::ast::{
     self as sq, BinaryOperator, CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource,
     CopyTarget, Expr, Ident,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::ast::{
-    ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, Statement, WatermarkDef,
+    ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, OutlierClause, OutlierMethod,
+    Statement, WatermarkDef,
 };
+use super::dialect::SaqlDialect;
 use super::interval::interval_duration;
 use crate::error::{Error, Location, Result};
 
 /// Parses one or more statements separated by semicolons.
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
-    let dialect = GenericDialect {};
+    let dialect = SaqlDialect::default();
     let mut parser = Parser::new(&dialect).try_with_sql(sql)?;
     let mut out = Vec::new();
     loop {
@@ -141,9 +142,11 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         let name = parser.parse_identifier()?;
         parser.expect_keyword_is(Keyword::AS)?;
         let query = parser.parse_query()?;
+        let outlier = parse_outlier(parser)?;
         return Ok(Statement::CreateQuery(CreateQuery {
             name,
             query,
+            outlier,
             if_not_exists,
         }));
     }
@@ -253,11 +256,150 @@ fn parse_explain(parser: &mut Parser) -> Result<Statement> {
             }
         }
     } else if is_word(&first, "SELECT") || is_word(&first, "WITH") || first.token == Token::LParen {
-        ExplainTarget::Query(parser.parse_query()?)
+        let query = parser.parse_query()?;
+        ExplainTarget::Query(query, parse_outlier(parser)?)
     } else {
         ExplainTarget::Named(parser.parse_identifier()?)
     };
     Ok(Statement::Explain { json, target })
+}
+
+/// `OUTLIER method(args) ON (cols) [PARTITION BY (exprs)] [HAVING expr]`, if present.
+fn parse_outlier(parser: &mut Parser) -> Result<Option<OutlierClause>> {
+    if !parse_word(parser, "OUTLIER") {
+        return Ok(None);
+    }
+    let method_tok = parser.peek_token();
+    let method = parser.parse_identifier()?.value.to_ascii_uppercase();
+    parser.expect_token(&Token::LParen)?;
+    let mut args: Vec<(Option<String>, f64, TokenWithSpan)> = Vec::new();
+    if !parser.consume_token(&Token::RParen) {
+        loop {
+            let mut name = None;
+            if matches!(parser.peek_nth_token(1).token, Token::RArrow) {
+                name = Some(parser.parse_identifier()?.value.to_ascii_lowercase());
+                parser.next_token();
+            }
+            let tok = parser.peek_token();
+            let value = match parser.parse_expr()? {
+                Expr::Value(v) => match v.value {
+                    sq::Value::Number(n, _) => n.parse::<f64>().ok(),
+                    _ => None,
+                },
+                Expr::UnaryOp {
+                    op: sq::UnaryOperator::Minus,
+                    expr,
+                } => match *expr {
+                    Expr::Value(v) => match v.value {
+                        sq::Value::Number(n, _) => n.parse::<f64>().ok().map(|x| -x),
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                _ => None,
+            }
+            .ok_or_else(|| error_at(&tok, "OUTLIER arguments must be numbers"))?;
+            args.push((name, value, tok));
+            if !parser.consume_token(&Token::Comma) {
+                break;
+            }
+        }
+        parser.expect_token(&Token::RParen)?;
+    }
+    let names: &[&str] = match method.as_str() {
+        "DBSCAN" => &["eps", "min_points"],
+        "KMEANS" => &["k", "threshold"],
+        "ZSCORE" | "MAD" => &["threshold"],
+        "IQR" => &["factor"],
+        _ => {
+            return Err(error_at(
+                &method_tok,
+                format!("unknown OUTLIER method {method}; use DBSCAN, KMEANS, ZSCORE, MAD or IQR"),
+            ))
+        }
+    };
+    let defaults: &[Option<f64>] = match method.as_str() {
+        "ZSCORE" => &[Some(3.0)],
+        "MAD" => &[Some(3.5)],
+        "IQR" => &[Some(1.5)],
+        _ => &[None, None],
+    };
+    let mut values: Vec<Option<f64>> = defaults.to_vec();
+    for (i, (name, value, tok)) in args.iter().enumerate() {
+        let slot = match name {
+            Some(n) => names.iter().position(|x| x == n).ok_or_else(|| {
+                error_at(
+                    tok,
+                    format!(
+                        "{method} has no argument {n}; it takes {}",
+                        names.join(", ")
+                    ),
+                )
+            })?,
+            None => i,
+        };
+        if slot >= names.len() {
+            return Err(error_at(
+                tok,
+                format!("{method} takes {}", names.join(", ")),
+            ));
+        }
+        values[slot] = Some(*value);
+    }
+    let get = |i: usize| -> Result<f64> {
+        values[i].ok_or_else(|| {
+            error_at(
+                &method_tok,
+                format!("{method} needs {}", names.join(" and ")),
+            )
+        })
+    };
+    let count = |i: usize| -> Result<usize> {
+        let v = get(i)?;
+        if v < 1.0 || v.fract() != 0.0 {
+            return Err(error_at(
+                &method_tok,
+                format!("{} must be a positive whole number", names[i]),
+            ));
+        }
+        Ok(v as usize)
+    };
+    let method = match method.as_str() {
+        "DBSCAN" => OutlierMethod::Dbscan {
+            eps: get(0)?,
+            min_points: count(1)?,
+        },
+        "KMEANS" => OutlierMethod::Kmeans {
+            k: count(0)?,
+            threshold: get(1)?,
+        },
+        "ZSCORE" => OutlierMethod::Zscore { threshold: get(0)? },
+        "MAD" => OutlierMethod::Mad { threshold: get(0)? },
+        _ => OutlierMethod::Iqr { factor: get(0)? },
+    };
+    parser.expect_keyword_is(Keyword::ON)?;
+    parser.expect_token(&Token::LParen)?;
+    let on = parser.parse_comma_separated(|p| p.parse_identifier())?;
+    parser.expect_token(&Token::RParen)?;
+    let mut partition_by = Vec::new();
+    if parser.parse_keywords(&[Keyword::PARTITION, Keyword::BY]) {
+        let paren = parser.consume_token(&Token::LParen);
+        partition_by = parser.parse_comma_separated(|p| p.parse_expr())?;
+        if paren {
+            parser.expect_token(&Token::RParen)?;
+        }
+    }
+    let having = if parser.parse_keyword(Keyword::HAVING) {
+        Some(parser.parse_expr()?)
+    } else {
+        None
+    };
+    Ok(Some(OutlierClause {
+        method,
+        on,
+        partition_by,
+        having,
+    }))
 }
 
 fn parse_declare(parser: &mut Parser) -> Result<Statement> {
@@ -621,6 +763,40 @@ mod tests {
         verified("EXPLAIN SELECT a FROM s");
         verified("EXPLAIN (FORMAT JSON) CREATE CONTINUOUS QUERY q AS SELECT a FROM s");
         verified("EXPLAIN q");
+        let s = verified(
+            "CREATE CONTINUOUS QUERY exfil AS SELECT host, window_end, SUM(amount) AS sent \
+             FROM TUMBLE(e, ts, INTERVAL '10' MINUTE) GROUP BY host, window_start, window_end \
+             OUTLIER DBSCAN(eps => 100000, min_points => 5) ON (sent) HAVING is_outlier AND sent > 1000000",
+        );
+        let Statement::CreateQuery(cq) = s else {
+            panic!("query")
+        };
+        let o = cq.outlier.unwrap();
+        assert_eq!(
+            o.method,
+            OutlierMethod::Dbscan {
+                eps: 100000.0,
+                min_points: 5
+            }
+        );
+        assert!(o.having.is_some());
+        verified(
+            "EXPLAIN SELECT a FROM s GROUP BY a OUTLIER ZSCORE(2.5) ON (a, b) PARTITION BY (job)",
+        );
+        verified("CREATE CONTINUOUS QUERY q AS SELECT a FROM s OUTLIER IQR() ON (a)");
+        let e = parse_one("CREATE CONTINUOUS QUERY q AS SELECT a FROM s OUTLIER LOF(3) ON (a)")
+            .unwrap_err();
+        assert_eq!(
+            e.location(),
+            Some(Location {
+                line: 1,
+                column: 54
+            })
+        );
+        assert!(
+            parse_one("CREATE CONTINUOUS QUERY q AS SELECT a FROM s OUTLIER DBSCAN(1) ON (a)")
+                .is_err()
+        );
         // What psql sends with \set FETCH_COUNT.
         let Statement::DeclareCursor { target, .. } =
             parse_one("DECLARE _psql_cursor NO SCROLL CURSOR FOR SUBSCRIBE q").unwrap()

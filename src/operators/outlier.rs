@@ -1,0 +1,421 @@
+//! `OUTLIER`: among the complete group results of a window (one input batch per window, as
+//! the window operators emit them), finds the rows that are outliers by one of five methods
+//! and appends `is_outlier` and `outlier_score`. Rows are compared within their partition
+//! (`PARTITION BY` values, and `window_end` when the results carry it).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Float64Array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::physical_plan::PhysicalExpr;
+
+use super::Operator;
+use crate::error::Result;
+use crate::sql::OutlierMethod;
+use crate::time::Watermark;
+
+/// Marks outliers among each window's results.
+pub struct Outlier {
+    method: OutlierMethod,
+    /// Indices of the numeric columns that make up a point.
+    on: Vec<usize>,
+    /// Partition expressions (plus `window_end` when present).
+    partition: Vec<Arc<dyn PhysicalExpr>>,
+    schema: SchemaRef,
+}
+
+impl Outlier {
+    /// An outlier operator appending `is_outlier` and `outlier_score` to batches, producing
+    /// `schema` (the input columns followed by those two).
+    pub fn new(
+        method: OutlierMethod,
+        on: Vec<usize>,
+        partition: Vec<Arc<dyn PhysicalExpr>>,
+        schema: SchemaRef,
+    ) -> Self {
+        Outlier {
+            method,
+            on,
+            partition,
+            schema,
+        }
+    }
+}
+
+impl Operator for Outlier {
+    fn name(&self) -> &'static str {
+        "Outlier"
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
+        let n = batch.num_rows();
+        let columns: Vec<Float64Array> = self
+            .on
+            .iter()
+            .map(|&i| {
+                let c = cast(batch.column(i), &DataType::Float64)?;
+                Ok(c.as_any()
+                    .downcast_ref::<Float64Array>()
+                    .cloned()
+                    .unwrap_or_else(|| Float64Array::from(vec![None; n])))
+            })
+            .collect::<Result<_>>()?;
+        // Rows with a NULL coordinate are never outliers and have no score.
+        let points: Vec<Option<Vec<f64>>> = (0..n)
+            .map(|r| {
+                columns
+                    .iter()
+                    .map(|c| c.is_valid(r).then(|| c.value(r)))
+                    .collect()
+            })
+            .collect();
+        let mut groups: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
+        let mut order: Vec<Vec<u8>> = Vec::new();
+        if self.partition.is_empty() {
+            order.push(Vec::new());
+            groups.insert(Vec::new(), (0..n).collect());
+        } else {
+            let keys = self
+                .partition
+                .iter()
+                .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(n)))
+                .collect::<datafusion::error::Result<Vec<ArrayRef>>>()?;
+            let converter = RowConverter::new(
+                keys.iter()
+                    .map(|k| SortField::new(k.data_type().clone()))
+                    .collect(),
+            )?;
+            let rows = converter.convert_columns(&keys)?;
+            for (r, row) in rows.iter().enumerate() {
+                let key = row.as_ref().to_vec();
+                groups
+                    .entry(key.clone())
+                    .or_insert_with(|| {
+                        order.push(key);
+                        Vec::new()
+                    })
+                    .push(r);
+            }
+        }
+        let mut flags = vec![None; n];
+        let mut scores = vec![None; n];
+        for key in &order {
+            let members: Vec<usize> = groups[key]
+                .iter()
+                .copied()
+                .filter(|&r| points[r].is_some())
+                .collect();
+            let pts: Vec<&[f64]> = members
+                .iter()
+                .filter_map(|&r| points[r].as_deref())
+                .collect();
+            for (i, (flag, score)) in detect(self.method, &pts).into_iter().enumerate() {
+                flags[members[i]] = Some(flag);
+                scores[members[i]] = Some(score);
+            }
+        }
+        for r in 0..n {
+            if points[r].is_none() {
+                flags[r] = Some(false);
+            }
+        }
+        let mut cols = batch.columns().to_vec();
+        cols.push(Arc::new(BooleanArray::from(flags)));
+        cols.push(Arc::new(Float64Array::from(scores)));
+        Ok(vec![RecordBatch::try_new(self.schema.clone(), cols)?])
+    }
+
+    fn on_watermark(&mut self, _watermark: Watermark) -> Result<Vec<RecordBatch>> {
+        Ok(vec![])
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
+        Ok(vec![])
+    }
+
+    fn restore(&mut self, _snapshot: &[u8]) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn distance(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y) * (x - y))
+        .sum::<f64>()
+        .sqrt()
+}
+
+/// `(is_outlier, score)` for each point.
+pub fn detect(method: OutlierMethod, points: &[&[f64]]) -> Vec<(bool, f64)> {
+    let n = points.len();
+    if n == 0 {
+        return vec![];
+    }
+    let dims = points[0].len();
+    match method {
+        OutlierMethod::Zscore { threshold } => {
+            let mut score = vec![0.0f64; n];
+            for d in 0..dims {
+                let mean = points.iter().map(|p| p[d]).sum::<f64>() / n as f64;
+                let var = points.iter().map(|p| (p[d] - mean).powi(2)).sum::<f64>() / n as f64;
+                let sd = var.sqrt();
+                for (s, p) in score.iter_mut().zip(points) {
+                    let z = if sd > 0.0 {
+                        (p[d] - mean).abs() / sd
+                    } else {
+                        0.0
+                    };
+                    *s = s.max(z);
+                }
+            }
+            score.into_iter().map(|s| (s > threshold, s)).collect()
+        }
+        OutlierMethod::Mad { threshold } => {
+            let mut score = vec![0.0f64; n];
+            for d in 0..dims {
+                let values: Vec<f64> = points.iter().map(|p| p[d]).collect();
+                let med = median(&values);
+                let deviations: Vec<f64> = values.iter().map(|v| (v - med).abs()).collect();
+                let mad = median(&deviations);
+                for (s, v) in score.iter_mut().zip(&values) {
+                    let z = if mad > 0.0 {
+                        0.6745 * (v - med).abs() / mad
+                    } else if *v == med {
+                        0.0
+                    } else {
+                        f64::INFINITY
+                    };
+                    *s = s.max(z);
+                }
+            }
+            score.into_iter().map(|s| (s > threshold, s)).collect()
+        }
+        OutlierMethod::Iqr { factor } => {
+            let mut score = vec![0.0f64; n];
+            for d in 0..dims {
+                let mut values: Vec<f64> = points.iter().map(|p| p[d]).collect();
+                values.sort_by(f64::total_cmp);
+                let (q1, q3) = (quantile(&values, 0.25), quantile(&values, 0.75));
+                let iqr = q3 - q1;
+                let (lo, hi) = (q1 - factor * iqr, q3 + factor * iqr);
+                for (s, p) in score.iter_mut().zip(points) {
+                    let beyond = if p[d] < lo {
+                        lo - p[d]
+                    } else if p[d] > hi {
+                        p[d] - hi
+                    } else {
+                        0.0
+                    };
+                    let z = if beyond == 0.0 {
+                        0.0
+                    } else if iqr > 0.0 {
+                        beyond / iqr
+                    } else {
+                        f64::INFINITY
+                    };
+                    *s = s.max(z);
+                }
+            }
+            score.into_iter().map(|s| (s > 0.0, s)).collect()
+        }
+        OutlierMethod::Dbscan { eps, min_points } => {
+            let neighbours: Vec<usize> = points
+                .iter()
+                .map(|p| points.iter().filter(|q| distance(p, q) <= eps).count())
+                .collect();
+            let core: Vec<usize> = (0..n).filter(|&i| neighbours[i] >= min_points).collect();
+            (0..n)
+                .map(|i| {
+                    let nearest_core = core
+                        .iter()
+                        .map(|&c| distance(points[i], points[c]))
+                        .fold(f64::INFINITY, f64::min);
+                    if nearest_core <= eps {
+                        (false, nearest_core)
+                    } else {
+                        // Noise. Its score is the distance to the nearest core point, or to the
+                        // nearest other point when there is no cluster at all.
+                        let score = if core.is_empty() {
+                            (0..n)
+                                .filter(|&j| j != i)
+                                .map(|j| distance(points[i], points[j]))
+                                .fold(f64::INFINITY, f64::min)
+                        } else {
+                            nearest_core
+                        };
+                        (true, if score.is_finite() { score } else { 0.0 })
+                    }
+                })
+                .collect()
+        }
+        OutlierMethod::Kmeans { k, threshold } => {
+            let centroids = kmeans(points, k);
+            points
+                .iter()
+                .map(|p| {
+                    let d = centroids
+                        .iter()
+                        .map(|c| distance(p, c))
+                        .fold(f64::INFINITY, f64::min);
+                    (d > threshold, d)
+                })
+                .collect()
+        }
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    quantile(&v, 0.5)
+}
+
+/// Linear-interpolated quantile of sorted values.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// Lloyd's k-means with a deterministic farthest-point initialisation (first point, then
+/// repeatedly the point farthest from the chosen centroids), 50 iterations at most.
+fn kmeans(points: &[&[f64]], k: usize) -> Vec<Vec<f64>> {
+    let k = k.min(points.len()).max(1);
+    let mut centroids: Vec<Vec<f64>> = vec![points[0].to_vec()];
+    while centroids.len() < k {
+        let far = points
+            .iter()
+            .max_by(|a, b| {
+                let da = centroids
+                    .iter()
+                    .map(|c| distance(a, c))
+                    .fold(f64::INFINITY, f64::min);
+                let db = centroids
+                    .iter()
+                    .map(|c| distance(b, c))
+                    .fold(f64::INFINITY, f64::min);
+                da.total_cmp(&db)
+            })
+            .map(|p| p.to_vec())
+            .unwrap_or_default();
+        centroids.push(far);
+    }
+    let dims = points[0].len();
+    for _ in 0..50 {
+        let mut sums = vec![vec![0.0; dims]; k];
+        let mut counts = vec![0usize; k];
+        for p in points {
+            let best = (0..k)
+                .min_by(|&a, &b| distance(p, &centroids[a]).total_cmp(&distance(p, &centroids[b])))
+                .unwrap_or(0);
+            counts[best] += 1;
+            for d in 0..dims {
+                sums[best][d] += p[d];
+            }
+        }
+        let mut moved = false;
+        for c in 0..k {
+            if counts[c] == 0 {
+                continue;
+            }
+            let next: Vec<f64> = sums[c].iter().map(|s| s / counts[c] as f64).collect();
+            if next != centroids[c] {
+                moved = true;
+                centroids[c] = next;
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    centroids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(method: OutlierMethod, values: &[f64]) -> Vec<(bool, f64)> {
+        let pts: Vec<Vec<f64>> = values.iter().map(|v| vec![*v]).collect();
+        let refs: Vec<&[f64]> = pts.iter().map(|p| p.as_slice()).collect();
+        detect(method, &refs)
+    }
+
+    #[test]
+    fn zscore_flags_the_far_value() {
+        // Mean of [1,1,1,1,1,1,1,1,1,11] is 2; population sd is 3; z(11) = 3.
+        let r = run(
+            OutlierMethod::Zscore { threshold: 2.5 },
+            &[1., 1., 1., 1., 1., 1., 1., 1., 1., 11.],
+        );
+        assert!(r[9].0 && (r[9].1 - 3.0).abs() < 1e-9);
+        assert!(r[..9]
+            .iter()
+            .all(|(o, s)| !o && (s - 1.0 / 3.0).abs() < 1e-9));
+    }
+
+    #[test]
+    fn mad_and_iqr_are_robust() {
+        let values = [10., 11., 12., 13., 14., 100.];
+        // Median 12.5; deviations 2.5 1.5 .5 .5 1.5 87.5 → MAD 1.5; score(100) = .6745*87.5/1.5.
+        let r = run(OutlierMethod::Mad { threshold: 3.5 }, &values);
+        assert!(r[5].0 && (r[5].1 - 0.6745 * 87.5 / 1.5).abs() < 1e-9);
+        assert!(!r[0].0);
+        // Q1 = 11.25, Q3 = 13.75, IQR 2.5, upper fence 17.5: 100 is (100-17.5)/2.5 = 33 IQRs out.
+        let r = run(OutlierMethod::Iqr { factor: 1.5 }, &values);
+        assert!(r[5].0 && (r[5].1 - 33.0).abs() < 1e-9);
+        assert!(r[..5].iter().all(|(o, _)| !o));
+    }
+
+    #[test]
+    fn dbscan_finds_noise() {
+        // With eps 1 and min_points 3, 0 (0, .5, 1) and 2 (1, 1.5, 2) are core points, and so
+        // are .5, 1 and 1.5; 50 has no neighbour and is noise, 48 from the nearest core (2).
+        let r = run(
+            OutlierMethod::Dbscan {
+                eps: 1.0,
+                min_points: 3,
+            },
+            &[0., 0.5, 1., 1.5, 2., 50.],
+        );
+        assert_eq!(
+            r.iter().map(|x| x.0).collect::<Vec<_>>(),
+            vec![false, false, false, false, false, true]
+        );
+        assert!(
+            (r[5].1 - 48.0).abs() < 1e-9,
+            "nearest core point is 2: {}",
+            r[5].1
+        );
+    }
+
+    #[test]
+    fn kmeans_flags_points_far_from_centroids() {
+        // Two clusters around 0 and 100 and a point at 40 (assigned to the 0 cluster whose mean
+        // moves to 10): 40 is 30 from its centroid.
+        let r = run(
+            OutlierMethod::Kmeans {
+                k: 2,
+                threshold: 20.0,
+            },
+            &[0., 0., 0., 100., 100., 40.],
+        );
+        assert_eq!(
+            r.iter().map(|x| x.0).collect::<Vec<_>>(),
+            vec![false, false, false, false, false, true]
+        );
+        assert!((r[5].1 - 30.0).abs() < 1e-9);
+    }
+}
