@@ -90,10 +90,10 @@ pub fn parse(sql: &str) -> Result<Vec<sql::Statement>> {
 /// ```
 pub fn plan(sql: &str, catalog: &Catalog) -> Result<QueryPlan> {
     use datafusion::sql::sqlparser::ast::Statement as Sq;
-    let (query, outlier) = match sql::parse_one(sql)? {
-        sql::Statement::CreateQuery(cq) => (cq.query, cq.outlier),
+    let (query, clauses) = match sql::parse_one(sql)? {
+        sql::Statement::CreateQuery(cq) => (cq.query, cq.clauses),
         sql::Statement::Sql(s) => match *s {
-            Sq::Query(q) => (q, None),
+            Sq::Query(q) => (q, sql::Clauses::default()),
             other => {
                 return Err(Error::plan(
                     "42601",
@@ -108,7 +108,7 @@ pub fn plan(sql: &str, catalog: &Catalog) -> Result<QueryPlan> {
             ))
         }
     };
-    plan::plan_continuous(&query, outlier.as_ref(), catalog)
+    plan::plan_continuous(&query, &clauses, catalog)
 }
 
 /// EXPLAIN of a plan: indented text, or JSON (shape documented in [`plan::explain`]).

@@ -36,7 +36,7 @@ fn explain_matches_golden_files() {
             let saql::sql::Statement::CreateQuery(cq) = stmt else {
                 continue;
             };
-            let plan = saql::plan::plan_query(&cq.query, &catalog).unwrap();
+            let plan = saql::plan::plan_continuous(&cq.query, &cq.clauses, &catalog).unwrap();
             let name = cq.name.value.to_lowercase();
             let dir = root.join("tests/golden/explain");
             golden(

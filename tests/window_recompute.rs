@@ -293,7 +293,7 @@ impl Chain {
         let saql::sql::Statement::CreateQuery(cq) = stmt else {
             panic!("query")
         };
-        let plan = saql::plan::plan_query(&cq.query, &catalog).unwrap();
+        let plan = saql::plan::plan_continuous(&cq.query, &cq.clauses, &catalog).unwrap();
         Chain {
             ops: plan.operators,
             out: Vec::new(),
@@ -351,6 +351,9 @@ proptest! {
             format!("SELECT k, window_end, {AGGS} FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) WHERE v IS NOT NULL GROUP BY k, window_start, window_end"),
             "SELECT k, window_start, window_end, COUNT(*) AS n, SUM(v) AS total, COUNT(DISTINCT v) AS d FROM SESSION(s, ts, INTERVAL '2' SECOND) GROUP BY k, window_start, window_end".to_string(),
             "SELECT ts, k, v * 2 AS w FROM s WHERE k > 1".to_string(),
+            "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end INVARIANT RANGE (total) PER (k) TRAINING 2 WINDOWS".to_string(),
+            "SELECT ts, k, v FROM s INVARIANT SET (v) PER (k) TRAINING INTERVAL '20' SECOND ONLINE".to_string(),
+            "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end OUTLIER ZSCORE(1) ON (total)".to_string(),
         ];
         let cut = cut.min(rows.len());
         for q in &queries {

@@ -72,28 +72,28 @@ pub fn run(files: &[PathBuf]) -> ExitCode {
     let mut names = std::collections::HashSet::new();
     let mut checked = 0;
     for (file, text, s, stmt) in &parsed {
-        let query: Option<(&Box<_>, Option<&sql::OutlierClause>)> = match stmt {
+        let query: Option<(&Box<_>, &sql::Clauses)> = match stmt {
             Statement::CreateQuery(cq) => {
                 let name = saql::plan::catalog::normalize(&cq.name);
                 if catalog.stream(&name).is_some() || !names.insert(name.clone()) {
                     let e = saql::Error::duplicate("relation", &name);
                     problems.push(problem(file, text, s.start, &describe(&e)));
                 }
-                Some((&cq.query, cq.outlier.as_ref()))
+                Some((&cq.query, &cq.clauses))
             }
             Statement::Explain {
                 target: sql::ExplainTarget::Create(cq),
                 ..
-            } => Some((&cq.query, cq.outlier.as_ref())),
+            } => Some((&cq.query, &cq.clauses)),
             Statement::Explain {
-                target: sql::ExplainTarget::Query(q, o),
+                target: sql::ExplainTarget::Query(q, c),
                 ..
-            } => Some((q, o.as_ref())),
+            } => Some((q, c)),
             _ => None,
         };
         checked += 1;
-        if let Some((q, outlier)) = query {
-            if let Err(e) = plan_continuous(q, outlier, &catalog) {
+        if let Some((q, clauses)) = query {
+            if let Err(e) = plan_continuous(q, clauses, &catalog) {
                 problems.push(problem(file, text, locate(&e, s), &describe(&e)));
             }
         }

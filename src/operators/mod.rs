@@ -4,6 +4,7 @@
 
 pub mod aggregates;
 pub mod filter;
+pub mod invariant;
 pub mod outlier;
 pub mod project;
 pub mod session_window;
@@ -17,6 +18,7 @@ use crate::error::Result;
 use crate::time::Watermark;
 
 pub use filter::Filter;
+pub use invariant::Invariant;
 pub use outlier::Outlier;
 pub use project::Project;
 pub use session_window::SessionWindow;

@@ -24,9 +24,11 @@ use crate::error::{Error, Result};
 use crate::operators::aggregates::AggregateSpec;
 use crate::operators::session_window::GroupColumn;
 use crate::operators::window_aggregate::{WindowAssigner, WindowedInput};
-use crate::operators::{Filter, Operator, Outlier, Project, SessionWindow, WindowAggregate};
+use crate::operators::{
+    Filter, Invariant, Operator, Outlier, Project, SessionWindow, WindowAggregate,
+};
 use crate::sql::interval::interval_duration;
-use crate::sql::OutlierClause;
+use crate::sql::{Clauses, InvariantClause, InvariantKind, OutlierClause, Training};
 
 /// A window table function in `FROM`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,21 +101,122 @@ impl std::fmt::Debug for QueryPlan {
 
 /// Plans `query` against the catalog.
 pub fn plan_query(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
-    plan_continuous(query, None, catalog)
+    plan_continuous(query, &Clauses::default(), catalog)
 }
 
-/// Plans `query` with an optional `OUTLIER` clause: the clause's operator runs on each
-/// window's complete results, then its `HAVING` filters them.
+/// Plans `query` with its anomaly-model clauses: an `OUTLIER` clause's operator runs on
+/// each window's complete results, then its `HAVING` filters them; an `INVARIANT` clause's
+/// operator learns from the results during training and then passes on those that break it.
 pub fn plan_continuous(
     query: &sq::Query,
-    outlier: Option<&OutlierClause>,
+    clauses: &Clauses,
     catalog: &Catalog,
 ) -> Result<QueryPlan> {
     let mut plan = plan_select(query, catalog)?;
-    if let Some(clause) = outlier {
+    if let Some(clause) = &clauses.outlier {
         add_outlier(&mut plan, clause)?;
     }
+    if let Some(clause) = &clauses.invariant {
+        add_invariant(&mut plan, clause)?;
+    }
     Ok(plan)
+}
+
+/// Appends the invariant operator.
+fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> Result<()> {
+    let input = plan.schema.clone();
+    if matches!(clause.training, Training::Windows(_)) && plan.window.is_none() {
+        return Err(Error::NotSupported(
+            "TRAINING n WINDOWS needs a windowed query; use TRAINING INTERVAL '...'".into(),
+        ));
+    }
+    // Rows are placed in or after training by their window (window_end) or event time.
+    let event_time = plan
+        .stream
+        .event_time
+        .as_ref()
+        .map(|et| plan.stream.schema.field(et.column).name().clone());
+    let time_column = input
+        .index_of("window_end")
+        .or_else(|_| input.index_of("window_start"))
+        .ok()
+        .or_else(|| event_time.and_then(|name| input.index_of(&name).ok()));
+    let Some(time_column) = time_column else {
+        return Err(Error::plan(
+            "42703",
+            "INVARIANT places rows in or after training by time: select window_end (windowed \
+             queries) or the stream's event-time column",
+        ));
+    };
+    let mut ctx = PlanContext::new();
+    ctx.add_table("results", input.clone())?;
+    let df_input = DFSchema::try_from_qualified_schema("results", &input)?;
+    let planner = SqlToRel::new(&ctx);
+    let plan_exprs = |exprs: &[sq::Expr]| -> Result<(Vec<Arc<dyn PhysicalExpr>>, Vec<String>)> {
+        let mut out = Vec::new();
+        let mut shown = Vec::new();
+        for e in exprs {
+            let logical = planner.sql_to_expr(e.clone(), &df_input, &mut PlannerContext::new())?;
+            shown.push(e.to_string());
+            out.push(physical(&ctx, &logical, &df_input)?);
+        }
+        Ok((out, shown))
+    };
+    let (values, values_shown) = plan_exprs(&clause.exprs)?;
+    let (keys, keys_shown) = plan_exprs(&clause.per)?;
+    if clause.kind == InvariantKind::Range {
+        for (e, text) in values.iter().zip(&values_shown) {
+            let t = e.data_type(&input)?;
+            if !(t.is_numeric() || matches!(t, DataType::Timestamp(_, _))) {
+                return Err(Error::plan(
+                    "42804",
+                    format!("INVARIANT RANGE needs numbers or timestamps; {text} is {t}"),
+                ));
+            }
+        }
+    }
+    let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new("violation", DataType::Utf8, false));
+    let output = Arc::new(Schema::new(fields));
+    plan.operators.push(Box::new(Invariant::try_new(
+        clause.kind,
+        values,
+        values_shown.clone(),
+        keys,
+        clause.training,
+        clause.online,
+        time_column,
+        output.clone(),
+    )?));
+    let training = match clause.training {
+        Training::Windows(n) => format!("first {n} windows"),
+        Training::Interval(d) => {
+            format!("{} ms of event time from the first result", d.as_millis())
+        }
+    };
+    plan.explain.push(
+        ExplainNode::new("Invariant")
+            .with(
+                "learns",
+                format!("{:?} of ({})", clause.kind, values_shown.join(", ")).to_lowercase(),
+            )
+            .with("per", keys_shown)
+            .with("training", training)
+            .with(
+                "after_training",
+                if clause.online {
+                    "check, then learn (online)"
+                } else {
+                    "check only (offline)"
+                },
+            )
+            .with(
+                "state",
+                "per key: the learned set (values in Arrow row format) or range",
+            ),
+    );
+    plan.schema = output;
+    Ok(())
 }
 
 /// Appends the outlier operator (and the clause's HAVING) to a windowed plan.

@@ -289,19 +289,19 @@ impl Engine {
             }
             Statement::CopyFrom(c) => return self.start_copy(&state, &c),
             Statement::Explain { json, target } => {
-                let (query, outlier) = match target {
-                    ExplainTarget::Create(cq) => (cq.query, cq.outlier),
-                    ExplainTarget::Query(q, o) => (q, o),
+                let (query, clauses) = match target {
+                    ExplainTarget::Create(cq) => (cq.query, cq.clauses),
+                    ExplainTarget::Query(q, c) => (q, c),
                     ExplainTarget::Named(n) => {
                         let name = normalize(&n);
                         let cq = state
                             .catalog
                             .query(&name)
                             .ok_or_else(|| Error::undefined("query", &name))?;
-                        (cq.query.clone(), cq.outlier.clone())
+                        (cq.query.clone(), cq.clauses.clone())
                     }
                 };
-                let plan = plan_continuous(&query, outlier.as_ref(), &state.catalog)?;
+                let plan = plan_continuous(&query, &clauses, &state.catalog)?;
                 return Ok(explain_result(&plan, json));
             }
             Statement::DeclareCursor { .. }
@@ -331,7 +331,7 @@ impl Engine {
         if state.catalog.name_taken(&name) {
             return Err(Error::duplicate("relation", &name));
         }
-        let plan = plan_continuous(&cq.query, cq.outlier.as_ref(), &state.catalog)?;
+        let plan = plan_continuous(&cq.query, &cq.clauses, &state.catalog)?;
         let watermark = state
             .streams
             .get(&plan.stream.name)

@@ -82,8 +82,8 @@ pub enum Statement {
 pub enum ExplainTarget {
     /// `EXPLAIN CREATE CONTINUOUS QUERY ...`
     Create(CreateQuery),
-    /// `EXPLAIN SELECT ... [OUTLIER ...]`, planned as a continuous query.
-    Query(Box<sq::Query>, Option<OutlierClause>),
+    /// `EXPLAIN SELECT ... [OUTLIER ... | INVARIANT ...]`, planned as a continuous query.
+    Query(Box<sq::Query>, Clauses),
     /// `EXPLAIN name` of a registered query.
     Named(Ident),
 }
@@ -130,10 +130,92 @@ pub struct CreateQuery {
     pub name: Ident,
     /// The query body.
     pub query: Box<sq::Query>,
-    /// An `OUTLIER` clause after the body.
-    pub outlier: Option<OutlierClause>,
+    /// saql's clauses after the body.
+    pub clauses: Clauses,
     /// `IF NOT EXISTS`.
     pub if_not_exists: bool,
+}
+
+/// The anomaly-model clauses that may follow a query body (at most one of them).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Clauses {
+    /// `OUTLIER ...`
+    pub outlier: Option<OutlierClause>,
+    /// `INVARIANT ...`
+    pub invariant: Option<InvariantClause>,
+}
+
+impl fmt::Display for Clauses {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(o) = &self.outlier {
+            write!(f, " {o}")?;
+        }
+        if let Some(i) = &self.invariant {
+            write!(f, " {i}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `INVARIANT SET (exprs) | RANGE (expr) [PER (keys)] TRAINING n WINDOWS | INTERVAL '...'
+/// [OFFLINE | ONLINE]`: learns, per key, the set of values (or their range) during training,
+/// then emits the result rows that break it, with a `violation` column saying how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvariantClause {
+    /// Learn a set of values (`SET`) or a numeric range (`RANGE`).
+    pub kind: InvariantKind,
+    /// The learned expressions over the result columns.
+    pub exprs: Vec<sq::Expr>,
+    /// One invariant per value of these.
+    pub per: Vec<sq::Expr>,
+    /// How long to learn.
+    pub training: Training,
+    /// `ONLINE`: keep learning after training (each new value alerts once).
+    pub online: bool,
+}
+
+/// What an invariant learns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvariantKind {
+    /// The set of distinct values.
+    Set,
+    /// The minimum and maximum.
+    Range,
+}
+
+/// An invariant's training period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Training {
+    /// The first n windows with results.
+    Windows(u64),
+    /// Until the watermark has advanced this far past the first row.
+    Interval(Duration),
+}
+
+impl fmt::Display for InvariantClause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |v: &[sq::Expr]| {
+            v.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let kind = match self.kind {
+            InvariantKind::Set => "SET",
+            InvariantKind::Range => "RANGE",
+        };
+        write!(f, "INVARIANT {kind} ({})", list(&self.exprs))?;
+        if !self.per.is_empty() {
+            write!(f, " PER ({})", list(&self.per))?;
+        }
+        match self.training {
+            Training::Windows(n) => write!(f, " TRAINING {n} WINDOWS")?,
+            Training::Interval(d) => {
+                write!(f, " TRAINING INTERVAL '{}' MILLISECOND", d.as_millis())?
+            }
+        }
+        f.write_str(if self.online { " ONLINE" } else { " OFFLINE" })
+    }
 }
 
 /// `OUTLIER method(args) ON (columns) [PARTITION BY exprs] [HAVING condition]`: marks, among
@@ -285,8 +367,7 @@ impl fmt::Display for Statement {
                 }
                 match target {
                     ExplainTarget::Create(c) => c.fmt(f),
-                    ExplainTarget::Query(q, None) => q.fmt(f),
-                    ExplainTarget::Query(q, Some(o)) => write!(f, "{q} {o}"),
+                    ExplainTarget::Query(q, c) => write!(f, "{q}{c}"),
                     ExplainTarget::Named(n) => n.fmt(f),
                 }
             }
@@ -356,10 +437,7 @@ impl fmt::Display for CreateQuery {
             "CREATE CONTINUOUS QUERY {ine}{} AS {}",
             self.name, self.query
         )?;
-        if let Some(o) = &self.outlier {
-            write!(f, " {o}")?;
-        }
-        Ok(())
+        self.clauses.fmt(f)
     }
 }
 

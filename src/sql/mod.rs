@@ -8,7 +8,7 @@ pub mod interval;
 pub mod parser;
 
 pub use ast::{
-    ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, OutlierClause, OutlierMethod,
-    Statement, WatermarkDef,
+    Clauses, ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, InvariantClause,
+    InvariantKind, OutlierClause, OutlierMethod, Statement, Training, WatermarkDef,
 };
 pub use parser::{parse, parse_one};

@@ -11,8 +11,8 @@ use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::ast::{
-    ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, OutlierClause, OutlierMethod,
-    Statement, WatermarkDef,
+    Clauses, ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, InvariantClause,
+    InvariantKind, OutlierClause, OutlierMethod, Statement, Training, WatermarkDef,
 };
 use super::dialect::SaqlDialect;
 use super::interval::interval_duration;
@@ -142,11 +142,11 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         let name = parser.parse_identifier()?;
         parser.expect_keyword_is(Keyword::AS)?;
         let query = parser.parse_query()?;
-        let outlier = parse_outlier(parser)?;
+        let clauses = parse_clauses(parser)?;
         return Ok(Statement::CreateQuery(CreateQuery {
             name,
             query,
-            outlier,
+            clauses,
             if_not_exists,
         }));
     }
@@ -257,11 +257,85 @@ fn parse_explain(parser: &mut Parser) -> Result<Statement> {
         }
     } else if is_word(&first, "SELECT") || is_word(&first, "WITH") || first.token == Token::LParen {
         let query = parser.parse_query()?;
-        ExplainTarget::Query(query, parse_outlier(parser)?)
+        ExplainTarget::Query(query, parse_clauses(parser)?)
     } else {
         ExplainTarget::Named(parser.parse_identifier()?)
     };
     Ok(Statement::Explain { json, target })
+}
+
+/// The anomaly-model clauses after a query body (at most one).
+fn parse_clauses(parser: &mut Parser) -> Result<Clauses> {
+    let at = parser.peek_token();
+    let clauses = Clauses {
+        outlier: parse_outlier(parser)?,
+        invariant: parse_invariant(parser)?,
+    };
+    if clauses.outlier.is_some() && clauses.invariant.is_some() {
+        return Err(error_at(
+            &at,
+            "a query takes either OUTLIER or INVARIANT, not both",
+        ));
+    }
+    Ok(clauses)
+}
+
+/// `INVARIANT SET|RANGE (exprs) [PER (exprs)] TRAINING n WINDOWS | INTERVAL '...'
+/// [OFFLINE|ONLINE]`, if present.
+fn parse_invariant(parser: &mut Parser) -> Result<Option<InvariantClause>> {
+    if !parse_word(parser, "INVARIANT") {
+        return Ok(None);
+    }
+    let tok = parser.peek_token();
+    let kind = if parse_word(parser, "SET") || parser.parse_keyword(Keyword::SET) {
+        InvariantKind::Set
+    } else if parse_word(parser, "RANGE") {
+        InvariantKind::Range
+    } else {
+        return Err(error_at(&tok, "expected SET or RANGE after INVARIANT"));
+    };
+    parser.expect_token(&Token::LParen)?;
+    let exprs = parser.parse_comma_separated(|p| p.parse_expr())?;
+    parser.expect_token(&Token::RParen)?;
+    let mut per = Vec::new();
+    if parse_word(parser, "PER") {
+        parser.expect_token(&Token::LParen)?;
+        per = parser.parse_comma_separated(|p| p.parse_expr())?;
+        parser.expect_token(&Token::RParen)?;
+    }
+    expect_word(parser, "TRAINING")?;
+    let tok = parser.peek_token();
+    let training = match &tok.token {
+        Token::Number(n, _) => {
+            parser.next_token();
+            let n: u64 = n
+                .parse()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| error_at(&tok, "TRAINING takes a positive number of windows"))?;
+            if !(parse_word(parser, "WINDOWS") || parse_word(parser, "WINDOW")) {
+                return Err(error_at(&parser.peek_token(), "expected WINDOWS"));
+            }
+            Training::Windows(n)
+        }
+        _ => {
+            let expr = parser.parse_expr()?;
+            Training::Interval(interval_duration(&expr).map_err(|e| error_at(&tok, e.to_string()))?)
+        }
+    };
+    let online = if parse_word(parser, "ONLINE") {
+        true
+    } else {
+        parse_word(parser, "OFFLINE");
+        false
+    };
+    Ok(Some(InvariantClause {
+        kind,
+        exprs,
+        per,
+        training,
+        online,
+    }))
 }
 
 /// `OUTLIER method(args) ON (cols) [PARTITION BY (exprs)] [HAVING expr]`, if present.
@@ -771,7 +845,7 @@ mod tests {
         let Statement::CreateQuery(cq) = s else {
             panic!("query")
         };
-        let o = cq.outlier.unwrap();
+        let o = cq.clauses.outlier.unwrap();
         assert_eq!(
             o.method,
             OutlierMethod::Dbscan {
@@ -784,6 +858,21 @@ mod tests {
             "EXPLAIN SELECT a FROM s GROUP BY a OUTLIER ZSCORE(2.5) ON (a, b) PARTITION BY (job)",
         );
         verified("CREATE CONTINUOUS QUERY q AS SELECT a FROM s OUTLIER IQR() ON (a)");
+        let s = verified(
+            "CREATE CONTINUOUS QUERY children AS SELECT host, exe, obj_name AS child FROM e \
+             WHERE op = 'start' INVARIANT SET (child) PER (host, exe) TRAINING INTERVAL '10' MINUTE",
+        );
+        let Statement::CreateQuery(cq) = s else {
+            panic!("query")
+        };
+        let inv = cq.clauses.invariant.unwrap();
+        assert_eq!(
+            inv.training,
+            Training::Interval(std::time::Duration::from_secs(600))
+        );
+        assert!(!inv.online);
+        verified("EXPLAIN SELECT a FROM s INVARIANT RANGE (a) TRAINING 3 WINDOWS ONLINE");
+        assert!(parse_one("SELECT 1; CREATE CONTINUOUS QUERY q AS SELECT a FROM s INVARIANT SET (a) TRAINING 0 WINDOWS").is_err());
         let e = parse_one("CREATE CONTINUOUS QUERY q AS SELECT a FROM s OUTLIER LOF(3) ON (a)")
             .unwrap_err();
         assert_eq!(

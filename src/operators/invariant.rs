@@ -1,0 +1,307 @@
+//! `INVARIANT`: learns, per key, the set of values (or the range) of some expressions over a
+//! query's results during a training period, then passes on only the results that break it,
+//! with a `violation` column saying how. `OFFLINE` freezes what was learned; `ONLINE` adds each
+//! new value after reporting it once. SAQL's "Apache only ever starts these child processes".
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray, UInt32Array};
+use datafusion::arrow::compute::{cast, take_record_batch};
+use datafusion::arrow::datatypes::{DataType, Float64Type, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::physical_plan::PhysicalExpr;
+use serde::{Deserialize, Serialize};
+
+use super::Operator;
+use crate::error::{Error, Result};
+use crate::sql::{InvariantKind, Training};
+use crate::time::{duration_nanos, Watermark};
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Learned {
+    /// SET: the learned value tuples in Arrow row format.
+    set: HashSet<Vec<u8>>,
+    /// RANGE: (min, max) per value expression, once anything was learned.
+    range: Vec<Option<(f64, f64)>>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct State {
+    #[serde(with = "as_pairs")]
+    learned: HashMap<Vec<u8>, Learned>,
+    /// Window values seen during training (TRAINING n WINDOWS).
+    windows: BTreeSet<i64>,
+    /// Time at which interval training ends: the first result's time plus the interval.
+    train_end: Option<i64>,
+}
+
+/// JSON maps need string keys; the learned state is keyed by bytes, so it is stored as pairs.
+mod as_pairs {
+    use std::collections::HashMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::Learned;
+
+    pub fn serialize<S: Serializer>(
+        map: &HashMap<Vec<u8>, Learned>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut pairs: Vec<(&Vec<u8>, &Learned)> = map.iter().collect();
+        pairs.sort_by(|a, b| a.0.cmp(b.0));
+        pairs.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<HashMap<Vec<u8>, Learned>, D::Error> {
+        let pairs: Vec<(Vec<u8>, Learned)> = Vec::deserialize(d)?;
+        Ok(pairs.into_iter().collect())
+    }
+}
+
+/// Learns an invariant, then emits the rows that break it.
+pub struct Invariant {
+    kind: InvariantKind,
+    values: Vec<Arc<dyn PhysicalExpr>>,
+    value_names: Vec<String>,
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    training: Training,
+    online: bool,
+    time_column: usize,
+    value_rows: Option<RowConverter>,
+    key_rows: Option<RowConverter>,
+    state: State,
+    schema: SchemaRef,
+}
+
+impl Invariant {
+    /// An invariant over `values` per `keys`, producing `schema` (input columns, then
+    /// `violation`). `time_column` is the result column (window_end, or the event time) that
+    /// places a row in or after training.
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_new(
+        kind: InvariantKind,
+        values: Vec<Arc<dyn PhysicalExpr>>,
+        value_names: Vec<String>,
+        keys: Vec<Arc<dyn PhysicalExpr>>,
+        training: Training,
+        online: bool,
+        time_column: usize,
+        schema: SchemaRef,
+    ) -> Result<Self> {
+        if values.is_empty() {
+            return Err(Error::plan(
+                "42601",
+                "INVARIANT needs at least one expression",
+            ));
+        }
+        Ok(Invariant {
+            kind,
+            values,
+            value_names,
+            keys,
+            training,
+            online,
+            time_column,
+            value_rows: None,
+            key_rows: None,
+            state: State::default(),
+            schema,
+        })
+    }
+
+    fn converter<'a>(
+        slot: &'a mut Option<RowConverter>,
+        arrays: &[ArrayRef],
+    ) -> Result<&'a RowConverter> {
+        if slot.is_none() {
+            let fields = arrays
+                .iter()
+                .map(|a| SortField::new(a.data_type().clone()))
+                .collect();
+            *slot = Some(RowConverter::new(fields)?);
+        }
+        slot.as_ref()
+            .ok_or_else(|| Error::Internal("row converter missing".into()))
+    }
+
+    /// Whether a row at `time` (its window_end or event time) falls in the training period.
+    fn training(&mut self, time: Option<i64>) -> bool {
+        let Some(t) = time else {
+            return false;
+        };
+        match self.training {
+            Training::Windows(n) => {
+                if self.state.windows.contains(&t) {
+                    true
+                } else if (self.state.windows.len() as u64) < n {
+                    self.state.windows.insert(t);
+                    true
+                } else {
+                    false
+                }
+            }
+            Training::Interval(d) => {
+                let end = *self
+                    .state
+                    .train_end
+                    .get_or_insert_with(|| t.saturating_add(duration_nanos(d)));
+                t < end
+            }
+        }
+    }
+}
+
+fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    let n = batch.num_rows();
+    Ok(exprs
+        .iter()
+        .map(|e| e.evaluate(batch).and_then(|v| v.into_array(n)))
+        .collect::<datafusion::error::Result<Vec<_>>>()?)
+}
+
+impl Operator for Invariant {
+    fn name(&self) -> &'static str {
+        "Invariant"
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
+        let n = batch.num_rows();
+        if n == 0 {
+            return Ok(vec![]);
+        }
+        let values = evaluate(&self.values, &batch)?;
+        let mut keys = evaluate(&self.keys, &batch)?;
+        if keys.is_empty() {
+            // One invariant for all rows; Arrow's row format needs a column.
+            keys.push(Arc::new(datafusion::arrow::array::BooleanArray::from(
+                vec![true; n],
+            )));
+        }
+        let key_rows = Self::converter(&mut self.key_rows, &keys)?.convert_columns(&keys)?;
+        let value_rows = match self.kind {
+            InvariantKind::Set => {
+                Some(Self::converter(&mut self.value_rows, &values)?.convert_columns(&values)?)
+            }
+            InvariantKind::Range => None,
+        };
+        let numbers: Vec<Vec<Option<f64>>> = match self.kind {
+            InvariantKind::Set => vec![],
+            InvariantKind::Range => values
+                .iter()
+                .map(|v| {
+                    let as_int = match v.data_type() {
+                        DataType::Timestamp(_, _) => cast(v, &DataType::Int64)?,
+                        _ => v.clone(),
+                    };
+                    let f = cast(&as_int, &DataType::Float64)?;
+                    Ok(f.as_primitive::<Float64Type>().iter().collect())
+                })
+                .collect::<Result<_>>()?,
+        };
+        let times: Vec<Option<i64>> = cast(batch.column(self.time_column), &DataType::Int64)?
+            .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+            .iter()
+            .collect();
+        let formatters: Vec<ArrayFormatter> = values
+            .iter()
+            .map(|v| {
+                ArrayFormatter::try_new(v.as_ref(), &FormatOptions::default().with_null("NULL"))
+            })
+            .collect::<std::result::Result<_, _>>()?;
+        let mut violating = Vec::new();
+        let mut messages = Vec::new();
+        for row in 0..n {
+            let training = self.training(times[row]);
+            let key = key_rows.row(row).as_ref().to_vec();
+            let learned = self.state.learned.entry(key).or_default();
+            let violation = match (&self.kind, &value_rows) {
+                (InvariantKind::Set, Some(rows)) => {
+                    let v = rows.row(row).as_ref().to_vec();
+                    if training || self.online {
+                        let new = learned.set.insert(v);
+                        (!training && new).then(|| learned.set.len() - 1)
+                    } else if learned.set.contains(&v) {
+                        None
+                    } else {
+                        Some(learned.set.len())
+                    }
+                    .map(|known| {
+                        let shown: Vec<String> = formatters
+                            .iter()
+                            .map(|f| f.value(row).to_string())
+                            .collect();
+                        format!(
+                            "({}) = ({}) was not among the {known} values learned",
+                            self.value_names.join(", "),
+                            shown.join(", ")
+                        )
+                    })
+                }
+                _ => {
+                    if learned.range.is_empty() {
+                        learned.range = vec![None; numbers.len()];
+                    }
+                    let mut broken = Vec::new();
+                    for (i, col) in numbers.iter().enumerate() {
+                        let Some(x) = col[row] else { continue };
+                        let shown = formatters[i].value(row).to_string();
+                        match learned.range[i] {
+                            Some((lo, hi)) if !training && (x < lo || x > hi) => {
+                                broken.push(format!(
+                                    "{} = {shown} outside the learned range [{lo}, {hi}]",
+                                    self.value_names[i]
+                                ))
+                            }
+                            None if !training => broken.push(format!(
+                                "{} = {shown} with nothing learned",
+                                self.value_names[i]
+                            )),
+                            _ => {}
+                        }
+                        if training || self.online {
+                            learned.range[i] = Some(match learned.range[i] {
+                                Some((lo, hi)) => (lo.min(x), hi.max(x)),
+                                None => (x, x),
+                            });
+                        }
+                    }
+                    (!broken.is_empty()).then(|| broken.join("; "))
+                }
+            };
+            if let Some(m) = violation {
+                violating.push(row as u32);
+                messages.push(m);
+            }
+        }
+        if violating.is_empty() {
+            return Ok(vec![]);
+        }
+        let picked = take_record_batch(&batch, &UInt32Array::from(violating))?;
+        let mut cols = picked.columns().to_vec();
+        cols.push(Arc::new(StringArray::from(messages)));
+        Ok(vec![RecordBatch::try_new(self.schema.clone(), cols)?])
+    }
+
+    fn on_watermark(&mut self, _watermark: Watermark) -> Result<Vec<RecordBatch>> {
+        Ok(vec![])
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
+        serde_json::to_vec(&self.state).map_err(|e| Error::Internal(e.to_string()))
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
+        self.state = serde_json::from_slice(snapshot)
+            .map_err(|e| Error::Internal(format!("corrupt invariant snapshot: {e}")))?;
+        Ok(())
+    }
+}
