@@ -160,9 +160,9 @@ fn run() -> BenchResult<bool> {
     let loop_median = measured[measured.len() - 1].median();
     for c in &measured {
         let median = c.median();
-        let runs: Vec<String> = c.seconds.iter().map(|s| format!("{s:.2}")).collect();
+        let runs: Vec<String> = c.seconds.iter().map(|s| format!("{s:.3}")).collect();
         println!(
-            "| {} | {} | {median:.2} | {} | {:.1}x | {} | {} |",
+            "| {} | {} | {median:.3} | {} | {:.1}x | {} | {} |",
             c.name,
             thousands(c.events as u64),
             thousands((c.events as f64 / median) as u64),
@@ -617,7 +617,7 @@ struct Report {
 impl Report {
     fn run_line(&self, name: &str, run: usize, events: usize, seconds: f64, rows: usize) {
         println!(
-            "{name:<32} run {run}: {seconds:>7.2} s {:>12} events/s {:>12} rows out",
+            "{name:<32} run {run}: {seconds:>8.3} s {:>12} events/s {:>12} rows out",
             thousands((events as f64 / seconds) as u64),
             thousands(rows as u64)
         );
@@ -640,7 +640,7 @@ impl Report {
             seconds,
             rows,
         };
-        println!("{name:<32} median {:.2} s\n", case.median());
+        println!("{name:<32} median {:.3} s\n", case.median());
         case
     }
 }

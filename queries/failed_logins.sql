@@ -1,5 +1,59 @@
 -- Brute-force logins: an account that fails to log in 10 or more times on one host
 -- within a minute.
+--
+-- test: ten failures within a minute fire once
+-- input proc_events:
+--   ts,host,user_name,op
+--   2024-01-01 00:00:01,web-1,root,login_failed
+--   2024-01-01 00:00:02,web-1,root,login_failed
+--   2024-01-01 00:00:03,web-1,root,login_failed
+--   2024-01-01 00:00:04,web-1,alice,login_failed
+--   2024-01-01 00:00:05,web-1,root,login_failed
+--   2024-01-01 00:00:06,web-1,root,login_failed
+--   2024-01-01 00:00:07,web-1,root,login_failed
+--   2024-01-01 00:00:08,web-1,root,login
+--   2024-01-01 00:00:09,web-1,root,login_failed
+--   2024-01-01 00:00:10,web-1,root,login_failed
+--   2024-01-01 00:00:11,web-1,root,login_failed
+--   2024-01-01 00:00:12,web-2,root,login_failed
+--   2024-01-01 00:00:13,web-1,root,login_failed
+-- (root on web-1: ten login_failed rows, all in the window [00:00:00, 00:01:00); alice's
+-- failure, the successful login and the failure on web-2 are counted apart or not at all)
+-- expect:
+--   host,user_name,window_end,failures
+--   web-1,root,2024-01-01 00:01:00,10
+--
+-- test: nine failures stay silent
+-- input proc_events:
+--   ts,host,user_name,op
+--   2024-01-01 00:00:01,web-1,root,login_failed
+--   2024-01-01 00:00:02,web-1,root,login_failed
+--   2024-01-01 00:00:03,web-1,root,login_failed
+--   2024-01-01 00:00:04,web-1,root,login_failed
+--   2024-01-01 00:00:05,web-1,root,login_failed
+--   2024-01-01 00:00:06,web-1,root,login_failed
+--   2024-01-01 00:00:07,web-1,root,login_failed
+--   2024-01-01 00:00:08,web-1,root,login_failed
+--   2024-01-01 00:00:09,web-1,root,login_failed
+-- expect: nothing
+--
+-- test: twelve failures split across two windows stay silent
+-- input proc_events:
+--   ts,host,user_name,op
+--   2024-01-01 00:00:54,web-1,root,login_failed
+--   2024-01-01 00:00:55,web-1,root,login_failed
+--   2024-01-01 00:00:56,web-1,root,login_failed
+--   2024-01-01 00:00:57,web-1,root,login_failed
+--   2024-01-01 00:00:58,web-1,root,login_failed
+--   2024-01-01 00:00:59,web-1,root,login_failed
+--   2024-01-01 00:01:00,web-1,root,login_failed
+--   2024-01-01 00:01:01,web-1,root,login_failed
+--   2024-01-01 00:01:02,web-1,root,login_failed
+--   2024-01-01 00:01:03,web-1,root,login_failed
+--   2024-01-01 00:01:04,web-1,root,login_failed
+--   2024-01-01 00:01:05,web-1,root,login_failed
+-- (windows are tumbling: six fall in [00:00:00, 00:01:00) and six in [00:01:00, 00:02:00))
+-- expect: nothing
 CREATE CONTINUOUS QUERY failed_logins AS
 SELECT host, user_name, window_end, COUNT(*) AS failures
 FROM TUMBLE(proc_events, ts, INTERVAL '1' MINUTE)

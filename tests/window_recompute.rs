@@ -224,6 +224,36 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// LAG and a ROWS frame over raw rows that arrive out of order (within the watermark
+    /// delay), against a brute force over the rows sorted by time (ties in arrival order).
+    #[test]
+    fn history_matches_brute_force((rows, splits) in rows_strategy()) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let got = incremental(&rt,
+            "SELECT ts, k, v, LAG(v) OVER (PARTITION BY k ORDER BY ts) AS prev, \
+             SUM(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS s3 \
+             FROM s", &rows, &splits);
+        let fmt_ts = |t: i64| chrono::DateTime::from_timestamp_nanos(t).naive_utc().format("%Y-%m-%dT%H:%M:%S%.f").to_string();
+        let fmt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_else(|| "NULL".into());
+        let mut want = Vec::new();
+        for k in 0..5 {
+            let mut mine: Vec<&Row> = rows.iter().filter(|r| r.k == k).collect();
+            mine.sort_by_key(|r| r.ts); // stable: ties keep arrival order
+            for (i, r) in mine.iter().enumerate() {
+                let prev = if i > 0 { mine[i - 1].v } else { None };
+                let frame: Vec<i64> = mine[i.saturating_sub(2)..=i].iter().filter_map(|r| r.v).collect();
+                let s3 = (!frame.is_empty()).then(|| frame.iter().sum::<i64>());
+                want.push(format!("{}|{k}|{}|{}|{}", fmt_ts(r.ts), fmt(r.v), fmt(prev), fmt(s3)));
+            }
+        }
+        want.sort();
+        prop_assert_eq!(got, want);
+    }
+}
+
 #[test]
 fn late_rows_are_counted_not_aggregated() {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -354,6 +384,7 @@ proptest! {
             "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end INVARIANT RANGE (total) PER (k) TRAINING 2 WINDOWS".to_string(),
             "SELECT ts, k, v FROM s INVARIANT SET (v) PER (k) TRAINING INTERVAL '20' SECOND ONLINE".to_string(),
             "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end OUTLIER ZSCORE(1) ON (total)".to_string(),
+            "SELECT ts, k, LAG(v, 2) OVER (PARTITION BY k ORDER BY ts) AS p, AVG(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING) AS a FROM s".to_string(),
         ];
         let cut = cut.min(rows.len());
         for q in &queries {

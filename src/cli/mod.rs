@@ -1,6 +1,11 @@
 //! The subcommands of the `saql` binary, one module each.
 
+pub mod cases;
 pub mod check;
+pub mod csv_text;
+pub mod input;
+pub mod query_files;
+pub mod replay;
 pub mod run;
 pub mod serve;
 pub mod source;

@@ -4,6 +4,7 @@
 
 pub mod aggregates;
 pub mod filter;
+pub mod history;
 pub mod invariant;
 pub mod outlier;
 pub mod project;
@@ -18,6 +19,7 @@ use crate::error::Result;
 use crate::time::Watermark;
 
 pub use filter::Filter;
+pub use history::History;
 pub use invariant::Invariant;
 pub use outlier::Outlier;
 pub use project::Project;

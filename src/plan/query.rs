@@ -22,13 +22,15 @@ use super::context::PlanContext;
 use super::explain::{self, ExplainNode};
 use crate::error::{Error, Result};
 use crate::operators::aggregates::AggregateSpec;
+use crate::operators::history::{FrameStart, HistoryAgg, HistoryColumn, HistoryFn};
 use crate::operators::session_window::GroupColumn;
 use crate::operators::window_aggregate::{WindowAssigner, WindowedInput};
 use crate::operators::{
-    Filter, Invariant, Operator, Outlier, Project, SessionWindow, WindowAggregate,
+    Filter, History, Invariant, Operator, Outlier, Project, SessionWindow, WindowAggregate,
 };
 use crate::sql::interval::interval_duration;
 use crate::sql::{Clauses, InvariantClause, InvariantKind, OutlierClause, Training};
+use datafusion::scalar::ScalarValue;
 
 /// A window table function in `FROM`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +124,9 @@ pub fn plan_continuous(
     Ok(plan)
 }
 
+/// Physical expressions with their SQL text, for EXPLAIN.
+type PlannedExprs = (Vec<Arc<dyn PhysicalExpr>>, Vec<String>);
+
 /// Appends the invariant operator.
 fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> Result<()> {
     let input = plan.schema.clone();
@@ -152,7 +157,7 @@ fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> Result<()> {
     ctx.add_table("results", input.clone())?;
     let df_input = DFSchema::try_from_qualified_schema("results", &input)?;
     let planner = SqlToRel::new(&ctx);
-    let plan_exprs = |exprs: &[sq::Expr]| -> Result<(Vec<Arc<dyn PhysicalExpr>>, Vec<String>)> {
+    let plan_exprs = |exprs: &[sq::Expr]| -> Result<PlannedExprs> {
         let mut out = Vec::new();
         let mut shown = Vec::new();
         for e in exprs {
@@ -348,6 +353,7 @@ fn plan_select(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
             LogicalPlan::Projection(_)
             | LogicalPlan::Filter(_)
             | LogicalPlan::Aggregate(_)
+            | LogicalPlan::Window(_)
             | LogicalPlan::SubqueryAlias(_) => {
                 chain.push(node);
                 node = node.inputs()[0];
@@ -448,6 +454,26 @@ fn plan_select(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
                     schema.clone(),
                 )?);
                 aggregated = true;
+            }
+            LogicalPlan::Window(w) => {
+                if window.is_some() && !aggregated {
+                    return Err(Error::NotSupported(
+                        "OVER inside a windowed query: compute history over its results from an \
+                         outer query (SELECT ... FROM (SELECT ... GROUP BY ...) AS t)"
+                            .into(),
+                    ));
+                }
+                schema = Arc::new(w.schema.as_arrow().clone());
+                let (op, node) = plan_history(
+                    &ctx,
+                    &stream,
+                    &input,
+                    &w.window_expr,
+                    aggregated,
+                    schema.clone(),
+                )?;
+                operators.push(op);
+                explain.push(node);
             }
             _ => unreachable!("chain holds only the node kinds matched above"),
         }
@@ -638,6 +664,223 @@ fn unquote_computed(text: &str) -> String {
     out
 }
 
+/// Maps window functions (`LAG`, aggregates `OVER (...)`) onto a history operator.
+fn plan_history(
+    ctx: &PlanContext,
+    stream: &StreamDef,
+    input: &DFSchema,
+    window_expr: &[LExpr],
+    ordered: bool,
+    schema: SchemaRef,
+) -> Result<(Box<dyn Operator>, ExplainNode)> {
+    use datafusion::logical_expr::{WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition};
+    let unsupported = |m: String| Error::NotSupported(m);
+    let time_name = if ordered {
+        if input.index_of_column_by_name(None, "window_end").is_some() {
+            "window_end".to_string()
+        } else {
+            "window_start".to_string()
+        }
+    } else {
+        stream
+            .event_time
+            .as_ref()
+            .map(|et| stream.schema.field(et.column).name().clone())
+            .ok_or_else(|| {
+                Error::plan(
+                    "42P17",
+                    format!(
+                        "stream \"{}\" has no event time to order history by",
+                        stream.name
+                    ),
+                )
+            })?
+    };
+    let time_column = input
+        .fields()
+        .iter()
+        .position(|f| f.name() == &time_name)
+        .ok_or_else(|| {
+            Error::plan(
+                "42703",
+                format!("history is ordered by \"{time_name}\": select it in the inner query"),
+            )
+        })?;
+    let mut columns = Vec::new();
+    let mut partition: Option<Vec<LExpr>> = None;
+    let mut shown = Vec::new();
+    let base = input.fields().len();
+    for (i, e) in window_expr.iter().enumerate() {
+        let inner = e.clone().unalias_nested().data;
+        let LExpr::WindowFunction(wf) = &inner else {
+            return Err(unsupported(format!("{e} is not a window function")));
+        };
+        let p = &wf.params;
+        match &partition {
+            None => partition = Some(p.partition_by.clone()),
+            Some(existing) if existing != &p.partition_by => {
+                return Err(unsupported(
+                    "all OVER clauses of a query must use the same PARTITION BY".into(),
+                ))
+            }
+            _ => {}
+        }
+        let ordered_by_time = match p.order_by.as_slice() {
+            [sort] => sort.asc && matches!(&sort.expr, LExpr::Column(c) if c.name == time_name),
+            _ => false,
+        };
+        if !ordered_by_time {
+            return Err(unsupported(format!(
+                "OVER must be ORDER BY {time_name} (ascending): history follows event time"
+            )));
+        }
+        let arg = match p.args.first() {
+            Some(a) => physical(ctx, a, input)?,
+            None => datafusion::physical_expr::expressions::lit(1i64),
+        };
+        let function = match &wf.fun {
+            WindowFunctionDefinition::WindowUDF(f) if f.name().eq_ignore_ascii_case("lag") => {
+                let offset = match p.args.get(1) {
+                    None => 1,
+                    Some(LExpr::Literal(v, _)) => v
+                        .to_string()
+                        .parse::<usize>()
+                        .map_err(|_| unsupported("LAG offset must be a whole number".into()))?,
+                    Some(other) => {
+                        return Err(unsupported(format!(
+                            "LAG offset must be a constant, not {other}"
+                        )))
+                    }
+                };
+                let data_type = schema.field(base + i).data_type().clone();
+                let default = match p.args.get(2) {
+                    Some(LExpr::Literal(v, _)) => v.cast_to(&data_type)?,
+                    Some(other) => {
+                        return Err(unsupported(format!(
+                            "LAG default must be a constant, not {other}"
+                        )))
+                    }
+                    None => ScalarValue::try_from(&data_type)?,
+                };
+                HistoryFn::Lag { offset, default }
+            }
+            WindowFunctionDefinition::AggregateUDF(f) => {
+                let agg = HistoryAgg::from_name(f.name()).ok_or_else(|| {
+                    unsupported(format!(
+                        "{} OVER (...) is not supported; use COUNT, SUM, AVG, MIN, MAX, STDDEV or VAR",
+                        f.name()
+                    ))
+                })?;
+                if p.distinct || p.filter.is_some() {
+                    return Err(unsupported("DISTINCT and FILTER in OVER aggregates".into()));
+                }
+                let frame = &p.window_frame;
+                let bound_rows = |v: &ScalarValue| -> Result<usize> {
+                    v.to_string().parse::<usize>().map_err(|_| {
+                        unsupported(format!("frame offset {v} must be a whole number"))
+                    })
+                };
+                let start = match (&frame.units, &frame.start_bound) {
+                    (_, WindowFrameBound::Preceding(v)) if v.is_null() => FrameStart::Unbounded,
+                    (WindowFrameUnits::Rows, WindowFrameBound::Preceding(v)) => {
+                        FrameStart::Rows(bound_rows(v)?)
+                    }
+                    (WindowFrameUnits::Range, WindowFrameBound::Preceding(v)) => {
+                        FrameStart::Range(interval_nanos(v)?)
+                    }
+                    (_, WindowFrameBound::CurrentRow) => FrameStart::Rows(0),
+                    _ => {
+                        return Err(unsupported(
+                            "frames that start after the current row".into(),
+                        ))
+                    }
+                };
+                let end_offset = match (&frame.units, &frame.end_bound) {
+                    (_, WindowFrameBound::CurrentRow) => 0,
+                    (WindowFrameUnits::Rows, WindowFrameBound::Preceding(v)) if !v.is_null() => {
+                        bound_rows(v)?
+                    }
+                    (WindowFrameUnits::Range, WindowFrameBound::Following(v)) if v.is_null() => {
+                        // DataFusion's default frame without ORDER BY; ORDER BY is required
+                        // above, so this does not happen.
+                        0
+                    }
+                    _ => {
+                        return Err(unsupported(
+                            "frames must end at CURRENT ROW or n PRECEDING (ROWS): the future \
+                             is not known yet"
+                                .into(),
+                        ))
+                    }
+                };
+                if let (FrameStart::Rows(k), e) = (start, end_offset) {
+                    if e > k {
+                        return Err(Error::plan("42P20", "frame starts after it ends"));
+                    }
+                }
+                HistoryFn::Aggregate {
+                    agg,
+                    start,
+                    end_offset,
+                }
+            }
+            other => {
+                return Err(unsupported(format!(
+                    "window function {} is not supported; use LAG or an aggregate",
+                    other.name()
+                )))
+            }
+        };
+        shown.push(show(e, &stream.name));
+        columns.push(HistoryColumn {
+            function,
+            arg,
+            data_type: schema.field(base + i).data_type().clone(),
+        });
+    }
+    let partition = partition.unwrap_or_default();
+    let keys: Vec<String> = partition.iter().map(|e| show(e, &stream.name)).collect();
+    let partition_by = physical_all(ctx, &partition, input)?;
+    let input_schema = Arc::new(input.as_arrow().clone());
+    let op = History::new(
+        columns,
+        partition_by,
+        time_column,
+        ordered,
+        input_schema,
+        schema,
+    );
+    let node = ExplainNode::new("History")
+        .with("columns", shown)
+        .with("partition_by", keys)
+        .with("order_by", time_name)
+        .with(
+            "state",
+            if ordered {
+                "per partition: the frame's recent values (ring buffer)"
+            } else {
+                "per partition: the frame's recent values; rows wait for the watermark to be \
+                 processed in event-time order"
+            },
+        );
+    Ok((Box::new(op), node))
+}
+
+/// Nanoseconds of an interval literal (RANGE frames).
+fn interval_nanos(v: &ScalarValue) -> Result<i64> {
+    match v {
+        ScalarValue::IntervalMonthDayNano(Some(i)) if i.months == 0 => {
+            Ok(i.days as i64 * 86_400_000_000_000 + i.nanoseconds)
+        }
+        ScalarValue::IntervalDayTime(Some(i)) => {
+            Ok(i.days as i64 * 86_400_000_000_000 + i.milliseconds as i64 * 1_000_000)
+        }
+        other => Err(Error::NotSupported(format!(
+            "RANGE frames take an INTERVAL without months, not {other}"
+        ))),
+    }
+}
+
 fn nanos(d: Duration) -> Result<i64> {
     let n = crate::time::duration_nanos(d);
     if n <= 0 {
@@ -711,9 +954,23 @@ fn resolve_from(
     relation: &mut TableFactor,
     catalog: &Catalog,
 ) -> Result<(Arc<StreamDef>, Option<WindowSpec>)> {
+    if let TableFactor::Derived { subquery, .. } = relation {
+        let SetExpr::Select(inner) = subquery.body.as_mut() else {
+            return Err(Error::NotSupported(
+                "a subquery in FROM must be a single SELECT".into(),
+            ));
+        };
+        if inner.from.len() != 1 || !inner.from[0].joins.is_empty() {
+            return Err(Error::NotSupported(
+                "a continuous query reads exactly one stream; joins are not supported yet".into(),
+            ));
+        }
+        return resolve_from(&mut inner.from[0].relation, catalog);
+    }
     let TableFactor::Table { name, args, .. } = relation else {
         return Err(Error::NotSupported(
-            "FROM must name a stream or a window function (TUMBLE, HOP, SESSION)".into(),
+            "FROM must name a stream, a window function (TUMBLE, HOP, SESSION) or a subquery"
+                .into(),
         ));
     };
     let Some(fargs) = args.take() else {

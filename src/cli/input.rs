@@ -1,0 +1,643 @@
+//! Recorded events for `saql run` and `saql test`: CSV with a header or JSON lines (gzip by a
+//! `.gz` suffix), read a chunk of records at a time and decoded into Arrow batches of the
+//! stream's schema. CSV goes through the COPY decoder (PostgreSQL's CSV rules), JSON values
+//! through [`BatchBuilder`]. A bad line is reported as `path:line: message`; [`BadRows`]
+//! decides whether it stops the run or is counted and skipped.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::ScalarValue;
+use saql::sources::csv::{CopyDecoder, CopyOptions};
+use saql::sources::value::BatchBuilder;
+
+use super::csv_text::split_record;
+
+/// How many bad lines [`BadRows`] quotes in its summary.
+const QUOTED_BAD_ROWS: usize = 3;
+
+/// A problem with an input: `path:line: message`, or `path: message` when it is not about a
+/// line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    /// The input, as messages name it.
+    pub path: String,
+    /// The 1-based line, when the problem is on one.
+    pub line: Option<u64>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.path, self.message),
+            None => write!(f, "{}: {}", self.path, self.message),
+        }
+    }
+}
+
+/// What happens to bad input lines: the first stops the run, or each is counted and skipped.
+#[derive(Debug)]
+pub struct BadRows {
+    skip: bool,
+    count: u64,
+    first: Vec<InputError>,
+}
+
+impl BadRows {
+    /// Bad lines stop the run unless `skip`.
+    pub fn new(skip: bool) -> Self {
+        BadRows {
+            skip,
+            count: 0,
+            first: Vec::new(),
+        }
+    }
+
+    /// Records a bad line: `Err` (stop) unless skipping.
+    fn record(&mut self, e: InputError) -> Result<(), InputError> {
+        if !self.skip {
+            return Err(e);
+        }
+        self.count += 1;
+        if self.first.len() < QUOTED_BAD_ROWS {
+            self.first.push(e);
+        }
+        Ok(())
+    }
+
+    /// One line saying how many lines were skipped and quoting the first few, if any were.
+    pub fn summary(&self) -> Option<String> {
+        if self.count == 0 {
+            return None;
+        }
+        let quoted: Vec<String> = self.first.iter().map(ToString::to_string).collect();
+        let first = if self.count as usize > quoted.len() {
+            format!("first {}", quoted.len())
+        } else {
+            "all".to_string()
+        };
+        Some(format!(
+            "skipped {} bad input line{} ({first}: {})",
+            self.count,
+            if self.count == 1 { "" } else { "s" },
+            quoted.join("; ")
+        ))
+    }
+}
+
+/// The format of an input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// CSV whose first line names the columns.
+    Csv,
+    /// One JSON object per line, keys naming the columns.
+    JsonLines,
+}
+
+impl Format {
+    /// The format a file name says (`.csv`, `.json`, `.jsonl`, `.ndjson`, each also with
+    /// `.gz`), if it says one.
+    fn of_name(name: &str) -> Option<Format> {
+        let name = name.to_lowercase();
+        let name = name.strip_suffix(".gz").unwrap_or(&name);
+        if name.ends_with(".csv") {
+            Some(Format::Csv)
+        } else if [".json", ".jsonl", ".ndjson"]
+            .iter()
+            .any(|s| name.ends_with(s))
+        {
+            Some(Format::JsonLines)
+        } else {
+            None
+        }
+    }
+}
+
+/// Counts the bytes read through it, for the progress bar.
+struct Counting<R> {
+    inner: R,
+    bytes: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// The records of one chunk: their bytes back to back, each ending in `\n`.
+#[derive(Default)]
+struct Chunk {
+    data: Vec<u8>,
+    /// Offset of each record in `data`, plus the end.
+    bounds: Vec<usize>,
+    /// The input line on which each record starts.
+    lines: Vec<u64>,
+}
+
+impl Chunk {
+    fn clear(&mut self) {
+        self.data.clear();
+        self.bounds.clear();
+        self.bounds.push(0);
+        self.lines.clear();
+    }
+
+    fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    fn bytes(&self, from: usize, to: usize) -> &[u8] {
+        &self.data[self.bounds[from]..self.bounds[to]]
+    }
+}
+
+/// One input of a stream, read a chunk at a time.
+pub struct Input {
+    /// The stream its rows go to.
+    pub stream: String,
+    path: String,
+    schema: SchemaRef,
+    reader: Box<dyn BufRead>,
+    format: Format,
+    /// Input line -> line to report (test cases embed their input in a query file).
+    line_map: Option<Vec<u64>>,
+    /// Lines read so far.
+    line: u64,
+    /// CSV: for each field, the schema column it fills; `None` until the header is read.
+    columns: Option<Vec<usize>>,
+    chunk: Chunk,
+}
+
+impl Input {
+    /// Opens a file (gzip if its name ends in `.gz`); the format comes from the name, else
+    /// from the first byte (`{` for JSON lines). Bytes read are added to `bytes_read`.
+    pub fn open(
+        stream: &str,
+        path: &Path,
+        schema: SchemaRef,
+        bytes_read: Arc<AtomicU64>,
+    ) -> Result<Input, InputError> {
+        let name = path.display().to_string();
+        let io_error = |e: std::io::Error| InputError {
+            path: name.clone(),
+            line: None,
+            message: e.to_string(),
+        };
+        let file = File::open(path).map_err(io_error)?;
+        let counting = Counting {
+            inner: file,
+            bytes: bytes_read,
+        };
+        let mut reader: Box<dyn BufRead> = if name.to_lowercase().ends_with(".gz") {
+            let gz = flate2::read::MultiGzDecoder::new(BufReader::new(counting));
+            Box::new(BufReader::with_capacity(1 << 16, gz))
+        } else {
+            Box::new(BufReader::with_capacity(1 << 16, counting))
+        };
+        let format = match Format::of_name(&name) {
+            Some(f) => f,
+            None => {
+                let head = reader.fill_buf().map_err(io_error)?;
+                match head.iter().find(|b| !b.is_ascii_whitespace()) {
+                    Some(b'{') => Format::JsonLines,
+                    _ => Format::Csv,
+                }
+            }
+        };
+        Ok(Input::new(stream, name, schema, reader, format, None))
+    }
+
+    /// An input held in memory; `line_map[i]` is the line reported for its line `i + 1`.
+    pub fn from_text(
+        stream: &str,
+        path: String,
+        schema: SchemaRef,
+        text: String,
+        format: Format,
+        line_map: Vec<u64>,
+    ) -> Input {
+        let reader = Box::new(std::io::Cursor::new(text.into_bytes()));
+        Input::new(stream, path, schema, reader, format, Some(line_map))
+    }
+
+    fn new(
+        stream: &str,
+        path: String,
+        schema: SchemaRef,
+        reader: Box<dyn BufRead>,
+        format: Format,
+        line_map: Option<Vec<u64>>,
+    ) -> Input {
+        Input {
+            stream: stream.to_string(),
+            path,
+            schema,
+            reader,
+            format,
+            line_map,
+            line: 0,
+            columns: None,
+            chunk: Chunk::default(),
+        }
+    }
+
+    /// The next batch of up to `max_rows` rows in input order, or `None` at the end.
+    pub fn next_batch(
+        &mut self,
+        max_rows: usize,
+        bad: &mut BadRows,
+    ) -> Result<Option<RecordBatch>, InputError> {
+        loop {
+            self.chunk.clear();
+            while self.chunk.len() < max_rows.max(1) {
+                if !self.read_record()? {
+                    break;
+                }
+                if self.format == Format::Csv && self.columns.is_none() {
+                    self.read_header()?;
+                    self.chunk.clear();
+                }
+            }
+            if self.chunk.len() == 0 {
+                return Ok(None);
+            }
+            let batch = self.decode_chunk(bad)?;
+            if batch.num_rows() > 0 {
+                return Ok(Some(batch));
+            }
+        }
+    }
+
+    /// Appends the next non-blank record to the chunk; false at the end of the input. A CSV
+    /// record goes on while a quoted field is open.
+    fn read_record(&mut self) -> Result<bool, InputError> {
+        let start = self.chunk.data.len();
+        let mut in_quotes = false;
+        let mut first_line = self.line + 1;
+        loop {
+            let from = self.chunk.data.len();
+            let n = self
+                .reader
+                .read_until(b'\n', &mut self.chunk.data)
+                .map_err(|e| self.error(None, e.to_string()))?;
+            if n == 0 {
+                break;
+            }
+            self.line += 1;
+            let line = &self.chunk.data[from..];
+            if self.format == Format::Csv {
+                let quotes = line.iter().filter(|&&b| b == b'"').count();
+                in_quotes ^= quotes % 2 == 1;
+            }
+            if !in_quotes {
+                if self.chunk.data[start..].iter().all(u8::is_ascii_whitespace) {
+                    // A blank line: not a record.
+                    self.chunk.data.truncate(start);
+                    first_line = self.line + 1;
+                    continue;
+                }
+                break;
+            }
+        }
+        if self.chunk.data.len() == start {
+            return Ok(false);
+        }
+        if self.chunk.data.last() != Some(&b'\n') {
+            self.chunk.data.push(b'\n');
+        }
+        self.chunk.bounds.push(self.chunk.data.len());
+        self.chunk.lines.push(first_line);
+        Ok(true)
+    }
+
+    /// Maps the CSV header (the only record in the chunk) onto the stream's columns.
+    fn read_header(&mut self) -> Result<(), InputError> {
+        let line = self.chunk.lines[0];
+        let bytes = self.chunk.bytes(0, 1).to_vec();
+        let text = String::from_utf8(bytes)
+            .map_err(|_| self.error(Some(line), "the header is not UTF-8".into()))?;
+        let text = text
+            .trim_start_matches('\u{feff}')
+            .trim_end_matches(['\n', '\r']);
+        let names = split_record(text)
+            .map_err(|e| self.error(Some(line), format!("bad CSV header: {e}")))?;
+        let fields = self.schema.fields();
+        let mut columns = Vec::with_capacity(names.len());
+        let mut unknown = Vec::new();
+        for name in &names {
+            let name = name.as_deref().unwrap_or("").trim();
+            let found = fields
+                .iter()
+                .position(|f| f.name() == name)
+                .or_else(|| fields.iter().position(|f| f.name() == &name.to_lowercase()));
+            match found {
+                Some(c) if columns.contains(&c) => {
+                    let message = format!("column \"{name}\" appears twice in the header");
+                    return Err(self.error(Some(line), message));
+                }
+                Some(c) => columns.push(c),
+                None => unknown.push(format!("\"{name}\"")),
+            }
+        }
+        if !unknown.is_empty() {
+            let known: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
+            let message = format!(
+                "unknown column{} {} in the header; stream \"{}\" has columns {}",
+                if unknown.len() == 1 { "" } else { "s" },
+                unknown.join(", "),
+                self.stream,
+                known.join(", ")
+            );
+            return Err(self.error(Some(line), message));
+        }
+        let missing: Vec<String> = (0..fields.len())
+            .filter(|c| !columns.contains(c) && !fields[*c].is_nullable())
+            .map(|c| format!("\"{}\"", fields[c].name()))
+            .collect();
+        if !missing.is_empty() {
+            let message = format!(
+                "the header lacks column {} of stream \"{}\", which cannot be NULL",
+                missing.join(", "),
+                self.stream
+            );
+            return Err(self.error(Some(line), message));
+        }
+        self.columns = Some(columns);
+        Ok(())
+    }
+
+    /// Decodes the chunk's records. A bad record is reported to `bad`; when it lets the run
+    /// go on, the records before it are decoded again on their own and decoding resumes after
+    /// it, so each good record is decoded at most twice.
+    fn decode_chunk(&mut self, bad: &mut BadRows) -> Result<RecordBatch, InputError> {
+        let n = self.chunk.len();
+        let mut parts = Vec::new();
+        let mut from = 0;
+        while from < n {
+            match self.decode_range(from, n) {
+                Ok(batch) => {
+                    parts.push(batch);
+                    break;
+                }
+                Err((at, e)) => {
+                    let line = self.chunk.lines[at];
+                    bad.record(self.error(Some(line), input_message(&e)))?;
+                    if at > from {
+                        let batch = self.decode_range(from, at).map_err(|(at, e)| {
+                            self.error(Some(self.chunk.lines[at]), input_message(&e))
+                        })?;
+                        parts.push(batch);
+                    }
+                    from = at + 1;
+                }
+            }
+        }
+        match parts.len() {
+            0 => Ok(RecordBatch::new_empty(self.schema.clone())),
+            1 => Ok(parts.remove(0)),
+            _ => datafusion::arrow::compute::concat_batches(&self.schema, &parts)
+                .map_err(|e| self.error(None, e.to_string())),
+        }
+    }
+
+    /// Decodes records `from..to`, or says which record failed and why.
+    fn decode_range(&self, from: usize, to: usize) -> Result<RecordBatch, (usize, saql::Error)> {
+        match self.format {
+            Format::Csv => self.decode_csv(from, to),
+            Format::JsonLines => self.decode_json(from, to),
+        }
+    }
+
+    fn decode_csv(&self, from: usize, to: usize) -> Result<RecordBatch, (usize, saql::Error)> {
+        let columns = self.columns.clone().unwrap_or_default();
+        let mut decoder = CopyDecoder::new(self.schema.clone(), columns, CopyOptions::csv())
+            .map_err(|e| (from, e))?;
+        let decoded = decoder.feed(self.chunk.bytes(from, to));
+        match decoded.and_then(|()| decoder.finish()) {
+            Ok(batch) => Ok(batch),
+            Err(e) => {
+                // The decoder numbers lines from 1 at the first record it was fed (blank
+                // lines skipped here are not in its count).
+                let at = match &e {
+                    saql::Error::InvalidInput {
+                        line: Some(line), ..
+                    } => {
+                        let mut start = 1;
+                        let mut at = to - 1;
+                        for i in from..to {
+                            let lines = self.chunk.bytes(i, i + 1).iter().filter(|&&b| b == b'\n');
+                            start += lines.count() as u64;
+                            if *line < start {
+                                at = i;
+                                break;
+                            }
+                        }
+                        at
+                    }
+                    _ => from,
+                };
+                Err((at, e))
+            }
+        }
+    }
+
+    fn decode_json(&self, from: usize, to: usize) -> Result<RecordBatch, (usize, saql::Error)> {
+        let mut builder = BatchBuilder::new(self.schema.clone()).map_err(|e| (from, e))?;
+        for at in from..to {
+            self.push_json(&mut builder, self.chunk.bytes(at, at + 1))
+                .and_then(|()| builder.finish_row())
+                .map_err(|e| (at, e))?;
+        }
+        builder.finish().map_err(|e| (from, e))
+    }
+
+    /// Appends one JSON object as a row: keys name columns, absent keys are NULL, strings
+    /// are parsed as the column's type, numbers and booleans are cast to it.
+    fn push_json(&self, builder: &mut BatchBuilder, bytes: &[u8]) -> saql::Result<()> {
+        let bad = |message: String| saql::Error::invalid_input("22P02", message);
+        let value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+        let serde_json::Value::Object(object) = value else {
+            return Err(bad("expected a JSON object".to_string()));
+        };
+        let fields = self.schema.fields();
+        let mut values: Vec<Option<&serde_json::Value>> = vec![None; fields.len()];
+        let mut unknown = Vec::new();
+        for (key, value) in &object {
+            let found = fields
+                .iter()
+                .position(|f| f.name() == key)
+                .or_else(|| fields.iter().position(|f| f.name() == &key.to_lowercase()));
+            match found {
+                Some(c) => values[c] = Some(value),
+                None => unknown.push(format!("\"{key}\"")),
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(bad(format!(
+                "unknown column{} {} for stream \"{}\"",
+                if unknown.len() == 1 { "" } else { "s" },
+                unknown.join(", "),
+                self.stream
+            )));
+        }
+        for (c, value) in values.into_iter().enumerate() {
+            use serde_json::Value as J;
+            match value {
+                None | Some(J::Null) => builder.push_text(c, None)?,
+                Some(J::String(s)) => builder.push_text(c, Some(s))?,
+                Some(J::Bool(b)) => builder.push_scalar(c, &ScalarValue::Boolean(Some(*b)))?,
+                Some(J::Number(n)) => {
+                    let scalar = if let Some(i) = n.as_i64() {
+                        ScalarValue::Int64(Some(i))
+                    } else if let Some(u) = n.as_u64() {
+                        ScalarValue::UInt64(Some(u))
+                    } else {
+                        ScalarValue::Float64(n.as_f64())
+                    };
+                    if matches!(fields[c].data_type(), DataType::Timestamp(..)) {
+                        return Err(bad(format!(
+                            "a timestamp must be a string such as \"2024-01-01 00:00:00\", \
+                             not {n}"
+                        ))
+                        .in_column(fields[c].name()));
+                    }
+                    builder.push_scalar(c, &scalar)?
+                }
+                Some(J::Array(_) | J::Object(_)) => {
+                    return Err(bad("nested JSON values are not supported".to_string())
+                        .in_column(fields[c].name()))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn error(&self, line: Option<u64>, message: String) -> InputError {
+        let line = line.map(|l| match &self.line_map {
+            Some(map) => map.get(l.saturating_sub(1) as usize).copied().unwrap_or(l),
+            None => l,
+        });
+        InputError {
+            path: self.path.clone(),
+            line,
+            message,
+        }
+    }
+}
+
+/// An input error's message without the line (the caller reports the line its own way).
+fn input_message(e: &saql::Error) -> String {
+    match e {
+        saql::Error::InvalidInput {
+            message, column, ..
+        } => match column {
+            Some(c) => format!("{message}, column \"{c}\""),
+            None => message.clone(),
+        },
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::datatypes::{Field, Schema, TimeUnit};
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
+            Field::new("host", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, true),
+        ]))
+    }
+
+    fn input(text: &str, format: Format) -> Input {
+        let lines = (1..=text.lines().count() as u64 + 1)
+            .map(|l| l + 10)
+            .collect();
+        Input::from_text("s", "f".into(), schema(), text.into(), format, lines)
+    }
+
+    #[test]
+    fn csv_maps_header_names_and_skips_bad_lines() {
+        let text =
+            "n,TS\n1,2024-01-01 00:00:01\n\nx,2024-01-01 00:00:02\n\"3\",2024-01-01 00:00:03\n";
+        let mut bad = BadRows::new(false);
+        let e = input(text, Format::Csv)
+            .next_batch(100, &mut bad)
+            .unwrap_err();
+        assert_eq!(e.line, Some(14));
+        assert!(e.message.contains("column \"n\""), "{e}");
+
+        let mut bad = BadRows::new(true);
+        let mut input = input(text, Format::Csv);
+        let batch = input.next_batch(100, &mut bad).unwrap().unwrap();
+        assert_eq!(batch.num_rows(), 2);
+        assert!(batch.column(1).is_null(0));
+        assert!(bad
+            .summary()
+            .unwrap()
+            .starts_with("skipped 1 bad input line (all: f:14: "));
+        assert!(input.next_batch(100, &mut bad).unwrap().is_none());
+    }
+
+    #[test]
+    fn csv_header_errors_name_the_columns() {
+        let mut bad = BadRows::new(true);
+        let e = input("ts,bogus,other\n", Format::Csv)
+            .next_batch(10, &mut bad)
+            .unwrap_err();
+        assert_eq!(e.line, Some(11));
+        assert!(e.message.contains("\"bogus\", \"other\""), "{e}");
+        let e = input("host\nx\n", Format::Csv)
+            .next_batch(10, &mut bad)
+            .unwrap_err();
+        assert!(e.message.contains("\"ts\""), "{e}");
+    }
+
+    #[test]
+    fn quoted_newlines_keep_line_numbers() {
+        let text = "ts,host\n2024-01-01 00:00:01,\"a\nb\"\n2024-01-01 00:00:0x,c\n";
+        let mut bad = BadRows::new(false);
+        let e = input(text, Format::Csv).next_batch(1, &mut bad);
+        let batch = e.unwrap().unwrap();
+        assert_eq!(batch.num_rows(), 1);
+        let mut i = input(text, Format::Csv);
+        i.next_batch(1, &mut bad).unwrap();
+        let e = i.next_batch(1, &mut bad).unwrap_err();
+        assert_eq!(e.line, Some(14));
+    }
+
+    #[test]
+    fn json_lines() {
+        let text = "{\"ts\":\"2024-01-01 00:00:01\",\"n\":5}\n{\"ts\":\"2024-01-01 00:00:02\",\"zz\":1}\n{\"ts\":3}\n";
+        let mut bad = BadRows::new(true);
+        let batch = input(text, Format::JsonLines)
+            .next_batch(10, &mut bad)
+            .unwrap()
+            .unwrap();
+        assert_eq!(batch.num_rows(), 1);
+        let summary = bad.summary().unwrap();
+        assert!(
+            summary.starts_with("skipped 2 bad input lines (all: "),
+            "{summary}"
+        );
+        assert!(summary.contains("f:12: unknown column \"zz\""), "{summary}");
+        assert!(
+            summary.contains("f:13: a timestamp must be a string"),
+            "{summary}"
+        );
+    }
+}

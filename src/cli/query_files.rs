@@ -1,0 +1,283 @@
+//! Query files as `saql run` and `saql test` load them: every statement parsed with its
+//! position; CREATE STREAM and CREATE CONTINUOUS QUERY are kept, anything else, and every
+//! parse or planning error, is reported as `saql check` reports it: `file:line:col: message
+//! [SQLSTATE]`, the source line and a caret.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use saql::error::Location;
+use saql::plan::catalog::normalize;
+use saql::plan::{Catalog, StreamDef};
+use saql::sql::{self, CreateQuery, CreateStream, Statement};
+use saql::{Engine, EngineConfig};
+
+use super::source::{split_statements, SourceStatement};
+
+/// A problem in a query file, rendered like `saql check` renders it.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    file: String,
+    location: Location,
+    line_text: String,
+    message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pad = " ".repeat(self.location.column.saturating_sub(1) as usize);
+        write!(
+            f,
+            "{}:{}:{}: {}\n{}\n{pad}^",
+            self.file, self.location.line, self.location.column, self.message, self.line_text
+        )
+    }
+}
+
+/// One query file: its path as given and its text.
+pub struct QueryFile {
+    /// The path, for messages.
+    pub path: String,
+    /// The whole text.
+    pub text: String,
+}
+
+/// A CREATE CONTINUOUS QUERY of a file.
+pub struct QueryStatement {
+    /// Index of its file in [`QueryFiles::files`].
+    pub file: usize,
+    /// Where it is.
+    pub source: SourceStatement,
+    /// The statement.
+    pub create: CreateQuery,
+    /// Its normalised name.
+    pub name: String,
+}
+
+struct StreamStatement {
+    file: usize,
+    source: SourceStatement,
+    create: CreateStream,
+}
+
+/// The streams and queries of a set of files.
+pub struct QueryFiles {
+    /// The files, in the order given.
+    pub files: Vec<QueryFile>,
+    /// Every declared stream.
+    pub catalog: Catalog,
+    /// The queries, in file order.
+    pub queries: Vec<QueryStatement>,
+    streams: Vec<StreamStatement>,
+}
+
+/// The `.sql` files of `paths`: files as given, directories expanded to their `*.sql` files
+/// in name order.
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let entries =
+                std::fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "sql"))
+                .collect();
+            found.sort();
+            out.extend(found);
+        } else {
+            out.push(path.clone());
+        }
+    }
+    Ok(out)
+}
+
+impl QueryFiles {
+    /// Reads, splits and parses `paths`, and declares their streams. Returns every problem
+    /// found, in file order, if there is any.
+    pub fn load(paths: &[PathBuf], what: &str) -> Result<QueryFiles, Vec<String>> {
+        let mut files = Vec::new();
+        for path in paths {
+            match std::fs::read_to_string(path) {
+                Ok(text) => files.push(QueryFile {
+                    path: display(path),
+                    text,
+                }),
+                Err(e) => return Err(vec![format!("{}: {e}", path.display())]),
+            }
+        }
+        let mut problems = Vec::new();
+        let mut streams = Vec::new();
+        let mut queries = Vec::new();
+        for (index, file) in files.iter().enumerate() {
+            let stmts = match split_statements(&file.text) {
+                Ok(stmts) => stmts,
+                Err(at) => {
+                    problems.push(problem(file, at, "unterminated string or comment"));
+                    continue;
+                }
+            };
+            for s in stmts {
+                match sql::parse_one(&s.text) {
+                    Ok(Statement::CreateStream(create)) => streams.push(StreamStatement {
+                        file: index,
+                        source: s,
+                        create,
+                    }),
+                    Ok(Statement::CreateQuery(create)) => queries.push(QueryStatement {
+                        file: index,
+                        name: normalize(&create.name),
+                        source: s,
+                        create,
+                    }),
+                    Ok(_) => {
+                        let message = format!(
+                            "{what} runs only CREATE STREAM and CREATE CONTINUOUS QUERY \
+                             statements; remove this one [0A000]"
+                        );
+                        problems.push(problem(file, s.start, &message));
+                    }
+                    Err(e) => {
+                        let at = e.location().map(|l| s.absolute(l)).unwrap_or(s.start);
+                        problems.push(problem(file, at, &describe(&e)));
+                    }
+                }
+            }
+        }
+        let mut catalog = Catalog::default();
+        for s in &streams {
+            let added = StreamDef::try_new(&s.create).and_then(|d| catalog.add_stream(d));
+            if let Err(e) = added {
+                problems.push(problem(
+                    &files[s.file],
+                    locate(&e, &s.source),
+                    &describe(&e),
+                ));
+            }
+        }
+        if !problems.is_empty() {
+            return Err(problems.iter().map(ToString::to_string).collect());
+        }
+        Ok(QueryFiles {
+            files,
+            catalog,
+            queries,
+            streams,
+        })
+    }
+
+    /// A fresh in-memory engine with every stream and the queries `chosen` picks (by index
+    /// into [`QueryFiles::queries`]); problems are located in the files.
+    pub fn engine(&self, chosen: impl Fn(usize) -> bool) -> Result<Engine, Vec<String>> {
+        let config = EngineConfig {
+            data_dir: None,
+            retain_rows: 0,
+        };
+        let engine = Engine::open(config).map_err(|e| vec![format!("saql: {e}")])?;
+        let mut problems = Vec::new();
+        let execute = |stmt: Statement| {
+            futures::executor::block_on(engine.execute_statement(stmt, &[])).map(|_| ())
+        };
+        for s in &self.streams {
+            if let Err(e) = execute(Statement::CreateStream(s.create.clone())) {
+                problems.push(self.problem(s.file, &s.source, &e));
+            }
+        }
+        for (i, q) in self.queries.iter().enumerate() {
+            if !chosen(i) {
+                continue;
+            }
+            if let Err(e) = execute(Statement::CreateQuery(q.create.clone())) {
+                problems.push(self.problem(q.file, &q.source, &e));
+            }
+        }
+        if problems.is_empty() {
+            Ok(engine)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Where each statement of file `file` ends (line and column of its last character),
+    /// in order, with the index into [`QueryFiles::queries`] of those that are queries.
+    pub fn statement_ends(&self, file: usize) -> Vec<(Location, Option<usize>)> {
+        let streams = self
+            .streams
+            .iter()
+            .filter(|s| s.file == file)
+            .map(|s| (end_of(&s.source), None));
+        let queries = self
+            .queries
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| q.file == file)
+            .map(|(i, q)| (end_of(&q.source), Some(i)));
+        let mut ends: Vec<(Location, Option<usize>)> = streams.chain(queries).collect();
+        ends.sort_by_key(|(l, _)| (l.line, l.column));
+        ends
+    }
+
+    /// A planning or execution error of a statement, located in its file.
+    fn problem(&self, file: usize, source: &SourceStatement, e: &saql::Error) -> String {
+        problem(&self.files[file], locate(e, source), &describe(e)).to_string()
+    }
+}
+
+/// The location of the last character of a statement.
+fn end_of(s: &SourceStatement) -> Location {
+    let text = s.text.trim_end();
+    let newlines = text.matches('\n').count() as u64;
+    let last_line = text.rsplit('\n').next().unwrap_or_default();
+    let chars = last_line.chars().count() as u64;
+    if newlines == 0 {
+        Location {
+            line: s.start.line,
+            column: s.start.column + chars.saturating_sub(1),
+        }
+    } else {
+        Location {
+            line: s.start.line + newlines,
+            column: chars.max(1),
+        }
+    }
+}
+
+/// A path as messages show it.
+pub fn display(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn describe(e: &saql::Error) -> String {
+    format!("{e} [{}]", e.sqlstate())
+}
+
+fn problem(file: &QueryFile, location: Location, message: &str) -> Problem {
+    let line_text = file
+        .text
+        .lines()
+        .nth(location.line.saturating_sub(1) as usize)
+        .unwrap_or_default()
+        .to_string();
+    Problem {
+        file: file.path.clone(),
+        location,
+        line_text,
+        message: message.to_string(),
+    }
+}
+
+/// Where in the statement an error points: at the parse location if it has one, at the
+/// first mention of a quoted name in the message (`column "x"`, `stream "s"`), else at the
+/// statement's start (as `saql check` does).
+fn locate(e: &saql::Error, s: &SourceStatement) -> Location {
+    if let Some(l) = e.location() {
+        return s.absolute(l);
+    }
+    let message = e.to_string();
+    if let Some(name) = message.split('"').nth(1) {
+        if let Some(at) = s.find_word(name) {
+            return at;
+        }
+    }
+    s.start
+}

@@ -1,0 +1,492 @@
+//! History within a partition: `LAG(x, k)` and aggregates `OVER (PARTITION BY ... ORDER BY
+//! time ROWS|RANGE BETWEEN ... PRECEDING AND ...)`, computed incrementally from per-partition
+//! ring buffers. Over a stream's raw rows, rows are held until the watermark passes them and
+//! then processed in event-time order (as Flink's OVER aggregation does); over a windowed
+//! query's results, which arrive in window order, each batch is processed at once. Missing
+//! history (the first rows of a partition) gives NULL, or LAG's default.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::{cast, concat_batches, take_record_batch};
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef};
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::physical_plan::PhysicalExpr;
+use datafusion::scalar::ScalarValue;
+use serde::{Deserialize, Serialize};
+
+use super::{snapshot, Operator};
+use crate::error::{Error, Result};
+use crate::time::Watermark;
+
+/// An aggregate over a frame of history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HistoryAgg {
+    /// COUNT of non-NULL values.
+    Count,
+    /// SUM.
+    Sum,
+    /// AVG.
+    Avg,
+    /// MIN.
+    Min,
+    /// MAX.
+    Max,
+    /// Sample standard deviation (STDDEV, STDDEV_SAMP).
+    StddevSamp,
+    /// Population standard deviation.
+    StddevPop,
+    /// Sample variance.
+    VarSamp,
+    /// Population variance.
+    VarPop,
+}
+
+impl HistoryAgg {
+    /// The aggregate for a DataFusion function name, if supported.
+    pub fn from_name(name: &str) -> Option<HistoryAgg> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "count" => HistoryAgg::Count,
+            "sum" => HistoryAgg::Sum,
+            "avg" | "mean" => HistoryAgg::Avg,
+            "min" => HistoryAgg::Min,
+            "max" => HistoryAgg::Max,
+            "stddev" | "stddev_samp" => HistoryAgg::StddevSamp,
+            "stddev_pop" => HistoryAgg::StddevPop,
+            "var" | "var_samp" | "variance" => HistoryAgg::VarSamp,
+            "var_pop" => HistoryAgg::VarPop,
+            _ => return None,
+        })
+    }
+
+    fn compute(self, values: impl Iterator<Item = f64> + Clone) -> Option<f64> {
+        let n = values.clone().count();
+        if self == HistoryAgg::Count {
+            return Some(n as f64);
+        }
+        if n == 0 {
+            return None;
+        }
+        let sum: f64 = values.clone().sum();
+        let mean = sum / n as f64;
+        let sq = || values.clone().map(|v| (v - mean) * (v - mean)).sum::<f64>();
+        match self {
+            HistoryAgg::Count => Some(n as f64),
+            HistoryAgg::Sum => Some(sum),
+            HistoryAgg::Avg => Some(mean),
+            HistoryAgg::Min => values.clone().reduce(f64::min),
+            HistoryAgg::Max => values.clone().reduce(f64::max),
+            HistoryAgg::VarPop => Some(sq() / n as f64),
+            HistoryAgg::StddevPop => Some((sq() / n as f64).sqrt()),
+            HistoryAgg::VarSamp => (n > 1).then(|| sq() / (n - 1) as f64),
+            HistoryAgg::StddevSamp => (n > 1).then(|| (sq() / (n - 1) as f64).sqrt()),
+        }
+    }
+}
+
+/// Where a frame starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameStart {
+    /// `UNBOUNDED PRECEDING`: all history (kept as the values themselves: unbounded state, so
+    /// prefer a bounded frame on long-lived streams).
+    Unbounded,
+    /// `n PRECEDING` rows.
+    Rows(usize),
+    /// `INTERVAL ... PRECEDING` in event time (nanoseconds).
+    Range(i64),
+}
+
+/// One history column.
+#[derive(Debug, Clone)]
+pub enum HistoryFn {
+    /// `LAG(arg, offset, default)`.
+    Lag {
+        /// Rows back.
+        offset: usize,
+        /// Value when there is no such row.
+        default: ScalarValue,
+    },
+    /// An aggregate over `[start, end_offset PRECEDING]` (`end_offset` 0 is CURRENT ROW).
+    Aggregate {
+        /// The aggregate.
+        agg: HistoryAgg,
+        /// Frame start.
+        start: FrameStart,
+        /// Rows before the current one where the frame ends.
+        end_offset: usize,
+    },
+}
+
+/// A history column: its function, argument and output type.
+#[derive(Debug, Clone)]
+pub struct HistoryColumn {
+    /// What it computes.
+    pub function: HistoryFn,
+    /// Its argument, over the input rows.
+    pub arg: Arc<dyn PhysicalExpr>,
+    /// Output type.
+    pub data_type: DataType,
+}
+
+#[derive(Default)]
+struct Partition {
+    /// Per history column: (time, value) of recent rows, oldest first.
+    recent: Vec<VecDeque<(i64, ScalarValue)>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    watermark: i64,
+    late_rows: u64,
+    seq: u64,
+}
+
+/// Computes history columns and appends them to each row.
+pub struct History {
+    columns: Vec<HistoryColumn>,
+    partition_by: Vec<Arc<dyn PhysicalExpr>>,
+    /// Index of the ordering (time) column in the input.
+    time_column: usize,
+    /// Whether input arrives in time order (a windowed query's results).
+    ordered: bool,
+    converter: Option<RowConverter>,
+    partitions: HashMap<Vec<u8>, Partition>,
+    /// Rows waiting for the watermark (unordered input).
+    pending: Vec<RecordBatch>,
+    watermark: i64,
+    late_rows: u64,
+    schema: SchemaRef,
+    input_schema: SchemaRef,
+}
+
+impl History {
+    /// A history operator producing `schema` (input columns, then one per history column).
+    pub fn new(
+        columns: Vec<HistoryColumn>,
+        partition_by: Vec<Arc<dyn PhysicalExpr>>,
+        time_column: usize,
+        ordered: bool,
+        input_schema: SchemaRef,
+        schema: SchemaRef,
+    ) -> Self {
+        History {
+            columns,
+            partition_by,
+            time_column,
+            ordered,
+            converter: None,
+            partitions: HashMap::new(),
+            pending: Vec::new(),
+            watermark: i64::MIN,
+            late_rows: 0,
+            schema,
+            input_schema,
+        }
+    }
+
+    fn times(&self, batch: &RecordBatch) -> Result<Vec<Option<i64>>> {
+        let t = cast(batch.column(self.time_column), &DataType::Int64)?;
+        Ok(t.as_primitive::<Int64Type>().iter().collect())
+    }
+
+    /// Computes the history columns for rows already in time order.
+    fn compute(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
+        let n = batch.num_rows();
+        let times = self.times(&batch)?;
+        let mut keys: Vec<ArrayRef> = self
+            .partition_by
+            .iter()
+            .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(n)))
+            .collect::<datafusion::error::Result<_>>()?;
+        if keys.is_empty() {
+            keys.push(Arc::new(datafusion::arrow::array::BooleanArray::from(
+                vec![true; n],
+            )));
+        }
+        if self.converter.is_none() {
+            self.converter = Some(RowConverter::new(
+                keys.iter()
+                    .map(|k| SortField::new(k.data_type().clone()))
+                    .collect(),
+            )?);
+        }
+        let rows = self
+            .converter
+            .as_ref()
+            .ok_or_else(|| Error::Internal("no row converter".into()))?
+            .convert_columns(&keys)?;
+        let args: Vec<ArrayRef> = self
+            .columns
+            .iter()
+            .map(|c| c.arg.evaluate(&batch).and_then(|v| v.into_array(n)))
+            .collect::<datafusion::error::Result<_>>()?;
+        let numeric: Vec<Option<Vec<Option<f64>>>> = self
+            .columns
+            .iter()
+            .zip(&args)
+            .map(|(c, a)| match c.function {
+                HistoryFn::Lag { .. } => Ok(None),
+                HistoryFn::Aggregate { .. } => {
+                    let f = cast(a, &DataType::Float64)?;
+                    Ok(Some(f.as_primitive::<Float64Type>().iter().collect()))
+                }
+            })
+            .collect::<Result<_>>()?;
+        let mut outputs: Vec<Vec<ScalarValue>> = vec![Vec::with_capacity(n); self.columns.len()];
+        let width = self.columns.len();
+        for row in 0..n {
+            let t = times[row].unwrap_or(i64::MIN);
+            let part = self
+                .partitions
+                .entry(rows.row(row).as_ref().to_vec())
+                .or_insert_with(|| Partition {
+                    recent: vec![VecDeque::new(); width],
+                });
+            for (i, col) in self.columns.iter().enumerate() {
+                let recent = &mut part.recent[i];
+                let value = ScalarValue::try_from_array(&args[i], row)?;
+                match &col.function {
+                    HistoryFn::Lag { offset, default } => {
+                        let out = if *offset == 0 {
+                            value.clone()
+                        } else if recent.len() >= *offset {
+                            recent[recent.len() - offset].1.clone()
+                        } else {
+                            default.clone()
+                        };
+                        outputs[i].push(out);
+                        recent.push_back((t, value));
+                        while recent.len() > *offset {
+                            recent.pop_front();
+                        }
+                    }
+                    HistoryFn::Aggregate {
+                        agg,
+                        start,
+                        end_offset,
+                    } => {
+                        let x = numeric[i].as_ref().and_then(|v| v[row]);
+                        recent.push_back((
+                            t,
+                            x.map(|v| ScalarValue::Float64(Some(v)))
+                                .unwrap_or(ScalarValue::Float64(None)),
+                        ));
+                        if let FrameStart::Range(span) = start {
+                            while recent
+                                .front()
+                                .is_some_and(|(ts, _)| *ts < t.saturating_sub(*span))
+                            {
+                                recent.pop_front();
+                            }
+                        }
+                        if let FrameStart::Rows(k) = start {
+                            while recent.len() > k + 1 {
+                                recent.pop_front();
+                            }
+                        }
+                        let len = recent.len();
+                        let end = len.saturating_sub(*end_offset);
+                        let begin = match start {
+                            FrameStart::Rows(k) => len.saturating_sub(k + 1),
+                            _ => 0,
+                        };
+                        let frame =
+                            recent
+                                .range(begin.min(end)..end)
+                                .filter_map(|(_, v)| match v {
+                                    ScalarValue::Float64(Some(f)) => Some(*f),
+                                    _ => None,
+                                });
+                        outputs[i].push(ScalarValue::Float64(agg.compute(frame)));
+                    }
+                }
+            }
+        }
+        let mut cols = batch.columns().to_vec();
+        for (col, values) in self.columns.iter().zip(outputs) {
+            let arr = if values.is_empty() {
+                datafusion::arrow::array::new_empty_array(&col.data_type)
+            } else {
+                ScalarValue::iter_to_array(values)?
+            };
+            let arr = if arr.data_type() == &col.data_type {
+                arr
+            } else {
+                cast(&arr, &col.data_type)?
+            };
+            cols.push(arr);
+        }
+        Ok(RecordBatch::try_new(self.schema.clone(), cols)?)
+    }
+}
+
+impl Operator for History {
+    fn name(&self) -> &'static str {
+        "History"
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
+        if self.ordered {
+            return Ok(vec![self.compute(batch)?]);
+        }
+        // Hold the rows until the watermark says nothing earlier can arrive; rows behind the
+        // watermark come too late to take their place in history.
+        let times = self.times(&batch)?;
+        let keep: Vec<u32> = (0..batch.num_rows() as u32)
+            .filter(|&i| times[i as usize].is_some_and(|t| t >= self.watermark))
+            .collect();
+        self.late_rows += (batch.num_rows() - keep.len()) as u64;
+        if keep.len() == batch.num_rows() {
+            self.pending.push(batch);
+        } else if !keep.is_empty() {
+            self.pending
+                .push(take_record_batch(&batch, &UInt32Array::from(keep))?);
+        }
+        Ok(vec![])
+    }
+
+    fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
+        let wm = watermark.0.nanos();
+        self.watermark = self.watermark.max(wm);
+        if self.ordered || self.pending.is_empty() {
+            return Ok(vec![]);
+        }
+        let all = concat_batches(&self.input_schema, &self.pending)?;
+        self.pending.clear();
+        let times = self.times(&all)?;
+        // Rows strictly before the watermark are complete; sort them by time, keeping arrival
+        // order among ties.
+        let mut ready: Vec<u32> = (0..all.num_rows() as u32)
+            .filter(|&i| times[i as usize].is_some_and(|t| t < wm || wm == i64::MAX))
+            .collect();
+        ready.sort_by_key(|&i| times[i as usize]);
+        let waiting: Vec<u32> = (0..all.num_rows() as u32)
+            .filter(|&i| !times[i as usize].is_some_and(|t| t < wm || wm == i64::MAX))
+            .collect();
+        if !waiting.is_empty() {
+            self.pending
+                .push(take_record_batch(&all, &UInt32Array::from(waiting))?);
+        }
+        if ready.is_empty() {
+            return Ok(vec![]);
+        }
+        let sorted = take_record_batch(&all, &UInt32Array::from(ready))?;
+        Ok(vec![self.compute(sorted)?])
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
+        // The pending rows, then one batch per (partition, column) of recent values.
+        let header = serde_json::to_string(&Header {
+            watermark: self.watermark,
+            late_rows: self.late_rows,
+            seq: self.partitions.len() as u64,
+        })
+        .map_err(|e| Error::Internal(e.to_string()))?;
+        let pending = if self.pending.is_empty() {
+            RecordBatch::new_empty(self.input_schema.clone())
+        } else {
+            concat_batches(&self.input_schema, &self.pending)?
+        };
+        let mut out = snapshot::encode(&[header.len() as i64], &self.input_schema, &[pending])?;
+        let mut state = Vec::new();
+        for (key, part) in &self.partitions {
+            for (i, recent) in part.recent.iter().enumerate() {
+                let times: Vec<i64> = recent.iter().map(|(t, _)| *t).collect();
+                let values: Vec<ScalarValue> = recent.iter().map(|(_, v)| v.clone()).collect();
+                state.push((key.clone(), i, times, values));
+            }
+        }
+        let mut tail = header.into_bytes();
+        for (key, i, times, values) in state {
+            if values.is_empty() {
+                continue;
+            }
+            let arr = ScalarValue::iter_to_array(values)?;
+            let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
+                datafusion::arrow::datatypes::Field::new("t", DataType::Int64, false),
+                datafusion::arrow::datatypes::Field::new("v", arr.data_type().clone(), true),
+            ]));
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(datafusion::arrow::array::Int64Array::from(times)),
+                    arr,
+                ],
+            )?;
+            let mut meta = vec![i as i64, key.len() as i64];
+            meta.extend(key.iter().map(|b| *b as i64));
+            let bytes = snapshot::encode(&meta, &schema, &[batch])?;
+            tail.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            tail.extend_from_slice(&bytes);
+        }
+        out.splice(0..0, (out.len() as u64).to_le_bytes());
+        out.extend_from_slice(&tail);
+        Ok(out)
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        let bad = || Error::Internal("corrupt history snapshot".into());
+        let head_len = u64::from_le_bytes(
+            bytes
+                .get(..8)
+                .ok_or_else(bad)?
+                .try_into()
+                .map_err(|_| bad())?,
+        ) as usize;
+        let head = bytes.get(8..8 + head_len).ok_or_else(bad)?;
+        let (meta, pending) = snapshot::decode(head)?;
+        let header_len = *meta.first().ok_or_else(bad)? as usize;
+        let mut pos = 8 + head_len;
+        let header: Header =
+            serde_json::from_slice(bytes.get(pos..pos + header_len).ok_or_else(bad)?)
+                .map_err(|_| bad())?;
+        pos += header_len;
+        self.watermark = header.watermark;
+        self.late_rows = header.late_rows;
+        self.pending = pending.into_iter().filter(|b| b.num_rows() > 0).collect();
+        self.partitions.clear();
+        let width = self.columns.len();
+        while pos < bytes.len() {
+            let len = u64::from_le_bytes(
+                bytes
+                    .get(pos..pos + 8)
+                    .ok_or_else(bad)?
+                    .try_into()
+                    .map_err(|_| bad())?,
+            ) as usize;
+            pos += 8;
+            let (meta, batches) = snapshot::decode(bytes.get(pos..pos + len).ok_or_else(bad)?)?;
+            pos += len;
+            let i = *meta.first().ok_or_else(bad)? as usize;
+            let key: Vec<u8> = meta
+                .get(2..)
+                .ok_or_else(bad)?
+                .iter()
+                .map(|b| *b as u8)
+                .collect();
+            let part = self.partitions.entry(key).or_insert_with(|| Partition {
+                recent: vec![VecDeque::new(); width],
+            });
+            for b in batches {
+                let times = b.column(0).as_primitive::<Int64Type>();
+                for r in 0..b.num_rows() {
+                    let v = ScalarValue::try_from_array(b.column(1), r)?;
+                    part.recent
+                        .get_mut(i)
+                        .ok_or_else(bad)?
+                        .push_back((times.value(r), v));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.late_rows
+    }
+}
