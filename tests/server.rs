@@ -82,6 +82,18 @@ fn message(e: &tokio_postgres::Error) -> String {
 const EVENTS: &str = "CREATE STREAM events (ts TIMESTAMP NOT NULL, host TEXT, amount BIGINT, \
                       WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)";
 
+/// Polls SHOW QUERIES until the (only) query has `n` subscribers; false after 10 seconds.
+async fn await_subscribers(client: &Client, n: u64) -> bool {
+    for _ in 0..200 {
+        let rows = data_rows(&client.simple_query("SHOW QUERIES").await.unwrap());
+        if rows[0][7].as_deref() == Some(n.to_string().as_str()) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
 fn data_rows(messages: &[SimpleQueryMessage]) -> Vec<Vec<Option<String>>> {
     messages
         .iter()
@@ -371,15 +383,11 @@ async fn cancel_ends_a_subscription_and_frees_it() {
             .await
             .unwrap(),
     );
-    let subscribers = |rows: Vec<Vec<Option<String>>>| rows[0][7].clone().unwrap();
     // Wait until the subscription is registered.
-    for _ in 0..100 {
-        let rows = data_rows(&client.simple_query("SHOW QUERIES").await.unwrap());
-        if subscribers(rows) == "1" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        await_subscribers(&client, 1).await,
+        "the subscription is registered"
+    );
     token.cancel_query(NoTls).await.unwrap();
     let end = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
@@ -397,16 +405,10 @@ async fn cancel_ends_a_subscription_and_frees_it() {
     // The same connection is usable again, and the subscription is gone.
     let one = subscriber.simple_query("SELECT 1").await.unwrap();
     assert_eq!(data_rows(&one), vec![vec![Some("1".to_string())]]);
-    let mut freed = false;
-    for _ in 0..100 {
-        let rows = data_rows(&client.simple_query("SHOW QUERIES").await.unwrap());
-        if subscribers(rows) == "0" {
-            freed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(freed, "canceled subscription is freed");
+    assert!(
+        await_subscribers(&client, 0).await,
+        "canceled subscription is freed"
+    );
 
     // A client that disconnects mid-subscription is freed too.
     let (quitter, socket) = server.connect_with_handle().await;
@@ -414,26 +416,17 @@ async fn cancel_ends_a_subscription_and_frees_it() {
         .simple_query_raw("SUBSCRIBE all_rows")
         .await
         .unwrap();
-    for _ in 0..100 {
-        let rows = data_rows(&client.simple_query("SHOW QUERIES").await.unwrap());
-        if subscribers(rows) == "1" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        await_subscribers(&client, 1).await,
+        "the subscription is registered"
+    );
     socket.abort();
     drop(feed2);
     drop(quitter);
-    let mut freed = false;
-    for _ in 0..100 {
-        let rows = data_rows(&client.simple_query("SHOW QUERIES").await.unwrap());
-        if subscribers(rows) == "0" {
-            freed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(freed, "a departed client's subscription is freed");
+    assert!(
+        await_subscribers(&client, 0).await,
+        "a departed client's subscription is freed"
+    );
     server.stop().await;
 }
 
@@ -538,14 +531,10 @@ async fn psql_prints_subscribed_rows_at_once_and_ctrl_c_ends_it() {
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(psql.stdout.take().unwrap()).lines();
-    let subscribers = |rows: Vec<Vec<Option<String>>>| rows[0][7].clone().unwrap();
-    for _ in 0..200 {
-        let rows = data_rows(&client.simple_query("SHOW QUERIES").await.unwrap());
-        if subscribers(rows) == "1" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        await_subscribers(&client, 1).await,
+        "the subscription is registered"
+    );
     for (i, amount) in [(1, 50), (2, 5), (3, 70)] {
         client
             .batch_execute(&format!(
@@ -574,16 +563,10 @@ async fn psql_prints_subscribed_rows_at_once_and_ctrl_c_ends_it() {
         .expect("psql exits after Ctrl-C")
         .unwrap();
     assert!(!status.success());
-    let mut freed = false;
-    for _ in 0..100 {
-        let rows = data_rows(&client.simple_query("SHOW QUERIES").await.unwrap());
-        if subscribers(rows) == "0" {
-            freed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(freed, "the canceled subscription is freed");
+    assert!(
+        await_subscribers(&client, 0).await,
+        "the canceled subscription is freed"
+    );
     server.stop().await;
 }
 
@@ -687,14 +670,10 @@ async fn psql_prints_a_plain_subscribe_live() {
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(psql.stdout.take().unwrap()).lines();
-    let subscribers = |rows: Vec<Vec<Option<String>>>| rows[0][7].clone().unwrap();
-    for _ in 0..200 {
-        let rows = data_rows(&client.simple_query("SHOW QUERIES").await.unwrap());
-        if subscribers(rows) == "1" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        await_subscribers(&client, 1).await,
+        "the subscription is registered"
+    );
     for (i, amount) in [(1, 50), (2, 70)] {
         client
             .batch_execute(&format!(

@@ -8,26 +8,7 @@ use saql::error::Location;
 use saql::plan::{plan_continuous, Catalog, StreamDef};
 use saql::sql::{self, Statement};
 
-use super::source::{split_statements, SourceStatement};
-
-/// One problem found in a file.
-struct Problem {
-    file: String,
-    location: Location,
-    line_text: String,
-    message: String,
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let pad = " ".repeat(self.location.column.saturating_sub(1) as usize);
-        write!(
-            f,
-            "{}:{}:{}: {}\n{}\n{pad}^",
-            self.file, self.location.line, self.location.column, self.message, self.line_text
-        )
-    }
-}
+use super::source::{describe, locate, split_statements, Problem, SourceStatement};
 
 /// Checks `files`; prints problems to stderr and a summary to stdout.
 pub fn run(files: &[PathBuf]) -> ExitCode {
@@ -112,36 +93,6 @@ pub fn run(files: &[PathBuf]) -> ExitCode {
     }
 }
 
-fn describe(e: &saql::Error) -> String {
-    format!("{e} [{}]", e.sqlstate())
-}
-
 fn problem(file: &str, text: &str, location: Location, message: &str) -> Problem {
-    let line_text = text
-        .lines()
-        .nth(location.line.saturating_sub(1) as usize)
-        .unwrap_or_default()
-        .to_string();
-    Problem {
-        file: file.to_string(),
-        location,
-        line_text,
-        message: message.to_string(),
-    }
-}
-
-/// Where in the statement a planning error points: at the parse location if it has one, at
-/// the first mention of a quoted name in the message (`column "x"`, `stream "s"`), else at
-/// the statement's start.
-fn locate(e: &saql::Error, s: &SourceStatement) -> Location {
-    if let Some(l) = e.location() {
-        return s.absolute(l);
-    }
-    let message = e.to_string();
-    if let Some(name) = message.split('"').nth(1) {
-        if let Some(at) = s.find_word(name) {
-            return at;
-        }
-    }
-    s.start
+    Problem::new(file, text, location, message)
 }

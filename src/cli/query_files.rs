@@ -3,7 +3,6 @@
 //! parse or planning error, is reported as `saql check` reports it: `file:line:col: message
 //! [SQLSTATE]`, the source line and a caret.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use saql::error::Location;
@@ -12,27 +11,7 @@ use saql::plan::{Catalog, StreamDef};
 use saql::sql::{self, CreateQuery, CreateStream, Statement};
 use saql::{Engine, EngineConfig};
 
-use super::source::{split_statements, SourceStatement};
-
-/// A problem in a query file, rendered like `saql check` renders it.
-#[derive(Debug, Clone)]
-pub struct Problem {
-    file: String,
-    location: Location,
-    line_text: String,
-    message: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let pad = " ".repeat(self.location.column.saturating_sub(1) as usize);
-        write!(
-            f,
-            "{}:{}:{}: {}\n{}\n{pad}^",
-            self.file, self.location.line, self.location.column, self.message, self.line_text
-        )
-    }
-}
+use super::source::{describe, locate, split_statements, Problem, SourceStatement};
 
 /// One query file: its path as given and its text.
 pub struct QueryFile {
@@ -247,37 +226,6 @@ pub fn display(path: &Path) -> String {
     path.display().to_string()
 }
 
-fn describe(e: &saql::Error) -> String {
-    format!("{e} [{}]", e.sqlstate())
-}
-
 fn problem(file: &QueryFile, location: Location, message: &str) -> Problem {
-    let line_text = file
-        .text
-        .lines()
-        .nth(location.line.saturating_sub(1) as usize)
-        .unwrap_or_default()
-        .to_string();
-    Problem {
-        file: file.path.clone(),
-        location,
-        line_text,
-        message: message.to_string(),
-    }
-}
-
-/// Where in the statement an error points: at the parse location if it has one, at the
-/// first mention of a quoted name in the message (`column "x"`, `stream "s"`), else at the
-/// statement's start (as `saql check` does).
-fn locate(e: &saql::Error, s: &SourceStatement) -> Location {
-    if let Some(l) = e.location() {
-        return s.absolute(l);
-    }
-    let message = e.to_string();
-    if let Some(name) = message.split('"').nth(1) {
-        if let Some(at) = s.find_word(name) {
-            return at;
-        }
-    }
-    s.start
+    Problem::new(&file.path, &file.text, location, message)
 }

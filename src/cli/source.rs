@@ -1,8 +1,70 @@
 //! Query files as statements with their positions, for tools that report `file:line:col`.
 
+use std::fmt;
+
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use saql::error::Location;
+
+/// A problem in a query file: `file:line:col: message`, the source line and a caret.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// The file, as given.
+    pub file: String,
+    /// Where in it.
+    pub location: Location,
+    line_text: String,
+    message: String,
+}
+
+impl Problem {
+    /// A problem at `location` of `file`, whose text is `text`.
+    pub fn new(file: &str, text: &str, location: Location, message: &str) -> Problem {
+        let line_text = text
+            .lines()
+            .nth(location.line.saturating_sub(1) as usize)
+            .unwrap_or_default()
+            .to_string();
+        Problem {
+            file: file.to_string(),
+            location,
+            line_text,
+            message: message.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pad = " ".repeat(self.location.column.saturating_sub(1) as usize);
+        write!(
+            f,
+            "{}:{}:{}: {}\n{}\n{pad}^",
+            self.file, self.location.line, self.location.column, self.message, self.line_text
+        )
+    }
+}
+
+/// An error's message with its SQLSTATE, as the tools print it.
+pub fn describe(e: &saql::Error) -> String {
+    format!("{e} [{}]", e.sqlstate())
+}
+
+/// Where in a statement an error points: at the parse location if it has one, at the first
+/// mention of a quoted name in the message (`column "x"`, `stream "s"`), else at the
+/// statement's start.
+pub fn locate(e: &saql::Error, s: &SourceStatement) -> Location {
+    if let Some(l) = e.location() {
+        return s.absolute(l);
+    }
+    let message = e.to_string();
+    if let Some(name) = message.split('"').nth(1) {
+        if let Some(at) = s.find_word(name) {
+            return at;
+        }
+    }
+    s.start
+}
 
 /// One statement of a file: its text and where it starts.
 #[derive(Debug, Clone)]

@@ -250,6 +250,30 @@ impl AggregateSet {
     }
 }
 
+/// The schema of a windowed operator's snapshot table: two Int64 window bounds named
+/// `bounds`, one column per key expression, then every aggregate's state fields.
+pub fn state_schema(
+    bounds: [&str; 2],
+    keys: &[Arc<dyn PhysicalExpr>],
+    input: &datafusion::arrow::datatypes::Schema,
+    specs: &[AggregateSpec],
+) -> Result<datafusion::arrow::datatypes::SchemaRef> {
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    let mut fields = vec![
+        Field::new(bounds[0], DataType::Int64, false),
+        Field::new(bounds[1], DataType::Int64, false),
+    ];
+    for (i, e) in keys.iter().enumerate() {
+        fields.push(Field::new(format!("__key{i}"), e.data_type(input)?, true));
+    }
+    for s in specs {
+        for f in s.expr.state_fields()? {
+            fields.push(f.as_ref().clone().with_nullable(true));
+        }
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}
+
 fn grow(accs: &mut Vec<Box<dyn Accumulator>>, spec: &AggregateSpec, n: usize) -> Result<()> {
     while accs.len() < n {
         accs.push(spec.expr.create_accumulator()?);

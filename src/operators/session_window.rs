@@ -8,9 +8,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, PrimitiveArray};
 use datafusion::arrow::compute::concat;
-use datafusion::arrow::datatypes::{
-    DataType, Field, Int64Type, Schema, SchemaRef, TimestampNanosecondType,
-};
+use datafusion::arrow::datatypes::{Int64Type, SchemaRef, TimestampNanosecondType};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use datafusion::physical_plan::PhysicalExpr;
@@ -164,23 +162,12 @@ impl SessionWindow {
     }
 
     fn state_schema(&self) -> Result<SchemaRef> {
-        let mut fields = vec![
-            Field::new("__start", DataType::Int64, false),
-            Field::new("__end", DataType::Int64, false),
-        ];
-        for (i, e) in self.key_exprs.iter().enumerate() {
-            fields.push(Field::new(
-                format!("__key{i}"),
-                e.data_type(&self.input.schema)?,
-                true,
-            ));
-        }
-        for s in self.specs.iter() {
-            for f in s.expr.state_fields()? {
-                fields.push(f.as_ref().clone().with_nullable(true));
-            }
-        }
-        Ok(Arc::new(Schema::new(fields)))
+        super::aggregates::state_schema(
+            ["__start", "__end"],
+            &self.key_exprs,
+            &self.input.schema,
+            &self.specs,
+        )
     }
 }
 

@@ -8,9 +8,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, AsArray, Int64Array, PrimitiveArray, UInt32Array};
 use datafusion::arrow::compute::take_record_batch;
-use datafusion::arrow::datatypes::{
-    DataType, Field, Int64Type, Schema, SchemaRef, TimestampNanosecondType,
-};
+use datafusion::arrow::datatypes::{Int64Type, SchemaRef, TimestampNanosecondType};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use datafusion::physical_plan::PhysicalExpr;
@@ -183,24 +181,13 @@ impl WindowAggregate {
         Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
     }
 
-    fn state_schema(&mut self) -> Result<SchemaRef> {
-        let mut fields = vec![
-            Field::new("__window_end", DataType::Int64, false),
-            Field::new("__window_start", DataType::Int64, false),
-        ];
-        for (i, e) in self.group_exprs.iter().enumerate() {
-            fields.push(Field::new(
-                format!("__key{i}"),
-                e.data_type(&self.input.schema)?,
-                true,
-            ));
-        }
-        for s in self.specs.iter() {
-            for f in s.expr.state_fields()? {
-                fields.push(f.as_ref().clone().with_nullable(true));
-            }
-        }
-        Ok(Arc::new(Schema::new(fields)))
+    fn state_schema(&self) -> Result<SchemaRef> {
+        super::aggregates::state_schema(
+            ["__window_end", "__window_start"],
+            &self.group_exprs,
+            &self.input.schema,
+            &self.specs,
+        )
     }
 }
 
