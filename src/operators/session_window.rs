@@ -3,9 +3,9 @@
 //! states are merged). A session is emitted when the watermark passes its last row plus the
 //! gap.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use ahash::AHashMap as HashMap;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, PrimitiveArray};
 use datafusion::arrow::compute::concat;
 use datafusion::arrow::datatypes::{Int64Type, SchemaRef, TimestampNanosecondType};

@@ -3,9 +3,10 @@
 //! format) and their accumulators; a window is emitted once, when the watermark reaches its
 //! end, and then forgotten.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use ahash::AHashMap as HashMap;
 use datafusion::arrow::array::{ArrayRef, AsArray, Int64Array, PrimitiveArray, UInt32Array};
 use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::datatypes::{Int64Type, SchemaRef, TimestampNanosecondType};
