@@ -1,0 +1,123 @@
+//! The query library against the demo generator: on background traffic alone every query in
+//! `queries/` stays silent; with one attack injected, exactly the queries meant to catch it
+//! fire.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use saql::runtime::SubscriptionEvent;
+use saql::sources::demo::{Attack, DemoGenerator};
+use saql::time::EventTime;
+use saql::{Engine, EngineConfig, StatementResult, Subscription};
+
+const T0: i64 = 1_700_000_000 * 1_000_000_000;
+
+fn queries() -> Vec<String> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/queries");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sql"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect()
+}
+
+/// Feeds `minutes` of demo traffic (with the attack at 3 minutes, if any) through every query
+/// and returns how many rows each one emitted.
+fn run(seed: u64, attack: Option<Attack>, minutes: i64) -> BTreeMap<String, usize> {
+    let engine = Engine::open(EngineConfig::default()).unwrap();
+    let mut subs: Vec<Subscription> = Vec::new();
+    for text in queries() {
+        for result in engine.execute_blocking(&text).unwrap() {
+            let _ = result;
+        }
+    }
+    let names: Vec<String> = queries()
+        .iter()
+        .flat_map(|t| saql::parse(t).unwrap())
+        .filter_map(|s| match s {
+            saql::sql::Statement::CreateQuery(cq) => Some(cq.name.value.to_lowercase()),
+            _ => None,
+        })
+        .collect();
+    for name in &names {
+        match engine
+            .execute_blocking(&format!("SUBSCRIBE {name}"))
+            .unwrap()
+            .remove(0)
+        {
+            StatementResult::Subscribe(s) => subs.push(s),
+            _ => panic!("not a subscription"),
+        }
+    }
+    let mut generator = DemoGenerator::new(seed, 6);
+    if let Some(a) = attack {
+        generator.inject(a, EventTime(T0).plus(Duration::from_secs(180)));
+    }
+    let mut counts: BTreeMap<String, usize> = names.iter().map(|n| (n.clone(), 0)).collect();
+    let step = 5 * 1_000_000_000i64;
+    let mut t = T0;
+    while t < T0 + minutes * 60 * 1_000_000_000 {
+        for (stream, batch) in generator
+            .generate(EventTime(t), EventTime(t + step))
+            .unwrap()
+        {
+            engine.insert_batch(stream, batch).unwrap();
+        }
+        t += step;
+        drain(&mut subs, &names, &mut counts);
+    }
+    engine.finish();
+    drain(&mut subs, &names, &mut counts);
+    counts
+}
+
+fn drain(subs: &mut [Subscription], names: &[String], counts: &mut BTreeMap<String, usize>) {
+    for (sub, name) in subs.iter_mut().zip(names) {
+        while let Ok(ev) = sub.events.try_recv() {
+            match ev {
+                SubscriptionEvent::Rows(b) => *counts.get_mut(name).unwrap() += b.num_rows(),
+                SubscriptionEvent::Failed(e) => panic!("{name} failed: {e}"),
+            }
+        }
+    }
+}
+
+fn fired(counts: &BTreeMap<String, usize>) -> BTreeSet<&str> {
+    counts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(q, _)| q.as_str())
+        .collect()
+}
+
+#[test]
+fn background_traffic_raises_no_alert() {
+    for seed in [1, 2] {
+        let counts = run(seed, None, 10);
+        assert!(fired(&counts).is_empty(), "seed {seed}: {counts:?}");
+    }
+}
+
+#[test]
+fn each_attack_fires_the_queries_meant_for_it() {
+    let cases: [(Attack, &[&str]); 5] = [
+        (Attack::BruteForce, &["failed_logins"]),
+        (Attack::CpuSpike, &["cpu_hot"]),
+        (Attack::NetworkOutlier, &["big_senders", "exfil_outlier"]),
+        (Attack::UnusualChild, &["web_children"]),
+        (
+            Attack::DataExfiltration,
+            &["big_senders", "cmd_starts_osql", "exfil_outlier"],
+        ),
+    ];
+    for (attack, expected) in cases {
+        let counts = run(7, Some(attack), 6);
+        let expected: BTreeSet<&str> = expected.iter().copied().collect();
+        assert_eq!(fired(&counts), expected, "{attack:?}: {counts:?}");
+    }
+}
