@@ -94,6 +94,64 @@ async fn await_subscribers(client: &Client, n: u64) -> bool {
     false
 }
 
+/// Whether psql is absent (the psql tests then skip).
+fn psql_missing() -> bool {
+    let missing = std::process::Command::new("psql")
+        .arg("--version")
+        .output()
+        .is_err();
+    if missing {
+        eprintln!("psql not installed: skipping");
+    }
+    missing
+}
+
+/// A server with the `events` stream and a query `big` of rows with amount > 10.
+async fn server_with_query_big() -> (Server, Client) {
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(EVENTS).await.unwrap();
+    client
+        .batch_execute(
+            "CREATE CONTINUOUS QUERY big AS SELECT host, amount FROM events WHERE amount > 10",
+        )
+        .await
+        .unwrap();
+    (server, client)
+}
+
+/// psql with `args`, its stdout line-buffered (on a pipe psql buffers fully; on a terminal it
+/// prints each line as it arrives, which stdbuf reproduces), and a reader of its lines.
+fn spawn_psql(
+    port: u16,
+    args: &[&str],
+) -> (
+    tokio::process::Child,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new("stdbuf")
+        .args([
+            "-oL",
+            "psql",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "saql",
+            "-X",
+        ])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    (child, lines)
+}
+
 fn data_rows(messages: &[SimpleQueryMessage]) -> Vec<Vec<Option<String>>> {
     messages
         .iter()
@@ -432,12 +490,7 @@ async fn cancel_ends_a_subscription_and_frees_it() {
 
 #[tokio::test]
 async fn psql_session_works() {
-    if std::process::Command::new("psql")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("psql not installed: skipping");
+    if psql_missing() {
         return;
     }
     let server = Server::start(None).await;
@@ -491,46 +544,14 @@ async fn psql_session_works() {
 
 #[tokio::test]
 async fn psql_prints_subscribed_rows_at_once_and_ctrl_c_ends_it() {
-    if std::process::Command::new("psql")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("psql not installed: skipping");
+    if psql_missing() {
         return;
     }
-    use tokio::io::AsyncBufReadExt;
-    let server = Server::start(None).await;
-    let client = server.connect().await;
-    client.batch_execute(EVENTS).await.unwrap();
-    client
-        .batch_execute(
-            "CREATE CONTINUOUS QUERY big AS SELECT host, amount FROM events WHERE amount > 10",
-        )
-        .await
-        .unwrap();
-    // psql buffers a pipe fully; on a terminal it would print each line as it arrives.
-    // stdbuf gives the pipe a terminal's line buffering.
-    let mut psql = tokio::process::Command::new("stdbuf")
-        .args([
-            "-oL",
-            "psql",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &server.addr.port().to_string(),
-            "-U",
-            "saql",
-            "-X",
-            "saql",
-        ])
-        .args(["-c", "COPY (SUBSCRIBE big) TO STDOUT"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(psql.stdout.take().unwrap()).lines();
+    let (server, client) = server_with_query_big().await;
+    let (mut psql, mut lines) = spawn_psql(
+        server.addr.port(),
+        &["saql", "-c", "COPY (SUBSCRIBE big) TO STDOUT"],
+    );
     assert!(
         await_subscribers(&client, 1).await,
         "the subscription is registered"
@@ -632,44 +653,16 @@ async fn cursors_fetch_from_a_subscription() {
 
 #[tokio::test]
 async fn psql_prints_a_plain_subscribe_live() {
-    if std::process::Command::new("psql")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("psql not installed: skipping");
+    if psql_missing() {
         return;
     }
-    use tokio::io::AsyncBufReadExt;
-    let server = Server::start(None).await;
-    let client = server.connect().await;
-    client.batch_execute(EVENTS).await.unwrap();
-    client
-        .batch_execute(
-            "CREATE CONTINUOUS QUERY big AS SELECT host, amount FROM events WHERE amount > 10",
-        )
-        .await
-        .unwrap();
+    let (server, client) = server_with_query_big().await;
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("live.sql");
     std::fs::write(&script, "SUBSCRIBE big;\n").unwrap();
-    let mut psql = tokio::process::Command::new("stdbuf")
-        .args([
-            "-oL",
-            "psql",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &server.addr.port().to_string(),
-        ])
-        .args(["-U", "saql", "-X", "-A", "-t", "saql", "-f"])
-        .arg(&script)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(psql.stdout.take().unwrap()).lines();
+    let script = script.display().to_string();
+    let (mut psql, mut lines) =
+        spawn_psql(server.addr.port(), &["-A", "-t", "saql", "-f", &script]);
     assert!(
         await_subscribers(&client, 1).await,
         "the subscription is registered"
