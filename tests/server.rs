@@ -593,15 +593,7 @@ async fn psql_prints_subscribed_rows_at_once_and_ctrl_c_ends_it() {
 
 #[tokio::test]
 async fn cursors_fetch_from_a_subscription() {
-    let server = Server::start(None).await;
-    let client = server.connect().await;
-    client.batch_execute(EVENTS).await.unwrap();
-    client
-        .batch_execute(
-            "CREATE CONTINUOUS QUERY big AS SELECT host, amount FROM events WHERE amount > 10",
-        )
-        .await
-        .unwrap();
+    let (server, client) = server_with_query_big().await;
     let reader = server.connect().await;
     reader
         .batch_execute("BEGIN; DECLARE c NO SCROLL CURSOR FOR SUBSCRIBE big")

@@ -86,35 +86,7 @@ impl AggregateSet {
 
     /// Evaluates every aggregate's arguments and filter on `batch`.
     pub fn inputs(&self, batch: &RecordBatch) -> Result<AggregateInputs> {
-        let n = batch.num_rows();
-        let args = self
-            .specs
-            .iter()
-            .map(|s| {
-                let vals = s
-                    .expr
-                    .expressions()
-                    .iter()
-                    .map(|e| e.evaluate(batch).and_then(|v| v.into_array(n)))
-                    .collect::<datafusion::error::Result<Vec<_>>>()?;
-                let filter = match &s.filter {
-                    None => None,
-                    Some(f) => {
-                        let mask = f.evaluate(batch)?.into_array(n)?;
-                        Some(
-                            mask.as_any()
-                                .downcast_ref::<BooleanArray>()
-                                .cloned()
-                                .ok_or_else(|| {
-                                    Error::plan("42804", "FILTER condition must be boolean")
-                                })?,
-                        )
-                    }
-                };
-                Ok((vals, filter))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(AggregateInputs { args })
+        evaluate_inputs(&self.specs, batch)
     }
 
     /// Adds rows to groups: row `i` of `inputs` goes to group `group_indices[i]`, which may be a
@@ -248,6 +220,38 @@ impl AggregateSet {
         }
         Ok(())
     }
+}
+
+/// Evaluates every aggregate's arguments and filter on `batch`.
+pub fn evaluate_inputs(specs: &[AggregateSpec], batch: &RecordBatch) -> Result<AggregateInputs> {
+    let n = batch.num_rows();
+    let args = specs
+        .iter()
+        .map(|s| {
+            let vals = s
+                .expr
+                .expressions()
+                .iter()
+                .map(|e| e.evaluate(batch).and_then(|v| v.into_array(n)))
+                .collect::<datafusion::error::Result<Vec<_>>>()?;
+            let filter = match &s.filter {
+                None => None,
+                Some(f) => {
+                    let mask = f.evaluate(batch)?.into_array(n)?;
+                    Some(
+                        mask.as_any()
+                            .downcast_ref::<BooleanArray>()
+                            .cloned()
+                            .ok_or_else(|| {
+                                Error::plan("42804", "FILTER condition must be boolean")
+                            })?,
+                    )
+                }
+            };
+            Ok((vals, filter))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(AggregateInputs { args })
 }
 
 /// The schema of a windowed operator's snapshot table: two Int64 window bounds named

@@ -221,15 +221,24 @@ impl Operator for Invariant {
         let mut messages = Vec::new();
         for row in 0..n {
             let training = self.training(times[row]);
-            let key = key_rows.row(row).as_ref().to_vec();
-            let learned = self.state.learned.entry(key).or_default();
+            // Look up by the row's bytes; allocate a key only for a new partition.
+            let key = key_rows.row(row);
+            if !self.state.learned.contains_key(key.as_ref()) {
+                self.state
+                    .learned
+                    .insert(key.as_ref().to_vec(), Learned::default());
+            }
+            let Some(learned) = self.state.learned.get_mut(key.as_ref()) else {
+                continue;
+            };
             let violation = match (&self.kind, &value_rows) {
                 (InvariantKind::Set, Some(rows)) => {
-                    let v = rows.row(row).as_ref().to_vec();
+                    let v = rows.row(row);
                     if training || self.online {
-                        let new = learned.set.insert(v);
+                        let new = !learned.set.contains(v.as_ref())
+                            && learned.set.insert(v.as_ref().to_vec());
                         (!training && new).then(|| learned.set.len() - 1)
-                    } else if learned.set.contains(&v) {
+                    } else if learned.set.contains(v.as_ref()) {
                         None
                     } else {
                         Some(learned.set.len())

@@ -190,7 +190,7 @@ impl Operator for SessionWindow {
         let rows = self.converter.convert_columns(&keys)?;
         // Aggregate arguments never refer to window bounds, so evaluate them once.
         let with_bounds = self.input.with_bounds(&batch, 0, 0)?;
-        let inputs = AggregateSet::try_new(self.specs.clone())?.inputs(&with_bounds)?;
+        let inputs = super::aggregates::evaluate_inputs(&self.specs, &with_bounds)?;
         let times = self.input.times(&batch).clone();
         for (i, row) in rows.iter().enumerate() {
             if times.is_null(i) {
