@@ -5,6 +5,7 @@
 pub mod catalog;
 mod context;
 pub mod explain;
+mod pattern;
 
 pub(crate) use context::PlanContext;
 pub mod query;

@@ -20,6 +20,7 @@ use datafusion::sql::sqlparser::ast::{
 use super::catalog::{normalize, normalize_object, Catalog, StreamDef};
 use super::context::PlanContext;
 use super::explain::{self, ExplainNode};
+use super::pattern::{plan_match_recognize, PlannedPattern};
 use crate::error::{Error, Result};
 use crate::operators::aggregates::AggregateSpec;
 use crate::operators::history::{FrameStart, HistoryAgg, HistoryColumn, HistoryFn};
@@ -114,7 +115,7 @@ pub fn plan_continuous(
     clauses: &Clauses,
     catalog: &Catalog,
 ) -> Result<QueryPlan> {
-    let mut plan = plan_select(query, catalog)?;
+    let mut plan = plan_select(query, clauses.within.as_ref(), catalog)?;
     if let Some(clause) = &clauses.outlier {
         add_outlier(&mut plan, clause)?;
     }
@@ -314,7 +315,7 @@ fn add_outlier(plan: &mut QueryPlan, clause: &OutlierClause) -> Result<()> {
     Ok(())
 }
 
-fn plan_select(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
+fn plan_select(query: &sq::Query, within: Option<&Expr>, catalog: &Catalog) -> Result<QueryPlan> {
     let mut query = query.clone();
     if query.order_by.is_some() || query.limit_clause.is_some() || query.with.is_some() {
         return Err(Error::NotSupported(
@@ -331,10 +332,11 @@ fn plan_select(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
             "a continuous query reads exactly one stream; joins are not supported yet".into(),
         ));
     }
-    let (stream, window) = resolve_from(&mut select.from[0].relation, catalog)?;
-    let scan_schema = match window {
-        None => stream.schema.clone(),
-        Some(_) => windowed_schema(&stream)?,
+    let (stream, window, pattern) = resolve_from(&mut select.from[0].relation, within, catalog)?;
+    let scan_schema = match (&pattern, window) {
+        (Some(p), _) => p.schema.clone(),
+        (None, None) => stream.schema.clone(),
+        (None, Some(_)) => windowed_schema(&stream)?,
     };
     let mut ctx = PlanContext::new();
     ctx.add_table(&stream.name, scan_schema.clone())?;
@@ -370,6 +372,10 @@ fn plan_select(query: &sq::Query, catalog: &Catalog) -> Result<QueryPlan> {
 
     let mut operators: Vec<Box<dyn Operator>> = Vec::new();
     let mut explain = Vec::new();
+    if let Some(p) = pattern {
+        operators.push(Box::new(p.operator));
+        explain.push(p.explain);
+    }
     let mut schema = scan_schema.clone();
     let mut aggregated = false;
     for node in chain {
@@ -947,13 +953,21 @@ fn windowed_schema(stream: &StreamDef) -> Result<SchemaRef> {
     Ok(Arc::new(Schema::new(fields)))
 }
 
-/// Resolves the `FROM` item: a stream, or a window function over one. Rewrites a window
-/// function into a plain reference to the stream (whose planning schema then carries the
-/// window columns).
+/// What `FROM` reads: a stream, maybe through a window or a `MATCH_RECOGNIZE`.
+type Source = (Arc<StreamDef>, Option<WindowSpec>, Option<PlannedPattern>);
+
+/// Resolves the `FROM` item: a stream, a window function over one, or a `MATCH_RECOGNIZE`
+/// over one. Rewrites a window function or a `MATCH_RECOGNIZE` into a plain reference to the
+/// stream (whose planning schema then carries the window columns, or is the match rows').
 fn resolve_from(
     relation: &mut TableFactor,
+    within: Option<&Expr>,
     catalog: &Catalog,
-) -> Result<(Arc<StreamDef>, Option<WindowSpec>)> {
+) -> Result<Source> {
+    if let TableFactor::MatchRecognize { .. } = relation {
+        let p = plan_match_recognize(relation, within, catalog)?;
+        return Ok((p.stream.clone(), None, Some(p)));
+    }
     if let TableFactor::Derived { subquery, .. } = relation {
         let SetExpr::Select(inner) = subquery.body.as_mut() else {
             return Err(Error::NotSupported(
@@ -965,7 +979,13 @@ fn resolve_from(
                 "a continuous query reads exactly one stream; joins are not supported yet".into(),
             ));
         }
-        return resolve_from(&mut inner.from[0].relation, catalog);
+        return resolve_from(&mut inner.from[0].relation, within, catalog);
+    }
+    if within.is_some() {
+        return Err(Error::plan(
+            "42601",
+            "WITHIN belongs after PATTERN (...) in a MATCH_RECOGNIZE",
+        ));
     }
     let TableFactor::Table { name, args, .. } = relation else {
         return Err(Error::NotSupported(
@@ -976,7 +996,7 @@ fn resolve_from(
     let Some(fargs) = args.take() else {
         let key = normalize_object(name);
         if let Some(s) = catalog.stream(&key) {
-            return Ok((s.clone(), None));
+            return Ok((s.clone(), None, None));
         }
         if catalog.query(&key).is_some() {
             return Err(Error::NotSupported(format!(
@@ -1088,5 +1108,5 @@ fn resolve_from(
         '"',
         stream.name.clone(),
     ))]);
-    Ok((stream, Some(spec)))
+    Ok((stream, Some(spec), None))
 }

@@ -143,6 +143,26 @@ pub struct Clauses {
     pub outlier: Option<OutlierClause>,
     /// `INVARIANT ...`
     pub invariant: Option<InvariantClause>,
+    /// `WITHIN INTERVAL '...'` after a `MATCH_RECOGNIZE` pattern. sqlparser does not know
+    /// it, so the front end lifts it out of the query body, and [`query_sql`] puts it back.
+    pub within: Option<sq::Expr>,
+}
+
+/// A query body with its clauses as SQL: `WITHIN` returns to its place after `PATTERN (...)`.
+pub fn query_sql(query: &sq::Query, clauses: &Clauses) -> String {
+    let mut text = query.to_string();
+    if let Some(within) = &clauses.within {
+        let at = text
+            .find("MATCH_RECOGNIZE(")
+            .and_then(|m| text[m..].find("PATTERN (").map(|p| m + p))
+            .and_then(|p| text[p..].find(") DEFINE ").map(|d| p + d + 1));
+        match at {
+            Some(at) => text.insert_str(at, &format!(" WITHIN {within}")),
+            None => text.push_str(&format!(" WITHIN {within}")),
+        }
+    }
+    text.push_str(&clauses.to_string());
+    text
 }
 
 impl fmt::Display for Clauses {
@@ -367,7 +387,7 @@ impl fmt::Display for Statement {
                 }
                 match target {
                     ExplainTarget::Create(c) => c.fmt(f),
-                    ExplainTarget::Query(q, c) => write!(f, "{q}{c}"),
+                    ExplainTarget::Query(q, c) => f.write_str(&query_sql(q, c)),
                     ExplainTarget::Named(n) => n.fmt(f),
                 }
             }
@@ -435,9 +455,9 @@ impl fmt::Display for CreateQuery {
         write!(
             f,
             "CREATE CONTINUOUS QUERY {ine}{} AS {}",
-            self.name, self.query
-        )?;
-        self.clauses.fmt(f)
+            self.name,
+            query_sql(&self.query, &self.clauses)
+        )
     }
 }
 

@@ -8,7 +8,8 @@ pub mod interval;
 pub mod parser;
 
 pub use ast::{
-    Clauses, ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, InvariantClause,
-    InvariantKind, OutlierClause, OutlierMethod, Statement, Training, WatermarkDef,
+    query_sql, Clauses, ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget,
+    InvariantClause, InvariantKind, OutlierClause, OutlierMethod, Statement, Training,
+    WatermarkDef,
 };
 pub use parser::{parse, parse_one};

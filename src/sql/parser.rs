@@ -8,7 +8,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use super::ast::{
     Clauses, ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, InvariantClause,
@@ -21,14 +21,49 @@ use crate::error::{Error, Location, Result};
 /// Parses one or more statements separated by semicolons.
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     let dialect = SaqlDialect::default();
-    let mut parser = Parser::new(&dialect).try_with_sql(sql)?;
+    let tokens = Tokenizer::new(&dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| parser_error(ParserError::TokenizerError(e.to_string())))?;
+    let (tokens, mut withins) = lift_within(&dialect, tokens)?;
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
     let mut out = Vec::new();
     loop {
         while parser.consume_token(&Token::SemiColon) {}
         if parser.peek_token().token == Token::EOF {
             break;
         }
-        out.push(parse_statement(&mut parser)?);
+        let mut stmt = parse_statement(&mut parser)?;
+        let mine = withins.iter().take_while(|w| w.at < parser.index()).count();
+        for w in withins.drain(..mine) {
+            let clauses = match &mut stmt {
+                Statement::CreateQuery(cq) => Some(&mut cq.clauses),
+                Statement::Explain {
+                    target: ExplainTarget::Create(cq),
+                    ..
+                } => Some(&mut cq.clauses),
+                Statement::Explain {
+                    target: ExplainTarget::Query(_, c),
+                    ..
+                } => Some(c),
+                _ => None,
+            };
+            match clauses {
+                Some(c) if c.within.is_none() => c.within = Some(w.interval),
+                Some(_) => {
+                    return Err(error_at(
+                        &w.token,
+                        "a continuous query takes one MATCH_RECOGNIZE with one WITHIN",
+                    ))
+                }
+                None => {
+                    return Err(error_at(
+                        &w.token,
+                        "WITHIN is supported in continuous queries only",
+                    ))
+                }
+            }
+        }
+        out.push(stmt);
         let next = parser.peek_token();
         match next.token {
             Token::SemiColon | Token::EOF => {}
@@ -41,6 +76,109 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         }
     }
     Ok(out)
+}
+
+/// A `WITHIN interval` lifted out of a `MATCH_RECOGNIZE`.
+struct LiftedWithin {
+    /// Index, among the remaining tokens, of the token that followed it (`DEFINE`).
+    at: usize,
+    /// The `WITHIN` keyword, for error positions.
+    token: TokenWithSpan,
+    interval: Expr,
+}
+
+/// Removes `WITHIN <interval>` between `PATTERN (...)` and `DEFINE` of every
+/// `MATCH_RECOGNIZE`, which sqlparser does not parse, and returns the intervals.
+fn lift_within(
+    dialect: &SaqlDialect,
+    mut tokens: Vec<TokenWithSpan>,
+) -> Result<(Vec<TokenWithSpan>, Vec<LiftedWithin>)> {
+    let word = |t: &TokenWithSpan, w: &str| is_word(t, w);
+    let mut lifted = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        if !word(&tokens[i], "MATCH_RECOGNIZE") {
+            i += 1;
+            continue;
+        }
+        // Find PATTERN at depth 1, then the end of its parentheses.
+        let mut depth = 0i32;
+        let mut j = i + 1;
+        let mut pattern_end = None;
+        while j < tokens.len() {
+            match &tokens[j].token {
+                Token::LParen => depth += 1,
+                Token::RParen => {
+                    depth -= 1;
+                    if depth <= 0 {
+                        break;
+                    }
+                }
+                _ if depth == 1 && word(&tokens[j], "PATTERN") => {
+                    let mut k = j + 1;
+                    let mut inner = 0i32;
+                    while k < tokens.len() {
+                        match tokens[k].token {
+                            Token::LParen => inner += 1,
+                            Token::RParen => {
+                                inner -= 1;
+                                if inner == 0 {
+                                    pattern_end = Some(k);
+                                    break;
+                                }
+                            }
+                            _ => {}
+                        }
+                        k += 1;
+                    }
+                    break;
+                }
+                _ => {}
+            }
+            j += 1;
+        }
+        let Some(end) = pattern_end else {
+            i += 1;
+            continue;
+        };
+        let significant = |k: usize| {
+            (k..tokens.len()).find(|&k| !matches!(tokens[k].token, Token::Whitespace(_)))
+        };
+        let Some(w) = significant(end + 1).filter(|&k| word(&tokens[k], "WITHIN")) else {
+            i = end;
+            continue;
+        };
+        let Some(define) = (w + 1..tokens.len()).find(|&k| word(&tokens[k], "DEFINE")) else {
+            return Err(error_at(
+                &tokens[w],
+                "expected DEFINE after WITHIN interval",
+            ));
+        };
+        let mut sub: Vec<TokenWithSpan> = tokens[w + 1..define].to_vec();
+        sub.push(TokenWithSpan::wrap(Token::EOF));
+        let mut p = Parser::new(dialect).with_tokens_with_locations(sub);
+        let interval = p.parse_expr()?;
+        if p.peek_token().token != Token::EOF {
+            let t = p.peek_token();
+            return Err(error_at(
+                &t,
+                format!("syntax error at or near \"{}\"", t.token),
+            ));
+        }
+        interval_duration(&interval).map_err(|e| match e {
+            Error::Parse { .. } => e,
+            other => error_at(&tokens[w], other.to_string()),
+        })?;
+        let token = tokens[w].clone();
+        tokens.drain(w..define);
+        lifted.push(LiftedWithin {
+            at: w,
+            token,
+            interval,
+        });
+        i = w;
+    }
+    Ok((tokens, lifted))
 }
 
 /// Parses exactly one statement.
@@ -270,6 +408,7 @@ fn parse_clauses(parser: &mut Parser) -> Result<Clauses> {
     let clauses = Clauses {
         outlier: parse_outlier(parser)?,
         invariant: parse_invariant(parser)?,
+        within: None,
     };
     if clauses.outlier.is_some() && clauses.invariant.is_some() {
         return Err(error_at(

@@ -1,0 +1,842 @@
+//! `MATCH_RECOGNIZE`: finds sequences of rows that match a row pattern within each partition,
+//! in event-time order, and emits one row per match.
+//!
+//! Rows wait until the watermark passes them, so that they are matched in event-time order
+//! even when they arrive out of order (ties keep arrival order). Each partition then runs the
+//! compiled pattern as a Pike VM: every row may start a match attempt, every attempt is a set
+//! of threads in preference order (SQL:2016's preferment: greedy quantifiers take one more
+//! row first, reluctant ones one fewer, alternatives left to right), and a thread that
+//! reaches the end of the pattern is the attempt's match as soon as no thread it is preferred
+//! to is still alive. Attempts finish in start order; after a match, `AFTER MATCH SKIP`
+//! decides where the next may start. `WITHIN` ends every thread whose first row is more than
+//! the interval older than the row it would take (or than the watermark), which bounds the
+//! state; at the end of input every open thread ends.
+//!
+//! A `DEFINE` condition is split into conjuncts over the current row alone, evaluated once per
+//! batch, and conjuncts that read earlier rows of the match (`b.pid = a.pid`,
+//! `SUM(b.amount) > ...`, `PREV(x)`), evaluated per row for all the threads waiting for that
+//! variable at once, over a batch of their [`Ref`] values.
+
+mod nfa;
+mod refs;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ahash::AHashMap;
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array,
+};
+use datafusion::arrow::compute::{
+    cast, concat_batches, interleave_record_batch, prep_null_mask_filter, take, take_record_batch,
+};
+use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::physical_plan::PhysicalExpr;
+use datafusion::scalar::ScalarValue;
+use serde::{Deserialize, Serialize};
+
+pub use nfa::{Inst, Pattern, Program};
+pub use refs::{Ref, RefKind};
+
+use super::{snapshot, Operator};
+use crate::error::{Error, Result};
+use crate::time::{duration_nanos, Watermark};
+
+/// Where the next match may start after one is found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterMatch {
+    /// After the match's last row (the default).
+    PastLastRow,
+    /// At the row after the match's first row.
+    ToNextRow,
+    /// At the first row mapped to the variable.
+    ToFirst(u16),
+    /// At the last row mapped to the variable.
+    ToLast(u16),
+}
+
+/// A `DEFINE` condition that reads earlier rows of the match.
+pub struct CrossCondition {
+    /// Evaluated over `schema`: the input columns, then one column per reference.
+    pub predicate: Arc<dyn PhysicalExpr>,
+    /// The references, in the order of their columns.
+    pub refs: Vec<Ref>,
+    /// Input fields followed by the reference fields.
+    pub schema: SchemaRef,
+}
+
+/// One pattern variable.
+pub struct Variable {
+    /// Its name, for EXPLAIN and errors.
+    pub name: String,
+    /// Conjuncts over the current row only (None: true).
+    pub local: Option<Arc<dyn PhysicalExpr>>,
+    /// Conjuncts that read earlier rows (None: true).
+    pub cross: Option<CrossCondition>,
+}
+
+/// The output row of a match: references computed from its rows, then expressions over them.
+pub struct Measures {
+    /// The references, in the order of the columns of `schema`.
+    pub refs: Vec<Ref>,
+    /// One field per reference.
+    pub schema: SchemaRef,
+    /// One per output column, over `schema`.
+    pub exprs: Vec<Arc<dyn PhysicalExpr>>,
+}
+
+/// Everything the planner decides about a `MATCH_RECOGNIZE`.
+pub struct PatternSpec {
+    /// The variables, numbered as in `pattern`.
+    pub variables: Vec<Variable>,
+    /// The row pattern.
+    pub pattern: Pattern,
+    /// Input columns whose values split the rows into independent partitions.
+    pub partition_by: Vec<usize>,
+    /// The input's event-time column.
+    pub time_column: usize,
+    /// Longest time from a match's first row to its last.
+    pub within: Option<Duration>,
+    /// `AFTER MATCH SKIP ...`.
+    pub after_match: AfterMatch,
+    /// What a match emits.
+    pub measures: Measures,
+    /// Schema of the input rows.
+    pub input_schema: SchemaRef,
+    /// Schema of the output rows.
+    pub schema: SchemaRef,
+}
+
+/// One row mapped to a variable, linked to the rows mapped before it; threads forked from one
+/// another share their common past.
+struct Binding {
+    seq: u64,
+    var: u16,
+    prev: Option<Arc<Binding>>,
+}
+
+/// A match attempt's thread, parked at a `Var` instruction (waiting for a row) or at `Match`.
+#[derive(Clone)]
+struct Thread {
+    /// Sequence number of the attempt's first row.
+    start: u64,
+    start_ts: i64,
+    pc: u32,
+    last: Option<Arc<Binding>>,
+}
+
+impl Thread {
+    /// The rows mapped so far, oldest first.
+    fn bindings(&self) -> Vec<(u64, u16)> {
+        let mut out = Vec::new();
+        let mut at = self.last.as_deref();
+        while let Some(b) = at {
+            out.push((b.seq, b.var));
+            at = b.prev.as_deref();
+        }
+        out.reverse();
+        out
+    }
+}
+
+/// A row kept because a thread maps it (or PREV may read it).
+#[derive(Clone)]
+struct StoredRow {
+    seq: u64,
+    batch: Arc<RecordBatch>,
+    row: u32,
+}
+
+#[derive(Default)]
+struct Partition {
+    /// In start order, then preference order within an attempt.
+    threads: Vec<Thread>,
+    /// Rows mapped by live threads, by sequence number.
+    rows: VecDeque<StoredRow>,
+    /// The last rows of the partition, for PREV.
+    recent: VecDeque<StoredRow>,
+    /// No attempt may start before this sequence number (AFTER MATCH SKIP).
+    next_start: u64,
+    /// Matches emitted so far.
+    matches: u64,
+}
+
+impl Partition {
+    fn row(&self, seq: u64) -> Result<&StoredRow> {
+        let i = self
+            .rows
+            .binary_search_by_key(&seq, |r| r.seq)
+            .map_err(|_| Error::Internal(format!("pattern row {seq} is not stored")))?;
+        Ok(&self.rows[i])
+    }
+}
+
+/// The row being matched.
+struct Current<'a> {
+    batch: &'a Arc<RecordBatch>,
+    row: usize,
+    seq: u64,
+    ts: i64,
+}
+
+/// The immutable part of the operator.
+struct Matcher {
+    spec: PatternSpec,
+    program: Program,
+    within: Option<i64>,
+    prev_depth: usize,
+}
+
+/// Runs a `MATCH_RECOGNIZE`.
+pub struct PatternMatcher {
+    m: Matcher,
+    converter: RowConverter,
+    partitions: AHashMap<Box<[u8]>, Partition>,
+    /// Rows waiting for the watermark.
+    pending: Vec<RecordBatch>,
+    watermark: i64,
+    late_rows: u64,
+    next_seq: u64,
+    /// Reference values of matches found and not yet emitted.
+    found: Vec<Vec<ScalarValue>>,
+}
+
+impl PatternMatcher {
+    /// Compiles the pattern; fails if it can match zero rows.
+    pub fn try_new(spec: PatternSpec) -> Result<Self> {
+        let program = Program::compile(&spec.pattern)?;
+        let fields = spec
+            .partition_by
+            .iter()
+            .map(|&c| SortField::new(spec.input_schema.field(c).data_type().clone()))
+            .collect();
+        let converter = RowConverter::new(fields)?;
+        let prev_depth = spec
+            .variables
+            .iter()
+            .filter_map(|v| v.cross.as_ref())
+            .flat_map(|c| c.refs.iter())
+            .filter_map(|r| match r.kind {
+                RefKind::Prev(n) => Some(n as usize),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let within = spec.within.map(duration_nanos);
+        Ok(PatternMatcher {
+            m: Matcher {
+                spec,
+                program,
+                within,
+                prev_depth,
+            },
+            converter,
+            partitions: AHashMap::new(),
+            pending: Vec::new(),
+            watermark: i64::MIN,
+            late_rows: 0,
+            next_seq: 0,
+            found: Vec::new(),
+        })
+    }
+
+    fn times(&self, batch: &RecordBatch) -> Result<Vec<Option<i64>>> {
+        let t = cast(batch.column(self.m.spec.time_column), &DataType::Int64)?;
+        Ok(t.as_primitive::<Int64Type>().iter().collect())
+    }
+
+    /// Matches rows already in event-time order.
+    fn run(&mut self, batch: RecordBatch) -> Result<()> {
+        let n = batch.num_rows();
+        let times = self.times(&batch)?;
+        let mut masks = Vec::with_capacity(self.m.spec.variables.len());
+        for v in &self.m.spec.variables {
+            masks.push(match &v.local {
+                None => None,
+                Some(e) => {
+                    let a = e.evaluate(&batch)?.into_array(n)?;
+                    let b = a.as_boolean_opt().ok_or_else(|| {
+                        Error::plan(
+                            "42804",
+                            format!("DEFINE {} must be a boolean condition", v.name),
+                        )
+                    })?;
+                    Some(if b.null_count() > 0 {
+                        prep_null_mask_filter(b)
+                    } else {
+                        b.clone()
+                    })
+                }
+            });
+        }
+        let keys: Vec<ArrayRef> = self
+            .m
+            .spec
+            .partition_by
+            .iter()
+            .map(|&c| batch.column(c).clone())
+            .collect();
+        // Without PARTITION BY, every row is in the one partition with the empty key.
+        let rows = if keys.is_empty() {
+            None
+        } else {
+            Some(self.converter.convert_columns(&keys)?)
+        };
+        let batch = Arc::new(batch);
+        let mut seen = vec![false; self.m.program.len()];
+        for (i, ts) in times.into_iter().enumerate() {
+            let key: &[u8] = match &rows {
+                Some(rows) => rows.row(i).data(),
+                None => &[],
+            };
+            let part = match self.partitions.get_mut(key) {
+                Some(p) => p,
+                None => self.partitions.entry(key.into()).or_default(),
+            };
+            let current = Current {
+                batch: &batch,
+                row: i,
+                seq: self.next_seq,
+                ts: ts.unwrap_or(i64::MIN),
+            };
+            self.next_seq += 1;
+            self.m.step(part, &current, &masks, &mut seen)?;
+            self.m.resolve(part, &mut self.found)?;
+        }
+        Ok(())
+    }
+
+    /// Ends threads that the watermark (or the end of input) leaves no row to take.
+    fn expire(&mut self, wm: i64) -> Result<()> {
+        let prog = &self.m.program;
+        for part in self.partitions.values_mut() {
+            if part.threads.is_empty() {
+                continue;
+            }
+            let before = part.threads.len();
+            part.threads.retain(|t| {
+                prog.inst(t.pc) == Inst::Match
+                    || (wm != i64::MAX
+                        && self
+                            .m
+                            .within
+                            .is_none_or(|w| t.start_ts.saturating_add(w) >= wm))
+            });
+            if part.threads.len() != before {
+                self.m.resolve(part, &mut self.found)?;
+            }
+        }
+        let keep = self.m.prev_depth > 0 || self.m.uses_match_number();
+        if !keep {
+            self.partitions.retain(|_, p| !p.threads.is_empty());
+        }
+        Ok(())
+    }
+
+    /// The output rows of the matches found so far.
+    fn emit(&mut self) -> Result<Vec<RecordBatch>> {
+        if self.found.is_empty() {
+            return Ok(vec![]);
+        }
+        let found = std::mem::take(&mut self.found);
+        let n = found.len();
+        let measures = &self.m.spec.measures;
+        let mut columns = Vec::with_capacity(measures.refs.len());
+        for j in 0..measures.refs.len() {
+            columns.push(ScalarValue::iter_to_array(
+                found.iter().map(|values| values[j].clone()),
+            )?);
+        }
+        let refs = RecordBatch::try_new_with_options(
+            measures.schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(n)),
+        )?;
+        let out = measures
+            .exprs
+            .iter()
+            .map(|e| Ok(e.evaluate(&refs)?.into_array(n)?))
+            .collect::<Result<Vec<_>>>()?;
+        let out = out
+            .into_iter()
+            .zip(self.m.spec.schema.fields())
+            .map(|(a, f)| {
+                if a.data_type() == f.data_type() {
+                    Ok(a)
+                } else {
+                    Ok(cast(&a, f.data_type())?)
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(vec![RecordBatch::try_new(self.m.spec.schema.clone(), out)?])
+    }
+}
+
+impl Matcher {
+    fn uses_match_number(&self) -> bool {
+        self.spec
+            .measures
+            .refs
+            .iter()
+            .any(|r| r.kind == RefKind::MatchNumber)
+    }
+
+    /// Offers one row to a partition's threads, and lets it start an attempt.
+    fn step(
+        &self,
+        part: &mut Partition,
+        cur: &Current,
+        masks: &[Option<BooleanArray>],
+        seen: &mut [bool],
+    ) -> Result<()> {
+        let prog = &self.program;
+        if let Some(w) = self.within {
+            part.threads.retain(|t| {
+                prog.inst(t.pc) == Inst::Match || cur.ts.saturating_sub(t.start_ts) <= w
+            });
+        }
+        let mut pcs = Vec::new();
+        if cur.seq >= part.next_start {
+            prog.closure(0, seen, &mut pcs);
+            for &pc in &pcs {
+                part.threads.push(Thread {
+                    start: cur.seq,
+                    start_ts: cur.ts,
+                    pc,
+                    last: None,
+                });
+            }
+        }
+
+        // Which waiting threads may map this row to their variable.
+        let mut verdict = vec![false; part.threads.len()];
+        let mut ask: Vec<Vec<usize>> = vec![Vec::new(); self.spec.variables.len()];
+        for (i, t) in part.threads.iter().enumerate() {
+            let Inst::Var(v) = prog.inst(t.pc) else {
+                continue;
+            };
+            let v = v as usize;
+            if masks[v].as_ref().is_some_and(|m| !m.value(cur.row)) {
+                continue;
+            }
+            if self.spec.variables[v].cross.is_some() {
+                ask[v].push(i);
+            } else {
+                verdict[i] = true;
+            }
+        }
+        for (v, threads) in ask.iter().enumerate() {
+            if threads.is_empty() {
+                continue;
+            }
+            let cond = self.spec.variables[v]
+                .cross
+                .as_ref()
+                .expect("only variables with a cross condition are asked");
+            let answers = self.cross(cond, v as u16, part, threads, cur)?;
+            for (&i, ok) in threads.iter().zip(answers) {
+                verdict[i] = ok;
+            }
+        }
+
+        // Advance, in preference order; once an attempt has a match, its less preferred
+        // threads can never win and end.
+        let old = std::mem::take(&mut part.threads);
+        let mut matched: Option<u64> = None;
+        let mut bound = false;
+        for (i, t) in old.into_iter().enumerate() {
+            if matched == Some(t.start) {
+                continue;
+            }
+            match prog.inst(t.pc) {
+                Inst::Match => {
+                    matched = Some(t.start);
+                    part.threads.push(t);
+                }
+                Inst::Var(v) if verdict[i] => {
+                    bound = true;
+                    let b = Arc::new(Binding {
+                        seq: cur.seq,
+                        var: v,
+                        prev: t.last.clone(),
+                    });
+                    pcs.clear();
+                    prog.closure(t.pc + 1, seen, &mut pcs);
+                    for &pc in &pcs {
+                        part.threads.push(Thread {
+                            pc,
+                            last: Some(b.clone()),
+                            ..t
+                        });
+                        if prog.inst(pc) == Inst::Match {
+                            matched = Some(t.start);
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let stored = StoredRow {
+            seq: cur.seq,
+            batch: cur.batch.clone(),
+            row: cur.row as u32,
+        };
+        if bound {
+            part.rows.push_back(stored.clone());
+        }
+        if self.prev_depth > 0 {
+            part.recent.push_back(stored);
+            if part.recent.len() > self.prev_depth {
+                part.recent.pop_front();
+            }
+        }
+        Ok(())
+    }
+
+    /// Evaluates a cross condition for the threads `which` of `part` at the current row.
+    fn cross(
+        &self,
+        cond: &CrossCondition,
+        var: u16,
+        part: &Partition,
+        which: &[usize],
+        cur: &Current,
+    ) -> Result<Vec<bool>> {
+        let k = which.len();
+        let repeat = UInt32Array::from(vec![cur.row as u32; k]);
+        let mut columns = cur
+            .batch
+            .columns()
+            .iter()
+            .map(|c| Ok(take(c, &repeat, None)?))
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let width = columns.len();
+        for (j, r) in cond.refs.iter().enumerate() {
+            let ty = cond.schema.field(width + j).data_type();
+            let values = which
+                .iter()
+                .map(|&i| {
+                    let bindings = part.threads[i].bindings();
+                    self.value(r, ty, part, &bindings, Some((cur, var)))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            columns.push(ScalarValue::iter_to_array(values)?);
+        }
+        let batch = RecordBatch::try_new(cond.schema.clone(), columns)?;
+        let result = cond.predicate.evaluate(&batch)?.into_array(k)?;
+        let result = result
+            .as_boolean_opt()
+            .ok_or_else(|| Error::plan("42804", "DEFINE must be a boolean condition"))?;
+        Ok((0..k)
+            .map(|j| result.is_valid(j) && result.value(j))
+            .collect())
+    }
+
+    /// A reference's value for a thread whose rows are `bindings`; `current` is the row being
+    /// decided and the variable it would be mapped to (None for a complete match).
+    fn value(
+        &self,
+        r: &Ref,
+        ty: &DataType,
+        part: &Partition,
+        bindings: &[(u64, u16)],
+        current: Option<(&Current, u16)>,
+    ) -> Result<ScalarValue> {
+        let column_value = |batch: &RecordBatch, row: usize| -> Result<ScalarValue> {
+            match r.column {
+                Some(c) => Ok(ScalarValue::try_from_array(batch.column(c), row)?),
+                None => Ok(ScalarValue::Null),
+            }
+        };
+        let values = match r.kind {
+            RefKind::MatchNumber => vec![ScalarValue::Int64(Some(part.matches as i64 + 1))],
+            RefKind::Prev(n) => {
+                let n = n as usize;
+                match part.recent.len().checked_sub(n) {
+                    Some(i) if n > 0 => {
+                        let s = &part.recent[i];
+                        vec![column_value(&s.batch, s.row as usize)?]
+                    }
+                    _ => vec![],
+                }
+            }
+            _ => {
+                let mut values = Vec::new();
+                for &(seq, v) in bindings {
+                    if r.var.is_none_or(|rv| rv == v) {
+                        let s = part.row(seq)?;
+                        values.push(column_value(&s.batch, s.row as usize)?);
+                    }
+                }
+                if let Some((cur, v)) = current {
+                    if r.var.is_none_or(|rv| rv == v) {
+                        values.push(column_value(cur.batch, cur.row)?);
+                    }
+                }
+                values
+            }
+        };
+        r.compute(&values, ty)
+    }
+
+    /// Emits the partition's matches that are final, in start order, applying AFTER MATCH
+    /// SKIP after each; then forgets rows no thread maps any more.
+    fn resolve(&self, part: &mut Partition, found: &mut Vec<Vec<ScalarValue>>) -> Result<()> {
+        while part
+            .threads
+            .first()
+            .is_some_and(|t| self.program.inst(t.pc) == Inst::Match)
+        {
+            let t = part.threads.remove(0);
+            let bindings = t.bindings();
+            let measures = &self.spec.measures;
+            let mut values = Vec::with_capacity(measures.refs.len());
+            for (j, r) in measures.refs.iter().enumerate() {
+                let ty = measures.schema.field(j).data_type();
+                values.push(self.value(r, ty, part, &bindings, None)?);
+            }
+            found.push(values);
+            part.matches += 1;
+            let last = bindings.last().map_or(t.start, |b| b.0);
+            let of = |var: u16, first: bool| {
+                let mut rows = bindings.iter().filter(|b| b.1 == var).map(|b| b.0);
+                if first {
+                    rows.next()
+                } else {
+                    rows.next_back()
+                }
+            };
+            let next = match self.spec.after_match {
+                AfterMatch::PastLastRow => last + 1,
+                AfterMatch::ToNextRow => t.start + 1,
+                AfterMatch::ToFirst(v) => of(v, true).unwrap_or(t.start + 1),
+                AfterMatch::ToLast(v) => of(v, false).unwrap_or(t.start + 1),
+            };
+            // Never restart where this match started: that would find it again.
+            part.next_start = part.next_start.max(next.max(t.start + 1));
+            let next_start = part.next_start;
+            part.threads.retain(|t| t.start >= next_start);
+        }
+        match part.threads.first() {
+            Some(t) => {
+                let oldest = t.start;
+                while part.rows.front().is_some_and(|r| r.seq < oldest) {
+                    part.rows.pop_front();
+                }
+            }
+            None => part.rows.clear(),
+        }
+        Ok(())
+    }
+}
+
+/// Serialised state, beside the pending and stored rows in IPC.
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    watermark: i64,
+    late_rows: u64,
+    next_seq: u64,
+    partitions: Vec<SavedPartition>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SavedPartition {
+    key: Vec<u8>,
+    next_start: u64,
+    matches: u64,
+    /// (sequence number, row in the stored batch).
+    rows: Vec<(u64, u32)>,
+    recent: Vec<(u64, u32)>,
+    threads: Vec<SavedThread>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SavedThread {
+    start: u64,
+    start_ts: i64,
+    pc: u32,
+    bindings: Vec<(u64, u16)>,
+}
+
+impl Operator for PatternMatcher {
+    fn name(&self) -> &'static str {
+        "PatternMatcher"
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.m.spec.schema.clone()
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
+        let times = self.times(&batch)?;
+        let keep: Vec<u32> = (0..batch.num_rows() as u32)
+            .filter(|&i| times[i as usize].is_some_and(|t| t >= self.watermark))
+            .collect();
+        self.late_rows += (batch.num_rows() - keep.len()) as u64;
+        if keep.len() == batch.num_rows() {
+            self.pending.push(batch);
+        } else if !keep.is_empty() {
+            self.pending
+                .push(take_record_batch(&batch, &UInt32Array::from(keep))?);
+        }
+        Ok(vec![])
+    }
+
+    fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
+        let wm = watermark.0.nanos();
+        if wm < self.watermark {
+            return Ok(vec![]);
+        }
+        self.watermark = wm;
+        if !self.pending.is_empty() {
+            let all = concat_batches(&self.m.spec.input_schema, &self.pending)?;
+            self.pending.clear();
+            let times = self.times(&all)?;
+            let is_ready = |t: Option<i64>| t.is_some_and(|t| t < wm || wm == i64::MAX);
+            let mut ready: Vec<u32> = (0..all.num_rows() as u32)
+                .filter(|&i| is_ready(times[i as usize]))
+                .collect();
+            ready.sort_by_key(|&i| times[i as usize]);
+            let waiting: Vec<u32> = (0..all.num_rows() as u32)
+                .filter(|&i| !is_ready(times[i as usize]))
+                .collect();
+            if !waiting.is_empty() {
+                self.pending
+                    .push(take_record_batch(&all, &UInt32Array::from(waiting))?);
+            }
+            if !ready.is_empty() {
+                self.run(take_record_batch(&all, &UInt32Array::from(ready))?)?;
+            }
+        }
+        if self.m.within.is_some() || wm == i64::MAX {
+            self.expire(wm)?;
+        }
+        self.emit()
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
+        // Every stored row once per mention, gathered into one batch.
+        let mut batches: Vec<Arc<RecordBatch>> = Vec::new();
+        let mut picks: Vec<(usize, usize)> = Vec::new();
+        let mut pick = |s: &StoredRow| {
+            let b = match batches.iter().position(|b| Arc::ptr_eq(b, &s.batch)) {
+                Some(b) => b,
+                None => {
+                    batches.push(s.batch.clone());
+                    batches.len() - 1
+                }
+            };
+            picks.push((b, s.row as usize));
+            (s.seq, picks.len() as u32 - 1)
+        };
+        let mut partitions = Vec::new();
+        for (key, p) in &self.partitions {
+            partitions.push(SavedPartition {
+                key: key.to_vec(),
+                next_start: p.next_start,
+                matches: p.matches,
+                rows: p.rows.iter().map(&mut pick).collect(),
+                recent: p.recent.iter().map(&mut pick).collect(),
+                threads: p
+                    .threads
+                    .iter()
+                    .map(|t| SavedThread {
+                        start: t.start,
+                        start_ts: t.start_ts,
+                        pc: t.pc,
+                        bindings: t.bindings(),
+                    })
+                    .collect(),
+            });
+        }
+        let refs: Vec<&RecordBatch> = batches.iter().map(|b| b.as_ref()).collect();
+        let stored = if picks.is_empty() {
+            RecordBatch::new_empty(self.m.spec.input_schema.clone())
+        } else {
+            interleave_record_batch(&refs, &picks)?
+        };
+        let pending = concat_batches(&self.m.spec.input_schema, &self.pending)?;
+        let saved = serde_json::to_vec(&Saved {
+            watermark: self.watermark,
+            late_rows: self.late_rows,
+            next_seq: self.next_seq,
+            partitions,
+        })
+        .map_err(|e| Error::Internal(e.to_string()))?;
+        let mut out = snapshot::encode(
+            &[saved.len() as i64],
+            &self.m.spec.input_schema,
+            &[pending, stored],
+        )?;
+        out.extend_from_slice(&saved);
+        Ok(out)
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        let bad = || Error::Internal("corrupt pattern snapshot".into());
+        let (header, batches) = snapshot::decode(bytes)?;
+        let len = *header.first().ok_or_else(bad)? as usize;
+        let json = bytes.get(bytes.len().checked_sub(len).ok_or_else(bad)?..);
+        let saved: Saved = serde_json::from_slice(json.ok_or_else(bad)?).map_err(|_| bad())?;
+        let [pending, stored] = <[RecordBatch; 2]>::try_from(batches).map_err(|_| bad())?;
+        let stored = Arc::new(stored);
+        let row = |(seq, i): (u64, u32)| StoredRow {
+            seq,
+            batch: stored.clone(),
+            row: i,
+        };
+        self.partitions.clear();
+        for p in saved.partitions {
+            let threads = p
+                .threads
+                .into_iter()
+                .map(|t| {
+                    let mut last = None;
+                    for (seq, var) in t.bindings {
+                        last = Some(Arc::new(Binding {
+                            seq,
+                            var,
+                            prev: last,
+                        }));
+                    }
+                    if t.pc as usize >= self.m.program.len() {
+                        return Err(bad());
+                    }
+                    Ok(Thread {
+                        start: t.start,
+                        start_ts: t.start_ts,
+                        pc: t.pc,
+                        last,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            self.partitions.insert(
+                p.key.into(),
+                Partition {
+                    threads,
+                    rows: p.rows.into_iter().map(row).collect(),
+                    recent: p.recent.into_iter().map(row).collect(),
+                    next_start: p.next_start,
+                    matches: p.matches,
+                },
+            );
+        }
+        self.pending = if pending.num_rows() > 0 {
+            vec![pending]
+        } else {
+            vec![]
+        };
+        self.watermark = saved.watermark;
+        self.late_rows = saved.late_rows;
+        self.next_seq = saved.next_seq;
+        self.found.clear();
+        Ok(())
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.late_rows
+    }
+}

@@ -1,0 +1,346 @@
+//! A row pattern (`PATTERN (a b*? c)`) and the program it compiles to: a Thompson NFA
+//! whose splits are ordered by preference, so that running its threads in priority order
+//! (as a Pike VM does) finds the match SQL:2016 prefers: greedy quantifiers try one more row
+//! first, reluctant ones one fewer, alternatives left to right.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// The largest program a pattern may compile to (bounded quantifiers are unrolled).
+const MAX_PROGRAM: usize = 4096;
+
+/// A row pattern over variables numbered from 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pattern {
+    /// One row satisfying the variable's condition.
+    Var(usize),
+    /// Patterns one after the other.
+    Concat(Vec<Pattern>),
+    /// The first alternative that leads to a match, left to right.
+    Alt(Vec<Pattern>),
+    /// `inner` repeated `min..=max` times (`max` None: unbounded).
+    Repeat {
+        /// What repeats.
+        inner: Box<Pattern>,
+        /// Fewest repetitions.
+        min: u32,
+        /// Most repetitions, if bounded.
+        max: Option<u32>,
+        /// Greedy (prefer more) or reluctant (prefer fewer).
+        greedy: bool,
+    },
+}
+
+impl Pattern {
+    /// Whether the pattern can match zero rows.
+    pub fn matches_empty(&self) -> bool {
+        match self {
+            Pattern::Var(_) => false,
+            Pattern::Concat(ps) => ps.iter().all(Pattern::matches_empty),
+            Pattern::Alt(ps) => ps.iter().any(Pattern::matches_empty),
+            Pattern::Repeat { inner, min, .. } => *min == 0 || inner.matches_empty(),
+        }
+    }
+
+    /// Writes the pattern with variable names, e.g. `a (b | c)+? d`.
+    pub fn display<'a>(&'a self, names: &'a [String]) -> impl fmt::Display + 'a {
+        Shown {
+            pattern: self,
+            names,
+        }
+    }
+}
+
+struct Shown<'a> {
+    pattern: &'a Pattern,
+    names: &'a [String],
+}
+
+impl<'a> fmt::Display for Shown<'a> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sub = |p: &'a Pattern| Shown {
+            pattern: p,
+            names: self.names,
+        };
+        match self.pattern {
+            Pattern::Var(v) => f.write_str(&self.names[*v]),
+            Pattern::Concat(ps) => {
+                for (i, p) in ps.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" ")?;
+                    }
+                    match p {
+                        Pattern::Alt(_) => write!(f, "({})", sub(p))?,
+                        _ => write!(f, "{}", sub(p))?,
+                    }
+                }
+                Ok(())
+            }
+            Pattern::Alt(ps) => {
+                for (i, p) in ps.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" | ")?;
+                    }
+                    write!(f, "{}", sub(p))?;
+                }
+                Ok(())
+            }
+            Pattern::Repeat {
+                inner,
+                min,
+                max,
+                greedy,
+            } => {
+                match inner.as_ref() {
+                    Pattern::Var(_) => write!(f, "{}", sub(inner))?,
+                    _ => write!(f, "({})", sub(inner))?,
+                }
+                match (min, max) {
+                    (0, None) => f.write_str("*")?,
+                    (1, None) => f.write_str("+")?,
+                    (0, Some(1)) => f.write_str("?")?,
+                    (n, Some(m)) if n == m => write!(f, "{{{n}}}")?,
+                    (n, None) => write!(f, "{{{n},}}")?,
+                    (n, Some(m)) => write!(f, "{{{n},{m}}}")?,
+                }
+                if !greedy {
+                    f.write_str("?")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One instruction of a compiled pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inst {
+    /// Consume one row that satisfies variable `v`, then go on at the next instruction.
+    Var(u16),
+    /// Try both targets, the first with higher preference.
+    Split(u32, u32),
+    /// Go to the target.
+    Jump(u32),
+    /// A complete match.
+    Match,
+}
+
+/// A compiled pattern; instruction 0 is the start.
+#[derive(Debug, Clone)]
+pub struct Program {
+    insts: Vec<Inst>,
+}
+
+impl Program {
+    /// Compiles `pattern`; fails if it can match zero rows or unrolls too far.
+    pub fn compile(pattern: &Pattern) -> Result<Program> {
+        if pattern.matches_empty() {
+            return Err(Error::NotSupported(
+                "a PATTERN that can match zero rows is not supported; make at least one \
+                 variable mandatory"
+                    .into(),
+            ));
+        }
+        let mut insts = Vec::new();
+        emit(pattern, &mut insts)?;
+        insts.push(Inst::Match);
+        Ok(Program { insts })
+    }
+
+    /// The instruction at `pc`.
+    pub fn inst(&self, pc: u32) -> Inst {
+        self.insts[pc as usize]
+    }
+
+    /// Number of instructions.
+    pub fn len(&self) -> usize {
+        self.insts.len()
+    }
+
+    /// Whether the program is empty (never: it ends with `Match`).
+    pub fn is_empty(&self) -> bool {
+        self.insts.is_empty()
+    }
+
+    /// The instructions reachable from `pc` without consuming a row that consume one or
+    /// match, in preference order, each once. `seen` is scratch space of `len()` flags.
+    pub fn closure(&self, pc: u32, seen: &mut [bool], out: &mut Vec<u32>) {
+        seen.iter_mut().for_each(|s| *s = false);
+        self.follow(pc, seen, out);
+    }
+
+    fn follow(&self, pc: u32, seen: &mut [bool], out: &mut Vec<u32>) {
+        if std::mem::replace(&mut seen[pc as usize], true) {
+            return;
+        }
+        match self.inst(pc) {
+            Inst::Var(_) | Inst::Match => out.push(pc),
+            Inst::Jump(to) => self.follow(to, seen, out),
+            Inst::Split(first, second) => {
+                self.follow(first, seen, out);
+                self.follow(second, seen, out);
+            }
+        }
+    }
+}
+
+fn emit(p: &Pattern, out: &mut Vec<Inst>) -> Result<()> {
+    if out.len() > MAX_PROGRAM {
+        return Err(Error::NotSupported(format!(
+            "the PATTERN unrolls to more than {MAX_PROGRAM} steps; use smaller {{n,m}} bounds"
+        )));
+    }
+    match p {
+        Pattern::Var(v) => out.push(Inst::Var(*v as u16)),
+        Pattern::Concat(ps) => {
+            for p in ps {
+                emit(p, out)?;
+            }
+        }
+        Pattern::Alt(ps) => {
+            let mut jumps = Vec::new();
+            for (i, p) in ps.iter().enumerate() {
+                if i + 1 == ps.len() {
+                    emit(p, out)?;
+                } else {
+                    let split = out.len();
+                    out.push(Inst::Match);
+                    emit(p, out)?;
+                    jumps.push(out.len());
+                    out.push(Inst::Match);
+                    out[split] = Inst::Split(split as u32 + 1, out.len() as u32);
+                }
+            }
+            let end = out.len() as u32;
+            for j in jumps {
+                out[j] = Inst::Jump(end);
+            }
+        }
+        Pattern::Repeat {
+            inner,
+            min,
+            max,
+            greedy,
+        } => {
+            for _ in 0..*min {
+                emit(inner, out)?;
+            }
+            let order = |body: u32, exit: u32| {
+                if *greedy {
+                    Inst::Split(body, exit)
+                } else {
+                    Inst::Split(exit, body)
+                }
+            };
+            match max {
+                None => {
+                    let split = out.len();
+                    out.push(Inst::Match);
+                    emit(inner, out)?;
+                    out.push(Inst::Jump(split as u32));
+                    out[split] = order(split as u32 + 1, out.len() as u32);
+                }
+                Some(max) => {
+                    let mut splits = Vec::new();
+                    for _ in *min..*max {
+                        splits.push(out.len());
+                        out.push(Inst::Match);
+                        emit(inner, out)?;
+                    }
+                    let end = out.len() as u32;
+                    for s in splits {
+                        out[s] = order(s as u32 + 1, end);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn var(v: usize) -> Pattern {
+        Pattern::Var(v)
+    }
+
+    fn rep(p: Pattern, min: u32, max: Option<u32>, greedy: bool) -> Pattern {
+        Pattern::Repeat {
+            inner: Box::new(p),
+            min,
+            max,
+            greedy,
+        }
+    }
+
+    fn starts(prog: &Program, pc: u32) -> Vec<Inst> {
+        let mut seen = vec![false; prog.len()];
+        let mut out = Vec::new();
+        prog.closure(pc, &mut seen, &mut out);
+        out.into_iter().map(|pc| prog.inst(pc)).collect()
+    }
+
+    #[test]
+    fn greedy_prefers_more_and_reluctant_fewer() {
+        // a b* c: after a, the greedy loop offers b before c.
+        let greedy = Program::compile(&Pattern::Concat(vec![
+            var(0),
+            rep(var(1), 0, None, true),
+            var(2),
+        ]))
+        .unwrap();
+        assert_eq!(starts(&greedy, 1), vec![Inst::Var(1), Inst::Var(2)]);
+        let reluctant = Program::compile(&Pattern::Concat(vec![
+            var(0),
+            rep(var(1), 0, None, false),
+            var(2),
+        ]))
+        .unwrap();
+        assert_eq!(starts(&reluctant, 1), vec![Inst::Var(2), Inst::Var(1)]);
+    }
+
+    #[test]
+    fn alternatives_in_order_and_bounded_repeats_unroll() {
+        let alt = Program::compile(&Pattern::Alt(vec![var(0), var(1), var(2)])).unwrap();
+        assert_eq!(
+            starts(&alt, 0),
+            vec![Inst::Var(0), Inst::Var(1), Inst::Var(2)]
+        );
+        // a{2,3}: two mandatory a's, then an optional one.
+        let p = Program::compile(&rep(var(0), 2, Some(3), true)).unwrap();
+        let vars = (0..p.len() as u32)
+            .filter(|&pc| p.inst(pc) == Inst::Var(0))
+            .count();
+        assert_eq!(vars, 3);
+    }
+
+    #[test]
+    fn empty_patterns_and_huge_unrolls_are_rejected() {
+        assert!(Program::compile(&rep(var(0), 0, None, true)).is_err());
+        assert!(
+            Program::compile(&Pattern::Alt(vec![var(0), rep(var(1), 0, Some(1), true)])).is_err()
+        );
+        assert!(Program::compile(&rep(var(0), 5000, Some(5000), true)).is_err());
+        // A nullable body inside a loop must not loop forever in the closure.
+        let p = Program::compile(&Pattern::Concat(vec![
+            rep(rep(var(0), 0, Some(1), true), 0, None, true),
+            var(1),
+        ]))
+        .unwrap();
+        assert_eq!(starts(&p, 0), vec![Inst::Var(0), Inst::Var(1)]);
+    }
+
+    #[test]
+    fn displays_with_names() {
+        let names = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        let p = Pattern::Concat(vec![
+            var(0),
+            rep(Pattern::Alt(vec![var(1), var(2)]), 1, None, false),
+            rep(var(2), 2, Some(4), true),
+        ]);
+        assert_eq!(p.display(&names).to_string(), "a (b | c)+? c{2,4}");
+    }
+}

@@ -1,0 +1,755 @@
+//! Plans `MATCH_RECOGNIZE` over a stream into a [`PatternMatcher`]: resolves the pattern's
+//! variables, splits each `DEFINE` into conjuncts over the current row and conjuncts that read
+//! earlier rows of the match, and turns `MEASURES` into expressions over per-match references.
+//!
+//! Inside `DEFINE v AS ...`, a bare column or `v.col` is the current row; `x.col` for another
+//! variable is the last row mapped to `x` so far (NULL if none); `FIRST(x.col)`,
+//! `LAST(x.col)`, `COUNT(x.*)`, `SUM/AVG/MIN/MAX(x.col)` range over the rows mapped to `x`
+//! (for `v` itself, including the current row), and `PREV(col [, n])` is the row `n` before the
+//! current one in the partition. Inside `MEASURES`, a bare column is the match's last row and
+//! `MATCH_NUMBER()` counts the partition's matches from 1.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::DFSchema;
+use datafusion::logical_expr::simplify::SimplifyContext;
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
+use datafusion::physical_plan::PhysicalExpr;
+use datafusion::sql::planner::{PlannerContext, SqlToRel};
+use datafusion::sql::sqlparser::ast::{
+    self as sq, AfterMatchSkip, BinaryOperator, Expr, FunctionArg, FunctionArgExpr,
+    FunctionArguments, Ident, MatchRecognizePattern, MatchRecognizeSymbol, ObjectName,
+    ObjectNamePart, RepetitionQuantifier, RowsPerMatch, TableFactor, Value, VisitMut, VisitorMut,
+};
+
+use super::catalog::{normalize, normalize_object, Catalog, StreamDef};
+use super::context::PlanContext;
+use super::explain::ExplainNode;
+use crate::error::{Error, Result};
+use crate::operators::pattern::{
+    AfterMatch, CrossCondition, Measures, Pattern, PatternMatcher, PatternSpec, Ref, RefKind,
+    Variable,
+};
+use crate::sql::interval::interval_duration;
+
+/// A planned `MATCH_RECOGNIZE`: its stream, operator, output schema and EXPLAIN node.
+pub(crate) struct PlannedPattern {
+    pub stream: Arc<StreamDef>,
+    pub operator: PatternMatcher,
+    pub schema: SchemaRef,
+    pub explain: ExplainNode,
+}
+
+/// Plans the `MATCH_RECOGNIZE` in `relation` and rewrites `relation` into a reference to its
+/// stream (keeping the alias), whose planning schema is then the match rows' schema.
+pub(crate) fn plan_match_recognize(
+    relation: &mut TableFactor,
+    within: Option<&Expr>,
+    catalog: &Catalog,
+) -> Result<PlannedPattern> {
+    let TableFactor::MatchRecognize {
+        table,
+        partition_by,
+        order_by,
+        measures,
+        rows_per_match,
+        after_match_skip,
+        pattern,
+        symbols,
+        alias,
+    } = relation
+    else {
+        return Err(Error::Internal("not a MATCH_RECOGNIZE".into()));
+    };
+    let TableFactor::Table {
+        name, args: None, ..
+    } = table.as_ref()
+    else {
+        return Err(Error::NotSupported(
+            "MATCH_RECOGNIZE reads a stream by name; windows and subqueries are not supported \
+             inside it"
+                .into(),
+        ));
+    };
+    let stream = catalog.require_stream(&normalize_object(name))?.clone();
+    let input = stream.schema.clone();
+    let Some(et) = stream.event_time.as_ref() else {
+        return Err(Error::plan(
+            "42P17",
+            format!(
+                "stream \"{}\" has no event time; declare WATERMARK FOR <column> to use \
+                 MATCH_RECOGNIZE",
+                stream.name
+            ),
+        ));
+    };
+    let time_name = input.field(et.column).name().clone();
+
+    if let Some(RowsPerMatch::AllRows(_)) = rows_per_match {
+        return Err(Error::NotSupported(
+            "ALL ROWS PER MATCH is not supported; use ONE ROW PER MATCH with MEASURES".into(),
+        ));
+    }
+    let column = |id: &Ident| -> Result<usize> {
+        let name = normalize(id);
+        input.index_of(&name).map_err(|_| {
+            Error::plan(
+                "42703",
+                format!(
+                    "column \"{name}\" does not exist in stream \"{}\"",
+                    stream.name
+                ),
+            )
+        })
+    };
+    let mut partition_cols = Vec::new();
+    for e in partition_by.iter() {
+        match e {
+            Expr::Identifier(id) => partition_cols.push(column(id)?),
+            other => {
+                return Err(Error::NotSupported(format!(
+                    "PARTITION BY takes columns of the stream, not {other}"
+                )))
+            }
+        }
+    }
+    match order_by.as_slice() {
+        [o] if matches!(&o.expr, Expr::Identifier(id) if normalize(id) == time_name)
+            && o.options.asc != Some(false) => {}
+        _ => {
+            return Err(Error::NotSupported(format!(
+                "MATCH_RECOGNIZE must be ORDER BY the stream's event-time column \"{time_name}\""
+            )))
+        }
+    }
+
+    // Variables: in order of first appearance in PATTERN.
+    let mut names = Vec::new();
+    let pattern = convert_pattern(pattern, &mut names)?;
+    let var_index = |id: &Ident| names.iter().position(|n| *n == normalize(id));
+    let mut defines: Vec<Option<Expr>> = vec![None; names.len()];
+    for s in symbols.iter() {
+        let Some(v) = var_index(&s.symbol) else {
+            return Err(Error::plan(
+                "42601",
+                format!(
+                    "DEFINE names \"{}\", which does not appear in PATTERN",
+                    normalize(&s.symbol)
+                ),
+            ));
+        };
+        if defines[v].replace(s.definition.clone()).is_some() {
+            return Err(Error::plan(
+                "42601",
+                format!("variable \"{}\" is defined twice", names[v]),
+            ));
+        }
+    }
+    let after_match = match after_match_skip {
+        None | Some(AfterMatchSkip::PastLastRow) => AfterMatch::PastLastRow,
+        Some(AfterMatchSkip::ToNextRow) => AfterMatch::ToNextRow,
+        Some(AfterMatchSkip::ToFirst(id)) | Some(AfterMatchSkip::ToLast(id)) => {
+            let v = var_index(id).ok_or_else(|| {
+                Error::plan(
+                    "42601",
+                    format!(
+                        "AFTER MATCH SKIP names \"{}\", which does not appear in PATTERN",
+                        normalize(id)
+                    ),
+                )
+            })? as u16;
+            if matches!(after_match_skip, Some(AfterMatchSkip::ToFirst(_))) {
+                AfterMatch::ToFirst(v)
+            } else {
+                AfterMatch::ToLast(v)
+            }
+        }
+    };
+    let within_duration = within.map(interval_duration).transpose()?;
+
+    let ctx = PlanContext::new();
+    let mut variables = Vec::new();
+    let mut shown_defines = Vec::new();
+    for (v, def) in defines.iter().enumerate() {
+        let Some(def) = def else {
+            variables.push(Variable {
+                name: names[v].clone(),
+                local: None,
+                cross: None,
+            });
+            continue;
+        };
+        shown_defines.push(format!("{} AS {def}", names[v]));
+        let mut local = Vec::new();
+        let mut cross = Vec::new();
+        let mut rw = Rewriter::new(&names, Some(v as u16), &input, &stream.name);
+        for conjunct in conjuncts(def) {
+            let mut e = conjunct.clone();
+            rw.touched = false;
+            rw.rewrite(&mut e)?;
+            if rw.touched {
+                cross.push(e);
+            } else {
+                local.push(e);
+            }
+        }
+        let local = match and_all(local) {
+            None => None,
+            Some(e) => Some(boolean(&ctx, e, &input, &names[v])?),
+        };
+        let cross = match and_all(cross) {
+            None => None,
+            Some(e) => {
+                let mut fields: Vec<Field> =
+                    input.fields().iter().map(|f| f.as_ref().clone()).collect();
+                fields.extend(rw.fields());
+                let schema = Arc::new(Schema::new(fields));
+                Some(CrossCondition {
+                    predicate: boolean(&ctx, e, &schema, &names[v])?,
+                    refs: rw.refs.clone(),
+                    schema,
+                })
+            }
+        };
+        variables.push(Variable {
+            name: names[v].clone(),
+            local,
+            cross,
+        });
+    }
+
+    // Output: the partition columns, then the measures.
+    let mut rw = Rewriter::new(&names, None, &input, &stream.name);
+    let mut outputs: Vec<(String, Expr)> = Vec::new();
+    for &c in &partition_cols {
+        let name = input.field(c).name().clone();
+        let mut e = Expr::Identifier(Ident::with_quote('"', name.clone()));
+        rw.rewrite(&mut e)?;
+        outputs.push((name, e));
+    }
+    let mut shown_measures = Vec::new();
+    for m in measures.iter() {
+        let name = normalize(&m.alias);
+        if outputs.iter().any(|(n, _)| *n == name) {
+            return Err(Error::plan(
+                "42701",
+                format!("column \"{name}\" appears twice in the MATCH_RECOGNIZE output"),
+            ));
+        }
+        shown_measures.push(format!("{} AS {}", m.expr, m.alias));
+        let mut e = m.expr.clone();
+        rw.rewrite(&mut e)?;
+        outputs.push((name, e));
+    }
+    if outputs.is_empty() {
+        return Err(Error::plan(
+            "42601",
+            "MATCH_RECOGNIZE needs MEASURES (or PARTITION BY) to say what a match returns",
+        ));
+    }
+    let refs_schema = Arc::new(Schema::new(rw.fields()));
+    let df = DFSchema::try_from(refs_schema.as_ref().clone())?;
+    let mut exprs = Vec::new();
+    let mut fields = Vec::new();
+    for (name, e) in outputs {
+        let p = physical(&ctx, e, &df)?;
+        fields.push(Field::new(&name, p.data_type(&refs_schema)?, true));
+        exprs.push(p);
+    }
+    let schema = Arc::new(Schema::new(fields));
+
+    let shown_pattern = pattern.display(&names).to_string();
+    let mut explain = ExplainNode::new("MatchRecognize")
+        .with(
+            "partition_by",
+            partition_cols
+                .iter()
+                .map(|&c| input.field(c).name().clone())
+                .collect::<Vec<_>>(),
+        )
+        .with("order_by", time_name.clone())
+        .with("pattern", shown_pattern);
+    if let Some(w) = within {
+        explain = explain.with("within", w.to_string());
+    }
+    let skip = match after_match {
+        AfterMatch::PastLastRow => "SKIP PAST LAST ROW".to_string(),
+        AfterMatch::ToNextRow => "SKIP TO NEXT ROW".to_string(),
+        AfterMatch::ToFirst(v) => format!("SKIP TO FIRST {}", names[v as usize]),
+        AfterMatch::ToLast(v) => format!("SKIP TO LAST {}", names[v as usize]),
+    };
+    let state = if within.is_some() {
+        "per partition: open match attempts and the rows they map; an attempt ends when the \
+         watermark passes its first row + WITHIN; rows wait for the watermark to be matched in \
+         event-time order"
+    } else {
+        "per partition: open match attempts and the rows they map (unbounded without WITHIN); \
+         rows wait for the watermark to be matched in event-time order"
+    };
+    let explain = explain
+        .with("after_match", skip)
+        .with("define", shown_defines)
+        .with("measures", shown_measures)
+        .with("state", state);
+
+    let operator = PatternMatcher::try_new(PatternSpec {
+        variables,
+        pattern,
+        partition_by: partition_cols,
+        time_column: et.column,
+        within: within_duration,
+        after_match,
+        measures: Measures {
+            refs: rw.refs,
+            schema: refs_schema,
+            exprs,
+        },
+        input_schema: input,
+        schema: schema.clone(),
+    })?;
+
+    *relation = TableFactor::Table {
+        name: ObjectName(vec![ObjectNamePart::Identifier(Ident::with_quote(
+            '"',
+            stream.name.clone(),
+        ))]),
+        alias: alias.take(),
+        args: None,
+        with_hints: vec![],
+        version: None,
+        partitions: vec![],
+        with_ordinality: false,
+        json_path: None,
+        sample: None,
+        index_hints: vec![],
+    };
+    Ok(PlannedPattern {
+        stream,
+        operator,
+        schema,
+        explain,
+    })
+}
+
+fn convert_pattern(p: &MatchRecognizePattern, names: &mut Vec<String>) -> Result<Pattern> {
+    use MatchRecognizePattern as P;
+    Ok(match p {
+        P::Symbol(MatchRecognizeSymbol::Named(id)) => {
+            let name = normalize(id);
+            let v = match names.iter().position(|n| *n == name) {
+                Some(v) => v,
+                None => {
+                    names.push(name);
+                    names.len() - 1
+                }
+            };
+            Pattern::Var(v)
+        }
+        P::Symbol(_) | P::Exclude(_) | P::Permute(_) => {
+            return Err(Error::NotSupported(format!(
+                "{p} in PATTERN is not supported; use variables, groups, | and quantifiers"
+            )))
+        }
+        P::Concat(ps) => Pattern::Concat(
+            ps.iter()
+                .map(|p| convert_pattern(p, names))
+                .collect::<Result<_>>()?,
+        ),
+        P::Alternation(ps) => Pattern::Alt(
+            ps.iter()
+                .map(|p| convert_pattern(p, names))
+                .collect::<Result<_>>()?,
+        ),
+        P::Group(p) => convert_pattern(p, names)?,
+        // `x*?`: sqlparser reads the reluctant `?` as a second quantifier.
+        P::Repetition(inner, RepetitionQuantifier::AtMostOne)
+            if matches!(inner.as_ref(), P::Repetition(..)) =>
+        {
+            let P::Repetition(x, q) = inner.as_ref() else {
+                unreachable!("matched above")
+            };
+            repeat(convert_pattern(x, names)?, q, false)?
+        }
+        P::Repetition(x, q) => repeat(convert_pattern(x, names)?, q, true)?,
+    })
+}
+
+fn repeat(inner: Pattern, q: &RepetitionQuantifier, greedy: bool) -> Result<Pattern> {
+    use RepetitionQuantifier as Q;
+    let (min, max) = match *q {
+        Q::ZeroOrMore => (0, None),
+        Q::OneOrMore => (1, None),
+        Q::AtMostOne => (0, Some(1)),
+        Q::Exactly(n) => (n, Some(n)),
+        Q::AtLeast(n) => (n, None),
+        Q::AtMost(n) => (0, Some(n)),
+        Q::Range(n, m) => (n, Some(m)),
+    };
+    if max.is_some_and(|m| m < min) || max == Some(0) {
+        return Err(Error::plan(
+            "42601",
+            format!("quantifier {q} matches nothing: its upper bound must be at least 1 and its lower bound"),
+        ));
+    }
+    Ok(Pattern::Repeat {
+        inner: Box::new(inner),
+        min,
+        max,
+        greedy,
+    })
+}
+
+/// The top-level conjuncts of a condition.
+fn conjuncts(e: &Expr) -> Vec<&Expr> {
+    match e {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
+            let mut out = conjuncts(left);
+            out.extend(conjuncts(right));
+            out
+        }
+        Expr::Nested(inner) => conjuncts(inner),
+        other => vec![other],
+    }
+}
+
+fn and_all(es: Vec<Expr>) -> Option<Expr> {
+    es.into_iter().reduce(|a, b| Expr::BinaryOp {
+        left: Box::new(a),
+        op: BinaryOperator::And,
+        right: Box::new(b),
+    })
+}
+
+/// Plans a DEFINE condition and checks that it is boolean.
+fn boolean(
+    ctx: &PlanContext,
+    e: Expr,
+    schema: &SchemaRef,
+    var: &str,
+) -> Result<Arc<dyn PhysicalExpr>> {
+    let df = DFSchema::try_from(schema.as_ref().clone())?;
+    let p = physical(ctx, e, &df)?;
+    let t = p.data_type(schema)?;
+    if t != DataType::Boolean && t != DataType::Null {
+        return Err(Error::plan(
+            "42804",
+            format!("DEFINE {var} must be a boolean condition, not {t}"),
+        ));
+    }
+    Ok(p)
+}
+
+fn physical(ctx: &PlanContext, e: Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+    let planner = SqlToRel::new(ctx);
+    let logical = planner.sql_to_expr(e, schema, &mut PlannerContext::new())?;
+    let info = SimplifyContext::builder()
+        .with_schema(Arc::new(schema.clone()))
+        .build();
+    let simplifier = ExprSimplifier::new(info);
+    let logical = simplifier.simplify(simplifier.coerce(logical, schema)?)?;
+    Ok(ctx.state().create_physical_expr(logical, schema)?)
+}
+
+/// Replaces references to pattern variables by columns `__ref<i>` of a reference batch.
+struct Rewriter<'a> {
+    names: &'a [String],
+    /// The variable being defined (None inside MEASURES).
+    current: Option<u16>,
+    input: &'a Schema,
+    stream: &'a str,
+    refs: Vec<Ref>,
+    /// Whether the last rewrite produced a reference.
+    touched: bool,
+}
+
+impl<'a> Rewriter<'a> {
+    fn new(names: &'a [String], current: Option<u16>, input: &'a Schema, stream: &'a str) -> Self {
+        Rewriter {
+            names,
+            current,
+            input,
+            stream,
+            refs: Vec::new(),
+            touched: false,
+        }
+    }
+
+    fn rewrite(&mut self, e: &mut Expr) -> Result<()> {
+        match e.visit(self) {
+            ControlFlow::Break(err) => Err(err),
+            ControlFlow::Continue(()) => Ok(()),
+        }
+    }
+
+    /// One nullable field per reference.
+    fn fields(&self) -> Vec<Field> {
+        self.refs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let column = r.column.map(|c| self.input.field(c).data_type());
+                Field::new(format!("__ref{i}"), r.data_type(column), true)
+            })
+            .collect()
+    }
+
+    fn reference(&mut self, r: Ref) -> Expr {
+        self.touched = true;
+        let i = match self.refs.iter().position(|x| *x == r) {
+            Some(i) => i,
+            None => {
+                self.refs.push(r);
+                self.refs.len() - 1
+            }
+        };
+        Expr::Identifier(Ident::new(format!("__ref{i}")))
+    }
+
+    fn var(&self, id: &Ident) -> Result<u16> {
+        let name = normalize(id);
+        self.names
+            .iter()
+            .position(|n| *n == name)
+            .map(|v| v as u16)
+            .ok_or_else(|| {
+                Error::plan(
+                    "42P01",
+                    format!(
+                        "\"{name}\" is not a pattern variable; the variables are {}",
+                        self.names.join(", ")
+                    ),
+                )
+            })
+    }
+
+    fn column(&self, id: &Ident) -> Result<usize> {
+        let name = normalize(id);
+        self.input.index_of(&name).map_err(|_| {
+            Error::plan(
+                "42703",
+                format!(
+                    "column \"{name}\" does not exist in stream \"{}\"",
+                    self.stream
+                ),
+            )
+        })
+    }
+
+    /// `x.col` or `col` as (variable, column): variable None for a bare column.
+    fn operand(&self, e: &Expr) -> Result<(Option<u16>, usize)> {
+        match e {
+            Expr::Identifier(id) => Ok((None, self.column(id)?)),
+            Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
+                Ok((Some(self.var(&parts[0])?), self.column(&parts[1])?))
+            }
+            other => Err(Error::NotSupported(format!(
+                "expected a column or variable.column, found {other}"
+            ))),
+        }
+    }
+
+    /// Rewrites `e` if it reads pattern variables; Ok(None) leaves it to the visitor.
+    fn replace(&mut self, e: &Expr) -> Result<Option<Expr>> {
+        let define = self.current.is_some();
+        match e {
+            Expr::Identifier(id) if !define => {
+                let c = self.column(id)?;
+                Ok(Some(self.reference(Ref {
+                    var: None,
+                    column: Some(c),
+                    kind: RefKind::Last,
+                })))
+            }
+            Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
+                let (var, c) = self.operand(e)?;
+                if var.is_some() && var == self.current {
+                    return Ok(Some(Expr::Identifier(parts[1].clone())));
+                }
+                Ok(Some(self.reference(Ref {
+                    var,
+                    column: Some(c),
+                    kind: RefKind::Last,
+                })))
+            }
+            Expr::CompoundIdentifier(parts) => Err(Error::NotSupported(format!(
+                "{} is not a pattern variable's column; write variable.column",
+                parts
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(".")
+            ))),
+            Expr::Function(f) => self.function(f),
+            _ => Ok(None),
+        }
+    }
+
+    fn function(&mut self, f: &sq::Function) -> Result<Option<Expr>> {
+        let name = normalize_object(&f.name).to_ascii_uppercase();
+        let kind = match name.as_str() {
+            "FIRST" => RefKind::First,
+            "LAST" => RefKind::Last,
+            "PREV" => RefKind::Prev(1),
+            "COUNT" => RefKind::Count,
+            "SUM" => RefKind::Sum,
+            "AVG" => RefKind::Avg,
+            "MIN" => RefKind::Min,
+            "MAX" => RefKind::Max,
+            "MATCH_NUMBER" => RefKind::MatchNumber,
+            "CLASSIFIER" | "NEXT" | "RUNNING" | "FINAL" => {
+                return Err(Error::NotSupported(format!(
+                    "{name} is not supported in MATCH_RECOGNIZE"
+                )))
+            }
+            _ => return Ok(None),
+        };
+        if f.filter.is_some() || f.over.is_some() || !f.within_group.is_empty() {
+            return Err(Error::NotSupported(format!(
+                "{name} in MATCH_RECOGNIZE takes no FILTER, OVER or WITHIN GROUP"
+            )));
+        }
+        let args: Vec<&FunctionArg> = match &f.args {
+            FunctionArguments::None => vec![],
+            FunctionArguments::List(l) => {
+                if l.duplicate_treatment.is_some() || !l.clauses.is_empty() {
+                    return Err(Error::NotSupported(format!(
+                        "{name}(DISTINCT ...) is not supported in MATCH_RECOGNIZE"
+                    )));
+                }
+                l.args.iter().collect()
+            }
+            FunctionArguments::Subquery(_) => {
+                return Err(Error::NotSupported(format!(
+                    "{name} takes a column, not a subquery"
+                )))
+            }
+        };
+        let arg = |i: usize| match args.get(i) {
+            Some(FunctionArg::Unnamed(a)) => Ok(a),
+            _ => Err(Error::plan(
+                "42883",
+                format!("{name} takes a column argument"),
+            )),
+        };
+        let r = match kind {
+            RefKind::MatchNumber => {
+                if self.current.is_some() || !args.is_empty() {
+                    return Err(Error::NotSupported(
+                        "MATCH_NUMBER() without arguments, in MEASURES only".into(),
+                    ));
+                }
+                Ref {
+                    var: None,
+                    column: None,
+                    kind,
+                }
+            }
+            RefKind::Prev(_) => {
+                if self.current.is_none() {
+                    return Err(Error::NotSupported(
+                        "PREV is supported in DEFINE only".into(),
+                    ));
+                }
+                let FunctionArgExpr::Expr(e) = arg(0)? else {
+                    return Err(Error::plan("42883", "PREV takes a column"));
+                };
+                let (var, c) = self.operand(e)?;
+                if var.is_some() && var != self.current {
+                    return Err(Error::NotSupported(
+                        "PREV reads the current variable's column; write PREV(col)".into(),
+                    ));
+                }
+                let n = match args.get(1) {
+                    None => 1,
+                    Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) => {
+                        match &v.value {
+                            Value::Number(n, _) => {
+                                n.parse::<u32>().ok().filter(|n| (1..=1000).contains(n))
+                            }
+                            _ => None,
+                        }
+                        .ok_or_else(|| {
+                            Error::plan("22023", "PREV's offset must be a number from 1 to 1000")
+                        })?
+                    }
+                    Some(_) => {
+                        return Err(Error::plan(
+                            "22023",
+                            "PREV's offset must be a number from 1 to 1000",
+                        ))
+                    }
+                };
+                if args.len() > 2 {
+                    return Err(Error::plan("42883", "PREV takes a column and an offset"));
+                }
+                Ref {
+                    var: None,
+                    column: Some(c),
+                    kind: RefKind::Prev(n),
+                }
+            }
+            _ => {
+                if args.len() != 1 {
+                    return Err(Error::plan(
+                        "42883",
+                        format!("{name} takes one argument in MATCH_RECOGNIZE"),
+                    ));
+                }
+                let (var, column) = match arg(0)? {
+                    FunctionArgExpr::Wildcard if kind == RefKind::Count => (None, None),
+                    FunctionArgExpr::QualifiedWildcard(v) if kind == RefKind::Count => {
+                        let [ObjectNamePart::Identifier(id)] = v.0.as_slice() else {
+                            return Err(Error::plan("42601", format!("{v}.* is not a variable")));
+                        };
+                        (Some(self.var(id)?), None)
+                    }
+                    FunctionArgExpr::Expr(e) => {
+                        let (var, c) = self.operand(e)?;
+                        (var, Some(c))
+                    }
+                    other => {
+                        return Err(Error::plan(
+                            "42883",
+                            format!("{name}({other}) is not supported"),
+                        ))
+                    }
+                };
+                // In DEFINE, LAST of the current variable (or of the whole match) is the
+                // current row.
+                if kind == RefKind::Last
+                    && self.current.is_some()
+                    && (var.is_none() || var == self.current)
+                {
+                    let c = column.expect("LAST takes a column");
+                    return Ok(Some(Expr::Identifier(Ident::with_quote(
+                        '"',
+                        self.input.field(c).name().clone(),
+                    ))));
+                }
+                Ref { var, column, kind }
+            }
+        };
+        Ok(Some(self.reference(r)))
+    }
+}
+
+impl VisitorMut for Rewriter<'_> {
+    type Break = Error;
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<Error> {
+        match self.replace(expr) {
+            Ok(Some(e)) => {
+                *expr = e;
+                ControlFlow::Continue(())
+            }
+            Ok(None) => ControlFlow::Continue(()),
+            Err(err) => ControlFlow::Break(err),
+        }
+    }
+}
