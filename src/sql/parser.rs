@@ -1053,6 +1053,72 @@ mod tests {
     }
 
     #[test]
+    fn match_recognize_round_trips_with_within() {
+        let sql = "CREATE CONTINUOUS QUERY theft AS SELECT * FROM proc_events MATCH_RECOGNIZE(\
+                   PARTITION BY host ORDER BY ts \
+                   MEASURES FIRST(w.ts) AS started, COUNT(x.*) AS noise \
+                   ONE ROW PER MATCH AFTER MATCH SKIP TO LAST r \
+                   PATTERN (w x*? (r | q){1,3}? s+) WITHIN INTERVAL '10' MINUTE \
+                   DEFINE w AS op = 'write', r AS r.pid = w.obj_pid, s AS PREV(amount) > 1) AS m";
+        let Statement::CreateQuery(cq) = verified(sql) else {
+            panic!("not a query")
+        };
+        assert_eq!(
+            cq.clauses.within.as_ref().map(|w| w.to_string()).as_deref(),
+            Some("INTERVAL '10' MINUTE")
+        );
+        let printed = cq.to_string();
+        assert!(
+            printed
+                .contains("PATTERN (w x*? ( r | q ){1,3}? s+) WITHIN INTERVAL '10' MINUTE DEFINE"),
+            "{printed}"
+        );
+        // Without WITHIN, and as EXPLAIN of a SELECT.
+        verified("EXPLAIN SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts MEASURES a.x AS x PATTERN (a b) DEFINE a AS x > 1)");
+        let Statement::Explain {
+            target: ExplainTarget::Query(_, clauses),
+            ..
+        } = verified(
+            "EXPLAIN SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts MEASURES a.x AS x \
+             PATTERN (a b) WITHIN INTERVAL '5' SECOND DEFINE a AS x > 1)",
+        )
+        else {
+            panic!("not an explain")
+        };
+        assert!(clauses.within.is_some());
+    }
+
+    #[test]
+    fn within_errors_point_at_the_token() {
+        // WITHIN outside a continuous query.
+        let e = parse(
+            "SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts MEASURES a.x AS x\n  PATTERN (a) WITHIN INTERVAL '1' SECOND DEFINE a AS x > 1)",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.location(),
+            Some(Location {
+                line: 2,
+                column: 15
+            })
+        );
+        assert!(e.to_string().contains("continuous queries only"), "{e}");
+        // A WITHIN that is not an interval.
+        let e = parse(
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts MEASURES a.x AS x PATTERN (a) WITHIN 5 DEFINE a AS x > 1)",
+        )
+        .unwrap_err();
+        assert_eq!(e.sqlstate(), "42601");
+        assert!(e.location().is_some(), "{e}");
+        // No DEFINE after WITHIN.
+        let e = parse(
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts PATTERN (a) WITHIN INTERVAL '1' SECOND)",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("DEFINE"), "{e}");
+    }
+
+    #[test]
     fn errors_point_at_the_token() {
         let sql = "CREATE STREAM s (ts TIMESTAMP,\n  WATERMARK FOR ts AS ts * 2)";
         let e = parse(sql).unwrap_err();
