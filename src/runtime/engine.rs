@@ -15,6 +15,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::sqlparser::ast::{self as sq, Expr, Value, VisitMut, VisitorMut};
 use tokio::sync::mpsc;
 
+use super::graph::{OperatorGraph, Outputs};
 use super::pipeline::{QueryRuntime, SubscriptionEvent};
 use super::stream::StreamRuntime;
 use crate::error::{Error, Result};
@@ -106,6 +107,8 @@ struct State {
     catalog: Catalog,
     streams: HashMap<String, StreamRuntime>,
     queries: BTreeMap<String, QueryRuntime>,
+    /// Each stream's queries' operators, shared where they coincide.
+    graphs: HashMap<String, OperatorGraph>,
 }
 
 /// The streaming engine. Cheap to clone; clones share state.
@@ -125,6 +128,7 @@ impl Engine {
                 catalog: Catalog::default(),
                 streams: HashMap::new(),
                 queries: BTreeMap::new(),
+                graphs: HashMap::new(),
             })),
             config: Arc::new(config),
         };
@@ -257,16 +261,20 @@ impl Engine {
                 }
                 state.catalog.remove_stream(&name);
                 state.streams.remove(&name);
+                state.graphs.remove(&name);
                 self.persist(&state)?;
                 "DROP STREAM"
             }
             Statement::DropQuery { name, if_exists } => {
                 let name = normalize(&name);
-                if state.queries.remove(&name).is_none() {
+                let Some(q) = state.queries.remove(&name) else {
                     if if_exists {
                         return Ok(StatementResult::Command("DROP QUERY".into()));
                     }
                     return Err(Error::undefined("query", &name));
+                };
+                if let Some(g) = state.graphs.get_mut(&q.plan.stream.name) {
+                    g.detach(&name, &q.path);
                 }
                 state.catalog.remove_query(&name);
                 self.persist(&state)?;
@@ -331,17 +339,21 @@ impl Engine {
         if state.catalog.name_taken(&name) {
             return Err(Error::duplicate("relation", &name));
         }
-        let plan = plan_continuous(&cq.query, &cq.clauses, &state.catalog)?;
+        let mut plan = plan_continuous(&cq.query, &cq.clauses, &state.catalog)?;
         let watermark = state
             .streams
             .get(&plan.stream.name)
             .map(|s| s.watermark)
             .unwrap_or(Watermark::START);
-        let mut rt = QueryRuntime::new(name.clone(), cq.clone(), plan, self.config.retain_rows);
-        if watermark > Watermark::START {
-            rt.advance(watermark);
-        }
         state.catalog.add_query(name.clone(), cq.clone())?;
+        let operators = std::mem::take(&mut plan.operators);
+        let path = state
+            .graphs
+            .entry(plan.stream.name.clone())
+            .or_default()
+            .attach(&name, operators, &plan.explain, watermark);
+        let mut rt = QueryRuntime::new(name.clone(), cq.clone(), plan, self.config.retain_rows);
+        rt.path = path;
         state.queries.insert(name, rt);
         Ok(())
     }
@@ -415,12 +427,15 @@ impl Engine {
         }
         let advanced = rt.observe(&batch, Instant::now());
         for q in state.queries.values_mut() {
-            if q.plan.stream.name == stream {
-                q.process(&batch);
+            if q.plan.stream.name == stream && q.failed.is_none() {
+                q.rows_in += n;
             }
         }
+        if let Some(g) = state.graphs.get_mut(stream) {
+            dispatch(&mut state.queries, g.process(&batch));
+        }
         if let Some(wm) = advanced {
-            advance_queries(&mut state.queries, stream, wm);
+            advance_queries(state, stream, wm);
         }
         Ok(n)
     }
@@ -435,10 +450,13 @@ impl Engine {
     pub fn tick_at(&self, now: Instant) {
         let mut state = self.lock();
         let state = &mut *state;
-        for (name, s) in state.streams.iter_mut() {
-            if let Some(wm) = s.idle_advance(now) {
-                advance_queries(&mut state.queries, name, wm);
-            }
+        let advanced: Vec<(String, Watermark)> = state
+            .streams
+            .iter_mut()
+            .filter_map(|(name, s)| s.idle_advance(now).map(|wm| (name.clone(), wm)))
+            .collect();
+        for (name, wm) in advanced {
+            advance_queries(state, &name, wm);
         }
         for q in state.queries.values_mut() {
             q.subscribers();
@@ -449,10 +467,13 @@ impl Engine {
     pub fn finish(&self) {
         let mut state = self.lock();
         let state = &mut *state;
-        for (name, s) in state.streams.iter_mut() {
-            if let Some(wm) = s.advance(Watermark::END) {
-                advance_queries(&mut state.queries, name, wm);
-            }
+        let advanced: Vec<(String, Watermark)> = state
+            .streams
+            .iter_mut()
+            .filter_map(|(name, s)| s.advance(Watermark::END).map(|wm| (name.clone(), wm)))
+            .collect();
+        for (name, wm) in advanced {
+            advance_queries(state, &name, wm);
         }
     }
 
@@ -582,10 +603,22 @@ impl Engine {
     }
 }
 
-fn advance_queries(queries: &mut BTreeMap<String, QueryRuntime>, stream: &str, wm: Watermark) {
-    for q in queries.values_mut() {
-        if q.plan.stream.name == stream {
-            q.advance(wm);
+fn advance_queries(state: &mut State, stream: &str, wm: Watermark) {
+    if let Some(g) = state.graphs.get_mut(stream) {
+        dispatch(&mut state.queries, g.advance(wm));
+    }
+}
+
+/// Hands each query its results, or its failure.
+fn dispatch(queries: &mut BTreeMap<String, QueryRuntime>, outputs: Outputs) {
+    for (name, reason) in outputs.failed {
+        if let Some(q) = queries.get_mut(&name) {
+            q.deliver(Err(reason));
+        }
+    }
+    for (name, batches) in outputs.rows {
+        if let Some(q) = queries.get_mut(&name) {
+            q.deliver(Ok(batches));
         }
     }
 }
@@ -792,7 +825,12 @@ fn show_queries(state: &mut State) -> StatementResult {
         });
         rows_in.push(q.rows_in);
         rows_out.push(q.rows_out);
-        late.push(q.late_rows());
+        late.push(
+            state
+                .graphs
+                .get(&q.plan.stream.name)
+                .map_or(0, |g| g.late_rows(&q.path)),
+        );
         watermarks.push(
             state
                 .streams
@@ -801,7 +839,7 @@ fn show_queries(state: &mut State) -> StatementResult {
                 .unwrap_or_default(),
         );
         subscribers.push(q.subscribers() as u64);
-        defs.push(q.def.query.to_string());
+        defs.push(sql::query_sql(&q.def.query, &q.def.clauses));
     }
     rows_result(
         vec![

@@ -3,6 +3,7 @@
 //! the catalog and executes statements.
 
 pub mod engine;
+mod graph;
 mod pipeline;
 mod retained;
 mod stream;

@@ -6,11 +6,8 @@ use datafusion::arrow::record_batch::RecordBatch;
 use tokio::sync::mpsc;
 
 use super::retained::Retained;
-use crate::error::Result;
-use crate::operators::Operator;
 use crate::plan::QueryPlan;
 use crate::sql::CreateQuery;
-use crate::time::Watermark;
 
 /// What a subscriber receives.
 #[derive(Debug, Clone)]
@@ -30,8 +27,10 @@ pub struct QueryRuntime {
     pub name: String,
     /// Its definition.
     pub def: CreateQuery,
-    /// Its plan (operators run in order).
+    /// Its plan; its operators run in the stream's [`super::graph::OperatorGraph`].
     pub plan: QueryPlan,
+    /// Its operators' node ids in the stream's operator graph, source first.
+    pub path: Vec<usize>,
     /// Rows offered to the query.
     pub rows_in: u64,
     /// Result rows produced.
@@ -50,6 +49,7 @@ impl QueryRuntime {
             name,
             def,
             plan,
+            path: Vec::new(),
             rows_in: 0,
             rows_out: 0,
             failed: None,
@@ -61,11 +61,6 @@ impl QueryRuntime {
     /// Result schema.
     pub fn schema(&self) -> SchemaRef {
         self.plan.schema.clone()
-    }
-
-    /// Rows dropped as late by any operator.
-    pub fn late_rows(&self) -> u64 {
-        self.plan.operators.iter().map(|o| o.late_rows()).sum()
     }
 
     /// Adds a subscriber and returns its receiving end.
@@ -84,43 +79,11 @@ impl QueryRuntime {
         self.subscribers.len()
     }
 
-    /// Feeds a batch of the stream's rows through the operators.
-    pub fn process(&mut self, batch: &RecordBatch) {
+    /// Hands the query's new results (or its failure) to its subscribers and retained rows.
+    pub fn deliver(&mut self, result: std::result::Result<Vec<RecordBatch>, String>) {
         if self.failed.is_some() {
             return;
         }
-        self.rows_in += batch.num_rows() as u64;
-        let result = run_from(&mut self.plan.operators, 0, vec![batch.clone()]);
-        self.deliver(result);
-    }
-
-    /// Advances every operator to `watermark`, in order, passing on what each emits.
-    pub fn advance(&mut self, watermark: Watermark) {
-        if self.failed.is_some() {
-            return;
-        }
-        let mut out = Vec::new();
-        let n = self.plan.operators.len();
-        let mut result = Ok(());
-        for i in 0..n {
-            match self.plan.operators[i].on_watermark(watermark) {
-                Ok(emitted) => match run_from(&mut self.plan.operators, i + 1, emitted) {
-                    Ok(batches) => out.extend(batches),
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                },
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            }
-        }
-        self.deliver(result.map(|_| out));
-    }
-
-    fn deliver(&mut self, result: Result<Vec<RecordBatch>>) {
         match result {
             Ok(batches) => {
                 for b in batches {
@@ -136,8 +99,7 @@ impl QueryRuntime {
                     });
                 }
             }
-            Err(e) => {
-                let reason = e.to_string();
+            Err(reason) => {
                 tracing::warn!("query \"{}\" failed: {reason}", self.name);
                 for s in self.subscribers.drain(..) {
                     let message = format!("query \"{}\" failed: {reason}", self.name);
@@ -147,23 +109,4 @@ impl QueryRuntime {
             }
         }
     }
-}
-
-/// Pushes batches through operators `from..`, returning what comes out of the last one.
-fn run_from(
-    operators: &mut [Box<dyn Operator>],
-    from: usize,
-    mut batches: Vec<RecordBatch>,
-) -> Result<Vec<RecordBatch>> {
-    for op in operators.iter_mut().skip(from) {
-        let mut next = Vec::new();
-        for b in batches {
-            next.extend(op.process_batch(b)?);
-        }
-        batches = next;
-        if batches.is_empty() {
-            break;
-        }
-    }
-    Ok(batches)
 }

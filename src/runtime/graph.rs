@@ -1,0 +1,386 @@
+//! Shared work across the queries of a stream (SAQL's master-dependent queries, generalised):
+//! the operator chains of all queries on a stream form one tree. Queries whose chains begin
+//! with the same operators (same expressions, keys, windows and output schema, as EXPLAIN shows
+//! them) share those nodes, so an identical predicate or projection is evaluated once per
+//! batch and an identical window aggregate is computed once, however many queries use it.
+//! Each query is a path from a root to the node that produces its results.
+//!
+//! A query attached to existing nodes shares their state as it stands (e.g. a window already
+//! half full); the nodes it adds start empty. Batches flow depth-first, so every query sees
+//! its results in the order its own chain would produce them.
+
+use std::collections::HashMap;
+
+use datafusion::arrow::record_batch::RecordBatch;
+
+use crate::error::Error;
+use crate::operators::Operator;
+use crate::plan::explain::ExplainNode;
+use crate::time::Watermark;
+
+struct Node {
+    /// What the operator computes; equal signatures under one parent compute the same.
+    signature: String,
+    op: Box<dyn Operator>,
+    children: Vec<usize>,
+    /// Queries whose results are this node's output.
+    sinks: Vec<String>,
+    /// Queries whose path runs through this node.
+    users: usize,
+    failed: bool,
+}
+
+/// What a batch or a watermark produced, per query.
+#[derive(Default)]
+pub struct Outputs {
+    /// Result batches by query name, in order.
+    pub rows: HashMap<String, Vec<RecordBatch>>,
+    /// Queries whose operators failed, with the error message.
+    pub failed: Vec<(String, String)>,
+}
+
+/// The operator tree of one stream's queries.
+#[derive(Default)]
+pub struct OperatorGraph {
+    nodes: Vec<Option<Node>>,
+    roots: Vec<usize>,
+    /// Queries without operators: their results are the stream's rows.
+    passthrough: Vec<String>,
+}
+
+impl OperatorGraph {
+    /// Adds a query's operators, sharing every leading operator that an existing path already
+    /// runs; advances the new nodes to `watermark`. Returns the query's path of node ids.
+    pub fn attach(
+        &mut self,
+        query: &str,
+        operators: Vec<Box<dyn Operator>>,
+        explain: &[ExplainNode],
+        watermark: Watermark,
+    ) -> Vec<usize> {
+        let shareable = operators.len() == explain.len();
+        let mut path = Vec::new();
+        let mut parent: Option<usize> = None;
+        let mut fresh = false;
+        for (i, op) in operators.into_iter().enumerate() {
+            let signature = if shareable {
+                signature(&explain[i], op.as_ref())
+            } else {
+                // Never equal to another: a query whose EXPLAIN does not describe each
+                // operator keeps its own.
+                format!("{query}#{i}")
+            };
+            let siblings = match parent {
+                None => &self.roots,
+                Some(p) => &self.node(p).children,
+            };
+            let existing = if fresh {
+                None
+            } else {
+                siblings.iter().copied().find(|&id| {
+                    let n = self.node(id);
+                    n.signature == signature && !n.failed
+                })
+            };
+            let id = match existing {
+                Some(id) => id,
+                None => {
+                    fresh = true;
+                    let mut op = op;
+                    if watermark > Watermark::START {
+                        // A fresh operator holds nothing for the watermark to complete.
+                        let _ = op.on_watermark(watermark);
+                    }
+                    let id = self.insert(Node {
+                        signature,
+                        op,
+                        children: Vec::new(),
+                        sinks: Vec::new(),
+                        users: 0,
+                        failed: false,
+                    });
+                    match parent {
+                        None => self.roots.push(id),
+                        Some(p) => self.node_mut(p).children.push(id),
+                    }
+                    id
+                }
+            };
+            self.node_mut(id).users += 1;
+            path.push(id);
+            parent = Some(id);
+        }
+        match path.last() {
+            Some(&last) => self.node_mut(last).sinks.push(query.to_string()),
+            None => self.passthrough.push(query.to_string()),
+        }
+        path
+    }
+
+    /// Removes a query; nodes no other query uses are dropped with their state.
+    pub fn detach(&mut self, query: &str, path: &[usize]) {
+        self.passthrough.retain(|q| q != query);
+        if let Some(&last) = path.last() {
+            self.node_mut(last).sinks.retain(|q| q != query);
+        }
+        for (i, &id) in path.iter().enumerate().rev() {
+            let n = self.node_mut(id);
+            n.users -= 1;
+            if n.users == 0 {
+                self.nodes[id] = None;
+                match i.checked_sub(1).map(|p| path[p]) {
+                    None => self.roots.retain(|&r| r != id),
+                    Some(p) => self.node_mut(p).children.retain(|&c| c != id),
+                }
+            }
+        }
+    }
+
+    /// Rows dropped as late along a path.
+    pub fn late_rows(&self, path: &[usize]) -> u64 {
+        path.iter().map(|&id| self.node(id).op.late_rows()).sum()
+    }
+
+    /// Feeds a batch of the stream's rows to every query.
+    pub fn process(&mut self, batch: &RecordBatch) -> Outputs {
+        let mut out = Outputs::default();
+        for q in &self.passthrough {
+            out.rows.entry(q.clone()).or_default().push(batch.clone());
+        }
+        for root in self.roots.clone() {
+            self.push(root, vec![batch.clone()], &mut out);
+        }
+        out
+    }
+
+    /// Advances every node to `watermark`; what a node emits passes through its subtree
+    /// before its children advance.
+    pub fn advance(&mut self, watermark: Watermark) -> Outputs {
+        let mut out = Outputs::default();
+        for root in self.roots.clone() {
+            self.advance_node(root, watermark, &mut out);
+        }
+        out
+    }
+
+    fn advance_node(&mut self, id: usize, watermark: Watermark, out: &mut Outputs) {
+        if self.node(id).failed {
+            return;
+        }
+        match self.node_mut(id).op.on_watermark(watermark) {
+            Ok(emitted) => self.emit(id, emitted, out),
+            Err(e) => return self.fail(id, e, out),
+        }
+        for child in self.node(id).children.clone() {
+            self.advance_node(child, watermark, out);
+        }
+    }
+
+    /// Runs `batches` through node `id` and on down its subtree.
+    fn push(&mut self, id: usize, batches: Vec<RecordBatch>, out: &mut Outputs) {
+        if self.node(id).failed {
+            return;
+        }
+        let mut produced = Vec::new();
+        for b in batches {
+            match self.node_mut(id).op.process_batch(b) {
+                Ok(o) => produced.extend(o),
+                Err(e) => return self.fail(id, e, out),
+            }
+        }
+        self.emit(id, produced, out);
+    }
+
+    /// Hands a node's output to its queries and its children.
+    fn emit(&mut self, id: usize, batches: Vec<RecordBatch>, out: &mut Outputs) {
+        if batches.is_empty() {
+            return;
+        }
+        let node = self.node(id);
+        for q in &node.sinks {
+            out.rows
+                .entry(q.clone())
+                .or_default()
+                .extend(batches.iter().cloned());
+        }
+        for child in node.children.clone() {
+            self.push(child, batches.clone(), out);
+        }
+    }
+
+    /// Stops a node; every query below it fails with the error.
+    fn fail(&mut self, id: usize, error: Error, out: &mut Outputs) {
+        self.node_mut(id).failed = true;
+        let mut queries = Vec::new();
+        let mut stack = vec![id];
+        while let Some(n) = stack.pop() {
+            let node = self.node(n);
+            queries.extend(node.sinks.iter().cloned());
+            stack.extend(node.children.iter().copied());
+        }
+        let message = error.to_string();
+        out.failed
+            .extend(queries.into_iter().map(|q| (q, message.clone())));
+    }
+
+    fn insert(&mut self, node: Node) -> usize {
+        match self.nodes.iter().position(Option::is_none) {
+            Some(id) => {
+                self.nodes[id] = Some(node);
+                id
+            }
+            None => {
+                self.nodes.push(Some(node));
+                self.nodes.len() - 1
+            }
+        }
+    }
+
+    fn node(&self, id: usize) -> &Node {
+        self.nodes[id].as_ref().expect("paths hold live nodes")
+    }
+
+    fn node_mut(&mut self, id: usize) -> &mut Node {
+        self.nodes[id].as_mut().expect("paths hold live nodes")
+    }
+}
+
+/// The EXPLAIN node and the output schema: two operators with equal signatures under the same
+/// parent compute the same rows.
+fn signature(explain: &ExplainNode, op: &dyn Operator) -> String {
+    let props: Vec<String> = explain
+        .properties
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    format!(
+        "{}|{}|{}|{:?}",
+        op.name(),
+        explain.operator,
+        props.join(";"),
+        op.schema().fields()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{Int64Array, TimestampNanosecondArray};
+
+    use super::*;
+    use crate::plan::{plan_query, Catalog};
+    use crate::time::EventTime;
+
+    fn catalog() -> Catalog {
+        Catalog::from_sql(
+            "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
+             WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)",
+        )
+        .unwrap()
+    }
+
+    fn attach(g: &mut OperatorGraph, name: &str, sql: &str) -> Vec<usize> {
+        let cat = catalog();
+        let crate::sql::Statement::Sql(stmt) = crate::sql::parse_one(sql).unwrap() else {
+            panic!("not a query")
+        };
+        let datafusion::sql::sqlparser::ast::Statement::Query(q) = *stmt else {
+            panic!("not a query")
+        };
+        let mut plan = plan_query(&q, &cat).unwrap();
+        let ops = std::mem::take(&mut plan.operators);
+        g.attach(name, ops, &plan.explain, Watermark::START)
+    }
+
+    fn live(g: &OperatorGraph) -> usize {
+        g.nodes.iter().filter(|n| n.is_some()).count()
+    }
+
+    fn batch(rows: &[(i64, i64, i64)]) -> RecordBatch {
+        let cat = catalog();
+        RecordBatch::try_new(
+            cat.stream("s").unwrap().schema.clone(),
+            vec![
+                Arc::new(TimestampNanosecondArray::from_iter_values(
+                    rows.iter().map(|r| r.0 * 1_000_000_000),
+                )),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+            ],
+        )
+        .unwrap()
+    }
+
+    const SUM: &str =
+        "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
+                       WHERE v > 1 GROUP BY k, window_start, window_end";
+
+    #[test]
+    fn identical_queries_share_every_node_and_get_the_same_rows() {
+        let mut g = OperatorGraph::default();
+        let a = attach(&mut g, "a", SUM);
+        let nodes = live(&g);
+        let b = attach(&mut g, "b", SUM);
+        assert_eq!(a, b, "the second query reuses the first one's nodes");
+        assert_eq!(live(&g), nodes);
+        // Same filter, another aggregate: shares the filter only.
+        let c = attach(
+            &mut g,
+            "c",
+            "SELECT k, window_end, MAX(v) AS top FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
+             WHERE v > 1 GROUP BY k, window_start, window_end",
+        );
+        assert_eq!(c[0], a[0]);
+        assert_ne!(c[1], a[1]);
+
+        g.process(&batch(&[(0, 1, 5), (1, 1, 7), (2, 2, 1), (3, 2, 4)]));
+        let out = g.advance(Watermark(EventTime(20 * 1_000_000_000)));
+        assert!(out.failed.is_empty());
+        let rows = |q: &str| out.rows[q].iter().map(|b| b.num_rows()).sum::<usize>();
+        assert_eq!(rows("a"), 2);
+        assert_eq!(out.rows["a"], out.rows["b"]);
+        assert_eq!(rows("c"), 2);
+
+        // Dropping one sharer keeps the nodes; dropping the last frees them.
+        g.detach("a", &a);
+        assert_eq!(live(&g), nodes + c.len() - 1);
+        g.detach("b", &b);
+        g.detach("c", &c);
+        assert_eq!(live(&g), 0);
+        assert!(g.roots.is_empty());
+    }
+
+    #[test]
+    fn a_query_added_later_starts_fresh_where_it_does_not_share() {
+        let mut g = OperatorGraph::default();
+        let a = attach(&mut g, "a", SUM);
+        g.process(&batch(&[(0, 1, 5)]));
+        let b = attach(
+            &mut g,
+            "b",
+            "SELECT k, window_end, COUNT(*) AS n FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
+             WHERE v > 1 GROUP BY k, window_start, window_end",
+        );
+        g.process(&batch(&[(1, 1, 6)]));
+        let out = g.advance(Watermark(EventTime(20 * 1_000_000_000)));
+        let total = out.rows["a"][0]
+            .column(2)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .value(0);
+        let n = out.rows["b"][0]
+            .column(2)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .value(0);
+        assert_eq!(
+            (total, n),
+            (11, 1),
+            "a saw both rows, b only the one after it began"
+        );
+        assert_eq!(a[0], b[0]);
+    }
+}
