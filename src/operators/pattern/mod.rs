@@ -57,6 +57,10 @@ pub enum AfterMatch {
     ToLast(u16),
 }
 
+/// The most match threads one partition may hold. Patterns such as `(a | b)*` without WITHIN
+/// can fork without bound; past this the query fails with 53000 rather than exhausting memory.
+pub const MAX_THREADS_PER_PARTITION: usize = 100_000;
+
 /// A `DEFINE` condition that reads earlier rows of the match.
 pub struct CrossCondition {
     /// Evaluated over `schema`: the input columns, then one column per reference.
@@ -187,6 +191,10 @@ struct Matcher {
     program: Program,
     within: Option<i64>,
     prev_depth: usize,
+    /// Whether no condition reads the rows a thread mapped (only the current row and PREV):
+    /// then two threads of one attempt at the same instruction have the same future, and
+    /// only the preferred one need live, as in a Pike VM.
+    dedupe: bool,
 }
 
 /// Runs a `MATCH_RECOGNIZE`.
@@ -225,12 +233,19 @@ impl PatternMatcher {
             .max()
             .unwrap_or(0);
         let within = spec.within.map(duration_nanos);
+        let dedupe = spec
+            .variables
+            .iter()
+            .filter_map(|v| v.cross.as_ref())
+            .flat_map(|c| c.refs.iter())
+            .all(|r| matches!(r.kind, RefKind::Prev(_)));
         Ok(PatternMatcher {
             m: Matcher {
                 spec,
                 program,
                 within,
                 prev_depth,
+                dedupe,
             },
             converter,
             partitions: AHashMap::new(),
@@ -446,6 +461,8 @@ impl Matcher {
         let old = std::mem::take(&mut part.threads);
         let mut matched: Option<u64> = None;
         let mut bound = false;
+        // For dedupe: the attempt (start + 1) that last parked a thread at each instruction.
+        let mut parked = vec![0u64; if self.dedupe { prog.len() } else { 0 }];
         for (i, t) in old.into_iter().enumerate() {
             if matched == Some(t.start) {
                 continue;
@@ -465,6 +482,12 @@ impl Matcher {
                     pcs.clear();
                     prog.closure(t.pc + 1, seen, &mut pcs);
                     for &pc in &pcs {
+                        if self.dedupe {
+                            if parked[pc as usize] == t.start + 1 {
+                                continue;
+                            }
+                            parked[pc as usize] = t.start + 1;
+                        }
                         part.threads.push(Thread {
                             pc,
                             last: Some(b.clone()),
@@ -478,6 +501,13 @@ impl Matcher {
                 }
                 _ => {}
             }
+        }
+        if part.threads.len() > MAX_THREADS_PER_PARTITION {
+            return Err(Error::ResourceLimit(format!(
+                "MATCH_RECOGNIZE holds more than {MAX_THREADS_PER_PARTITION} open match \
+                 attempts in one partition; bound the pattern with WITHIN or make its \
+                 conditions stricter"
+            )));
         }
         let stored = StoredRow {
             seq: cur.seq,
