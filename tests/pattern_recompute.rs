@@ -214,11 +214,13 @@ impl Part<'_> {
                 }
                 let again = P::Rep(inner.clone(), 0, less(*max), *greedy);
                 let more = with(vec![(**inner).clone(), again]);
-                if *greedy {
-                    self.go(&more, pos, start, binds) || self.go(rest, pos, start, binds)
+                // Greedy tries one more repetition first, reluctant one fewer.
+                let (first, second): (&[P], &[P]) = if *greedy {
+                    (&more, rest)
                 } else {
-                    self.go(rest, pos, start, binds) || self.go(&more, pos, start, binds)
-                }
+                    (rest, &more)
+                };
+                self.go(first, pos, start, binds) || self.go(second, pos, start, binds)
             }
         }
     }
