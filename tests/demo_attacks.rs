@@ -112,7 +112,12 @@ fn each_attack_fires_the_queries_meant_for_it() {
         (Attack::UnusualChild, &["web_children"]),
         (
             Attack::DataExfiltration,
-            &["apt_chain", "big_senders", "cmd_starts_osql", "exfil_outlier"],
+            &[
+                "apt_chain",
+                "big_senders",
+                "cmd_starts_osql",
+                "exfil_outlier",
+            ],
         ),
     ];
     for (attack, expected) in cases {
