@@ -3,26 +3,16 @@
 //! random batches, fed through the engine; the reference computes the same windows over all
 //! rows at once, with DataFusion (TUMBLE, HOP) or a brute-force loop (SESSION).
 
+mod common;
+
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Int64Array, RecordBatch, TimestampNanosecondArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use common::{batch, incremental, render, schema, Row, BASE, SEC};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use proptest::prelude::*;
-use saql::runtime::SubscriptionEvent;
 use saql::{Engine, EngineConfig, StatementResult};
-
-const SEC: i64 = 1_000_000_000;
-const BASE: i64 = 1_700_000_000 * SEC;
-
-#[derive(Debug, Clone)]
-struct Row {
-    ts: i64,
-    k: i64,
-    v: Option<i64>,
-}
 
 fn rows_strategy() -> impl Strategy<Value = (Vec<Row>, Vec<usize>)> {
     (1usize..300).prop_flat_map(|n| {
@@ -48,99 +38,6 @@ fn rows_strategy() -> impl Strategy<Value = (Vec<Row>, Vec<usize>)> {
                 (rows, splits)
             })
     })
-}
-
-fn schema() -> Arc<Schema> {
-    Arc::new(Schema::new(vec![
-        Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
-        Field::new("k", DataType::Int64, true),
-        Field::new("v", DataType::Int64, true),
-    ]))
-}
-
-fn batch(rows: &[Row]) -> RecordBatch {
-    RecordBatch::try_new(
-        schema(),
-        vec![
-            Arc::new(TimestampNanosecondArray::from_iter_values(
-                rows.iter().map(|r| r.ts),
-            )),
-            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.k))),
-            Arc::new(Int64Array::from(
-                rows.iter().map(|r| r.v).collect::<Vec<_>>(),
-            )),
-        ],
-    )
-    .unwrap()
-}
-
-fn render(batches: &[RecordBatch]) -> Vec<String> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut out = Vec::new();
-    for b in batches {
-        let fmts: Vec<_> = b
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
-            .collect();
-        for r in 0..b.num_rows() {
-            out.push(
-                fmts.iter()
-                    .map(|f| f.value(r).to_string())
-                    .collect::<Vec<_>>()
-                    .join("|"),
-            );
-        }
-    }
-    out.sort();
-    out
-}
-
-/// Runs `query` incrementally over `rows` split at `splits` and returns its rendered output.
-fn incremental(
-    rt: &tokio::runtime::Runtime,
-    query: &str,
-    rows: &[Row],
-    splits: &[usize],
-) -> Vec<String> {
-    let engine = Engine::open(EngineConfig::default()).unwrap();
-    rt.block_on(async {
-        engine
-            .execute("CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)")
-            .await
-            .unwrap();
-        engine
-            .execute(&format!("CREATE CONTINUOUS QUERY q AS {query}"))
-            .await
-            .unwrap();
-    });
-    let mut sub = match rt
-        .block_on(engine.execute("SUBSCRIBE q"))
-        .unwrap()
-        .remove(0)
-    {
-        StatementResult::Subscribe(s) => s,
-        _ => panic!("not a subscription"),
-    };
-    let mut start = 0;
-    let mut i = 0;
-    while start < rows.len() {
-        let len = splits[i % splits.len()].min(rows.len() - start);
-        engine
-            .insert_batch("s", batch(&rows[start..start + len]))
-            .unwrap();
-        start += len;
-        i += 1;
-    }
-    engine.finish();
-    let mut out = Vec::new();
-    while let Ok(ev) = sub.events.try_recv() {
-        match ev {
-            SubscriptionEvent::Rows(b) => out.push(b),
-            SubscriptionEvent::Failed(e) => panic!("query failed: {e}"),
-        }
-    }
-    render(&out)
 }
 
 fn reference(rt: &tokio::runtime::Runtime, sql: &str, rows: &[Row]) -> Vec<String> {

@@ -2,20 +2,23 @@
 //! query's results during a training period, then passes on only the results that break it,
 //! with a `violation` column saying how. `OFFLINE` freezes what was learned; `ONLINE` adds each
 //! new value after reporting it once. SAQL's "Apache only ever starts these child processes".
+//! Results are learned from and checked in event-time order: a stream's raw rows, which may
+//! arrive out of order, wait until the watermark passes them (as in `History`); a windowed
+//! query's results arrive in window order and pass at once.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray, UInt32Array};
-use datafusion::arrow::compute::{cast, take_record_batch};
-use datafusion::arrow::datatypes::{DataType, Float64Type, SchemaRef};
+use datafusion::arrow::compute::{cast, concat_batches, take_record_batch};
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::physical_plan::PhysicalExpr;
 use serde::{Deserialize, Serialize};
 
-use super::Operator;
+use super::{snapshot, Operator};
 use crate::error::{Error, Result};
 use crate::sql::{InvariantKind, Training};
 use crate::time::{duration_nanos, Watermark};
@@ -75,6 +78,12 @@ pub struct Invariant {
     value_rows: Option<RowConverter>,
     key_rows: Option<RowConverter>,
     state: State,
+    /// Rows ahead of the watermark, in arrival order, waiting to be checked in time order.
+    pending: Vec<RecordBatch>,
+    /// The latest watermark, in nanoseconds.
+    watermark: i64,
+    /// The input's schema: `schema` without `violation`.
+    input_schema: SchemaRef,
     schema: SchemaRef,
 }
 
@@ -99,6 +108,10 @@ impl Invariant {
                 "INVARIANT needs at least one expression",
             ));
         }
+        let fields = schema.fields();
+        let input_schema = Arc::new(Schema::new(
+            fields[..fields.len().saturating_sub(1)].to_vec(),
+        ));
         Ok(Invariant {
             kind,
             values,
@@ -110,6 +123,9 @@ impl Invariant {
             value_rows: None,
             key_rows: None,
             state: State::default(),
+            pending: Vec::new(),
+            watermark: i64::MIN,
+            input_schema,
             schema,
         })
     }
@@ -154,6 +170,14 @@ impl Invariant {
             }
         }
     }
+
+    /// Each row's time (window_end or event time) in nanoseconds.
+    fn times(&self, batch: &RecordBatch) -> Result<Vec<Option<i64>>> {
+        Ok(cast(batch.column(self.time_column), &DataType::Int64)?
+            .as_primitive::<Int64Type>()
+            .iter()
+            .collect())
+    }
 }
 
 fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
@@ -164,16 +188,9 @@ fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<
         .collect::<datafusion::error::Result<Vec<_>>>()?)
 }
 
-impl Operator for Invariant {
-    fn name(&self) -> &'static str {
-        "Invariant"
-    }
-
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
-    }
-
-    fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
+impl Invariant {
+    /// Learns from and checks rows in the order given; returns the violating ones.
+    fn check(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
         let n = batch.num_rows();
         if n == 0 {
             return Ok(vec![]);
@@ -207,10 +224,7 @@ impl Operator for Invariant {
                 })
                 .collect::<Result<_>>()?,
         };
-        let times: Vec<Option<i64>> = cast(batch.column(self.time_column), &DataType::Int64)?
-            .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
-            .iter()
-            .collect();
+        let times = self.times(&batch)?;
         let formatters: Vec<ArrayFormatter> = values
             .iter()
             .map(|v| {
@@ -299,18 +313,88 @@ impl Operator for Invariant {
         cols.push(Arc::new(StringArray::from(messages)));
         Ok(vec![RecordBatch::try_new(self.schema.clone(), cols)?])
     }
+}
 
-    fn on_watermark(&mut self, _watermark: Watermark) -> Result<Vec<RecordBatch>> {
-        Ok(vec![])
+impl Operator for Invariant {
+    fn name(&self) -> &'static str {
+        "Invariant"
     }
 
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
+        // Rows at or behind the watermark (late, or without a time) have nothing to wait for.
+        let times = self.times(&batch)?;
+        let (now, wait): (Vec<u32>, Vec<u32>) = (0..batch.num_rows() as u32)
+            .partition(|&i| times[i as usize].is_none_or(|t| t <= self.watermark));
+        if !wait.is_empty() {
+            self.pending
+                .push(take_record_batch(&batch, &UInt32Array::from(wait))?);
+        }
+        if now.is_empty() {
+            return Ok(vec![]);
+        }
+        self.check(take_record_batch(&batch, &UInt32Array::from(now))?)
+    }
+
+    fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
+        self.watermark = self.watermark.max(watermark.0.nanos());
+        if self.pending.is_empty() {
+            return Ok(vec![]);
+        }
+        let all = concat_batches(&self.pending[0].schema(), &self.pending)?;
+        self.pending.clear();
+        let times = self.times(&all)?;
+        // No row earlier than the watermark can arrive any more: check those up to it in time
+        // order, ties in arrival order.
+        let (mut ready, wait): (Vec<u32>, Vec<u32>) = (0..all.num_rows() as u32)
+            .partition(|&i| times[i as usize].is_some_and(|t| t <= self.watermark));
+        ready.sort_by_key(|&i| times[i as usize]);
+        if !wait.is_empty() {
+            self.pending
+                .push(take_record_batch(&all, &UInt32Array::from(wait))?);
+        }
+        if ready.is_empty() {
+            return Ok(vec![]);
+        }
+        self.check(take_record_batch(&all, &UInt32Array::from(ready))?)
+    }
+
+    /// The learned state as JSON (its length first), then the watermark and the waiting rows.
     fn snapshot(&mut self) -> Result<Vec<u8>> {
-        serde_json::to_vec(&self.state).map_err(|e| Error::Internal(e.to_string()))
+        let state = serde_json::to_vec(&self.state).map_err(|e| Error::Internal(e.to_string()))?;
+        let pending = if self.pending.is_empty() {
+            RecordBatch::new_empty(self.input_schema.clone())
+        } else {
+            concat_batches(&self.pending[0].schema(), &self.pending)?
+        };
+        let mut out = (state.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(&state);
+        out.extend(snapshot::encode(
+            &[self.watermark],
+            &pending.schema(),
+            &[pending],
+        )?);
+        Ok(out)
     }
 
-    fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
-        self.state = serde_json::from_slice(snapshot)
+    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        let bad = || Error::Internal("corrupt invariant snapshot".into());
+        let len = u64::from_le_bytes(
+            bytes
+                .get(..8)
+                .ok_or_else(bad)?
+                .try_into()
+                .map_err(|_| bad())?,
+        ) as usize;
+        let end = len.checked_add(8).ok_or_else(bad)?;
+        self.state = serde_json::from_slice(bytes.get(8..end).ok_or_else(bad)?)
             .map_err(|e| Error::Internal(format!("corrupt invariant snapshot: {e}")))?;
+        let (header, pending) = snapshot::decode(bytes.get(end..).ok_or_else(bad)?)?;
+        self.watermark = *header.first().ok_or_else(bad)?;
+        self.pending = pending.into_iter().filter(|b| b.num_rows() > 0).collect();
         Ok(())
     }
 }
