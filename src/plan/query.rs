@@ -218,7 +218,12 @@ fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> Result<()> {
             )
             .with(
                 "state",
-                "per key: the learned set (values in Arrow row format) or range",
+                if plan.window.is_some() {
+                    "per key: the learned set (values in Arrow row format) or range"
+                } else {
+                    "per key: the learned set (values in Arrow row format) or range; rows wait \
+                     for the watermark to be checked in event-time order"
+                },
             ),
     );
     plan.schema = output;
