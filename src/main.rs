@@ -32,6 +32,9 @@ enum Command {
         /// Recent rows kept per stream and per query for ad hoc SELECT.
         #[arg(long, default_value_t = 10_000)]
         retain_rows: usize,
+        /// Threads a keyed operator is spread over (default: the number of cores).
+        #[arg(long, env = "SAQL_WORKERS")]
+        workers: Option<usize>,
         /// Feed built-in demo streams and register the queries in --queries.
         #[arg(long)]
         demo: bool,
@@ -83,9 +86,16 @@ fn main() -> ExitCode {
             listen,
             data_dir,
             retain_rows,
+            workers,
             demo,
             queries,
-        } => match cli::serve::serve(listen, data_dir, retain_rows, demo.then_some(queries)) {
+        } => match cli::serve::serve(
+            listen,
+            data_dir,
+            retain_rows,
+            workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            demo.then_some(queries),
+        ) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("saql: {e}");

@@ -151,6 +151,7 @@ impl QueryFiles {
         let config = EngineConfig {
             data_dir: None,
             retain_rows: 0,
+            workers: 1,
         };
         let engine = Engine::open(config).map_err(|e| vec![format!("saql: {e}")])?;
         let mut problems = Vec::new();

@@ -12,6 +12,7 @@ pub fn serve(
     listen: String,
     data_dir: PathBuf,
     retain_rows: usize,
+    workers: usize,
     demo_queries: Option<PathBuf>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Runtime::new()?;
@@ -19,6 +20,7 @@ pub fn serve(
         let engine = Engine::open(EngineConfig {
             data_dir: Some(data_dir.clone()),
             retain_rows,
+            workers,
         })?;
         if let Some(dir) = &demo_queries {
             start_demo(&engine, dir).await?;

@@ -10,11 +10,15 @@ pub mod outlier;
 pub mod pattern;
 pub mod project;
 pub mod session_window;
+pub mod sharded;
 mod snapshot;
 pub mod window_aggregate;
 
+use std::sync::Arc;
+
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::physical_plan::PhysicalExpr;
 
 use crate::error::Result;
 use crate::time::Watermark;
@@ -26,6 +30,7 @@ pub use outlier::Outlier;
 pub use pattern::PatternMatcher;
 pub use project::Project;
 pub use session_window::SessionWindow;
+pub use sharded::Sharded;
 pub use window_aggregate::WindowAggregate;
 
 /// An incremental operator: consumes batches and watermarks, produces batches.
@@ -56,5 +61,11 @@ pub trait Operator: Send {
     /// Rows dropped because they arrived after their window was emitted.
     fn late_rows(&self) -> u64 {
         0
+    }
+    /// Expressions over the input whose values partition this operator's state: replicas
+    /// that each see all rows of some of their values compute, together, what this operator
+    /// computes alone (see [`Sharded`]). None if the state is not partitioned so.
+    fn shard_keys(&self) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
+        None
     }
 }

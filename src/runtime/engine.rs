@@ -19,8 +19,9 @@ use super::graph::{OperatorGraph, Outputs};
 use super::pipeline::{QueryRuntime, SubscriptionEvent};
 use super::stream::StreamRuntime;
 use crate::error::{Error, Result};
+use crate::operators::{Operator, Sharded};
 use crate::plan::catalog::{normalize, normalize_object};
-use crate::plan::{plan_continuous, Catalog, StreamDef};
+use crate::plan::{plan_continuous, Catalog, QueryPlan, StreamDef};
 use crate::sources::csv::{CopyDecoder, CopyOptions};
 use crate::sources::insert;
 use crate::sql::{self, CopyFrom, CreateQuery, CreateStream, ExplainTarget, Statement};
@@ -33,6 +34,10 @@ pub struct EngineConfig {
     pub data_dir: Option<PathBuf>,
     /// Recent rows kept per stream and per query for ad hoc SELECT.
     pub retain_rows: usize,
+    /// Threads a keyed operator (window aggregate, session window, pattern) is spread over,
+    /// by the hash of its key, when only stateless operators follow it. 1 runs every query
+    /// on the calling thread, in the order a single operator would emit its rows.
+    pub workers: usize,
 }
 
 impl Default for EngineConfig {
@@ -40,6 +45,7 @@ impl Default for EngineConfig {
         EngineConfig {
             data_dir: None,
             retain_rows: 10_000,
+            workers: 1,
         }
     }
 }
@@ -340,6 +346,11 @@ impl Engine {
             return Err(Error::duplicate("relation", &name));
         }
         let mut plan = plan_continuous(&cq.query, &cq.clauses, &state.catalog)?;
+        if self.config.workers > 1 {
+            shard(&mut plan, self.config.workers, || {
+                plan_continuous(&cq.query, &cq.clauses, &state.catalog)
+            })?;
+        }
         let watermark = state
             .streams
             .get(&plan.stream.name)
@@ -601,6 +612,33 @@ impl Engine {
             ))),
         }
     }
+}
+
+/// Spreads the plan's keyed operators over `workers` replicas each, where only stateless
+/// operators follow (an OUTLIER, INVARIANT or history over the results needs them whole, in
+/// order). `replan` plans the same query again, for fresh replicas.
+fn shard(
+    plan: &mut QueryPlan,
+    workers: usize,
+    replan: impl Fn() -> Result<QueryPlan>,
+) -> Result<()> {
+    let stateless = |op: &Box<dyn Operator>| matches!(op.name(), "Filter" | "Project");
+    for i in 0..plan.operators.len() {
+        if !plan.operators[i + 1..].iter().all(stateless) {
+            continue;
+        }
+        let Some(keys) = plan.operators[i].shard_keys() else {
+            continue;
+        };
+        let mut replicas = Vec::with_capacity(workers);
+        replicas.push(plan.operators.remove(i));
+        for _ in 1..workers {
+            replicas.push(replan()?.operators.swap_remove(i));
+        }
+        plan.operators
+            .insert(i, Box::new(Sharded::try_new(replicas, keys)?));
+    }
+    Ok(())
 }
 
 fn advance_queries(state: &mut State, stream: &str, wm: Watermark) {

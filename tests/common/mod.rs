@@ -79,7 +79,22 @@ pub fn run(
     rows: &[Row],
     splits: &[usize],
 ) -> Vec<RecordBatch> {
-    let engine = Engine::open(EngineConfig::default()).unwrap();
+    run_on(rt, query, rows, splits, 1)
+}
+
+/// [`run`] with keyed operators spread over `workers` threads.
+pub fn run_on(
+    rt: &tokio::runtime::Runtime,
+    query: &str,
+    rows: &[Row],
+    splits: &[usize],
+    workers: usize,
+) -> Vec<RecordBatch> {
+    let engine = Engine::open(EngineConfig {
+        workers,
+        ..EngineConfig::default()
+    })
+    .unwrap();
     rt.block_on(async {
         engine
             .execute("CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)")

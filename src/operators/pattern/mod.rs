@@ -33,6 +33,7 @@ use datafusion::arrow::compute::{
 };
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 use serde::{Deserialize, Serialize};
@@ -868,5 +869,20 @@ impl Operator for PatternMatcher {
 
     fn late_rows(&self) -> u64 {
         self.late_rows
+    }
+
+    fn shard_keys(&self) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
+        if self.m.spec.partition_by.is_empty() {
+            return None;
+        }
+        let input = &self.m.spec.input_schema;
+        Some(
+            self.m
+                .spec
+                .partition_by
+                .iter()
+                .map(|&c| Arc::new(Column::new(input.field(c).name(), c)) as Arc<dyn PhysicalExpr>)
+                .collect(),
+        )
     }
 }

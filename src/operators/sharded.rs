@@ -1,0 +1,169 @@
+//! Key-partitioned parallelism: runs `n` replicas of a keyed operator (a window aggregate, a
+//! session window, a pattern matcher, ...) on `n` threads, each owning the keys whose hash
+//! falls to it. Every batch is split by the hash of the key columns; each replica sees all the
+//! rows of its keys, in order, so its results are exactly those of one operator restricted to
+//! them. Watermarks go to every replica, and their results are concatenated (replica 0's
+//! first): the rows of one window stay together, only their order within it changes.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{RecordBatch, UInt32Array};
+use datafusion::arrow::compute::take_record_batch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::hash_utils::{create_hashes, RandomState};
+use datafusion::physical_plan::PhysicalExpr;
+
+use super::Operator;
+use crate::error::{Error, Result};
+use crate::time::Watermark;
+
+/// Batches smaller than this are split but processed on the calling thread: a thread's
+/// start-up would cost more than the work.
+const PARALLEL_ROWS: usize = 2048;
+
+/// Replicas of one operator, each owning a share of the keys.
+pub struct Sharded {
+    replicas: Vec<Box<dyn Operator>>,
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    hashes: Vec<u64>,
+}
+
+impl Sharded {
+    /// Shards over `replicas` (freshly planned copies of one operator) by the values of
+    /// `keys`, evaluated on the input rows.
+    pub fn try_new(
+        replicas: Vec<Box<dyn Operator>>,
+        keys: Vec<Arc<dyn PhysicalExpr>>,
+    ) -> Result<Self> {
+        if replicas.len() < 2 || keys.is_empty() {
+            return Err(Error::Internal(
+                "sharding needs two replicas and a key".into(),
+            ));
+        }
+        Ok(Sharded {
+            replicas,
+            keys,
+            hashes: Vec::new(),
+        })
+    }
+
+    /// Each replica's rows of `batch`.
+    fn split(&mut self, batch: &RecordBatch) -> Result<Vec<Option<RecordBatch>>> {
+        let n = batch.num_rows();
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| Ok(k.evaluate(batch)?.into_array(n)?))
+            .collect::<Result<Vec<_>>>()?;
+        self.hashes.clear();
+        self.hashes.resize(n, 0);
+        create_hashes(&keys, &RandomState::with_seed(0), &mut self.hashes)?;
+        let shards = self.replicas.len();
+        let mut rows: Vec<Vec<u32>> = vec![Vec::with_capacity(n / shards + 1); shards];
+        for (i, h) in self.hashes.iter().enumerate() {
+            // The high bits: the low ones also pick hash-table buckets inside the replicas.
+            rows[((h >> 32) as usize) % shards].push(i as u32);
+        }
+        rows.into_iter()
+            .map(|r| {
+                Ok(match r.len() {
+                    0 => None,
+                    len if len == n => Some(batch.clone()),
+                    _ => Some(take_record_batch(batch, &UInt32Array::from(r))?),
+                })
+            })
+            .collect()
+    }
+}
+
+impl Operator for Sharded {
+    fn name(&self) -> &'static str {
+        self.replicas[0].name()
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.replicas[0].schema()
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
+        let parts = self.split(&batch)?;
+        let parallel = batch.num_rows() >= PARALLEL_ROWS;
+        let results: Vec<Result<Vec<RecordBatch>>> = if parallel {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = self
+                    .replicas
+                    .iter_mut()
+                    .zip(parts)
+                    .map(|(op, part)| {
+                        s.spawn(move || match part {
+                            Some(b) => op.process_batch(b),
+                            None => Ok(vec![]),
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err(Error::Internal("a worker panicked".into())))
+                    })
+                    .collect()
+            })
+        } else {
+            self.replicas
+                .iter_mut()
+                .zip(parts)
+                .map(|(op, part)| match part {
+                    Some(b) => op.process_batch(b),
+                    None => Ok(vec![]),
+                })
+                .collect()
+        };
+        let mut out = Vec::new();
+        for r in results {
+            out.extend(r?);
+        }
+        Ok(out)
+    }
+
+    fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
+        let mut out = Vec::new();
+        for op in &mut self.replicas {
+            out.extend(op.on_watermark(watermark)?);
+        }
+        Ok(out)
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        for op in &mut self.replicas {
+            let s = op.snapshot()?;
+            out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+            out.extend_from_slice(&s);
+        }
+        Ok(out)
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
+        let bad = || Error::Internal("corrupt sharded snapshot".into());
+        let mut pos = 0;
+        for op in &mut self.replicas {
+            let len = snapshot
+                .get(pos..pos + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+                .ok_or_else(bad)? as usize;
+            pos += 8;
+            op.restore(snapshot.get(pos..pos + len).ok_or_else(bad)?)?;
+            pos += len;
+        }
+        if pos != snapshot.len() {
+            return Err(bad());
+        }
+        Ok(())
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.replicas.iter().map(|o| o.late_rows()).sum()
+    }
+}
