@@ -622,9 +622,9 @@ fn shard(
     workers: usize,
     replan: impl Fn() -> Result<QueryPlan>,
 ) -> Result<()> {
-    let stateless = |op: &Box<dyn Operator>| matches!(op.name(), "Filter" | "Project");
+    let stateless = |op: &dyn Operator| matches!(op.name(), "Filter" | "Project");
     for i in 0..plan.operators.len() {
-        if !plan.operators[i + 1..].iter().all(stateless) {
+        if !plan.operators[i + 1..].iter().all(|op| stateless(op.as_ref())) {
             continue;
         }
         let Some(keys) = plan.operators[i].shard_keys() else {
