@@ -234,7 +234,16 @@ fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> Result<()> {
 fn add_outlier(plan: &mut QueryPlan, clause: &OutlierClause) -> Result<()> {
     if plan.window.is_none() {
         return Err(Error::NotSupported(
-            "OUTLIER compares the groups of a window: the query needs TUMBLE, HOP or SESSION"
+            "OUTLIER compares the groups of a window: the query needs TUMBLE or HOP".into(),
+        ));
+    }
+    if let Some(WindowSpec::Session { .. }) = plan.window {
+        // Each key's sessions start and end at their own times: there is no one window
+        // whose groups could be compared, and which sessions close together depends on
+        // how the input happens to arrive.
+        return Err(Error::NotSupported(
+            "OUTLIER compares the groups of one window, and SESSION windows differ per key; \
+             use TUMBLE or HOP"
                 .into(),
         ));
     }
