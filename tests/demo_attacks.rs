@@ -107,8 +107,11 @@ fn background_traffic_raises_no_alert() {
 fn each_attack_fires_the_queries_meant_for_it() {
     let cases: [(Attack, &[&str]); 5] = [
         (Attack::BruteForce, &["failed_logins"]),
-        (Attack::CpuSpike, &["cpu_hot"]),
-        (Attack::NetworkOutlier, &["big_senders", "exfil_outlier"]),
+        (Attack::CpuSpike, &["cpu_hot", "cpu_spike"]),
+        (
+            Attack::NetworkOutlier,
+            &["big_senders", "exfil_outlier", "send_surge"],
+        ),
         (Attack::UnusualChild, &["web_children"]),
         (
             Attack::DataExfiltration,
@@ -117,6 +120,7 @@ fn each_attack_fires_the_queries_meant_for_it() {
                 "big_senders",
                 "cmd_starts_osql",
                 "exfil_outlier",
+                "send_surge",
             ],
         ),
     ];
