@@ -112,7 +112,7 @@ fn each_attack_fires_the_queries_meant_for_it() {
             Attack::NetworkOutlier,
             &["big_senders", "exfil_outlier", "send_surge"],
         ),
-        (Attack::UnusualChild, &["web_children"]),
+        (Attack::UnusualChild, &["web_children", "web_shell_tree"]),
         (
             Attack::DataExfiltration,
             &[
