@@ -624,7 +624,10 @@ fn shard(
 ) -> Result<()> {
     let stateless = |op: &dyn Operator| matches!(op.name(), "Filter" | "Project");
     for i in 0..plan.operators.len() {
-        if !plan.operators[i + 1..].iter().all(|op| stateless(op.as_ref())) {
+        if !plan.operators[i + 1..]
+            .iter()
+            .all(|op| stateless(op.as_ref()))
+        {
             continue;
         }
         let Some(keys) = plan.operators[i].shard_keys() else {
