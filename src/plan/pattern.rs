@@ -29,8 +29,8 @@ use super::context::PlanContext;
 use super::explain::ExplainNode;
 use crate::error::{Error, Result};
 use crate::operators::pattern::{
-    AfterMatch, CrossCondition, Measures, Pattern, PatternMatcher, PatternSpec, Ref, RefKind,
-    Variable,
+    AfterMatch, CompareOp, Comparison, CrossCondition, Measures, Pattern, PatternMatcher,
+    PatternSpec, Ref, RefKind, Variable,
 };
 use crate::sql::interval::interval_duration;
 
@@ -199,19 +199,27 @@ pub(crate) fn plan_match_recognize(
             None => None,
             Some(e) => Some(boolean(&ctx, e, &input, &names[v])?),
         };
-        let cross = match and_all(cross) {
-            None => None,
-            Some(e) => {
-                let mut fields: Vec<Field> =
-                    input.fields().iter().map(|f| f.as_ref().clone()).collect();
-                fields.extend(rw.fields());
-                let schema = Arc::new(Schema::new(fields));
-                Some(CrossCondition {
-                    predicate: boolean(&ctx, e, &schema, &names[v])?,
-                    refs: rw.refs.clone(),
-                    schema,
-                })
-            }
+        let cross = if cross.is_empty() {
+            None
+        } else {
+            let mut fields: Vec<Field> =
+                input.fields().iter().map(|f| f.as_ref().clone()).collect();
+            fields.extend(rw.fields());
+            let schema = Arc::new(Schema::new(fields));
+            let (comparisons, rest): (Vec<_>, Vec<_>) = cross
+                .into_iter()
+                .map(|e| (comparison(&e, &schema, input.fields().len()), e))
+                .partition(|(c, _)| c.is_some());
+            let predicate = match and_all(rest.into_iter().map(|(_, e)| e).collect()) {
+                None => None,
+                Some(e) => Some(boolean(&ctx, e, &schema, &names[v])?),
+            };
+            Some(CrossCondition {
+                comparisons: comparisons.into_iter().filter_map(|(c, _)| c).collect(),
+                predicate,
+                refs: rw.refs.clone(),
+                schema,
+            })
         };
         variables.push(Variable {
             name: names[v].clone(),
@@ -416,6 +424,49 @@ fn conjuncts(e: &Expr) -> Vec<&Expr> {
         Expr::Nested(inner) => conjuncts(inner),
         other => vec![other],
     }
+}
+
+/// `column <op> __refN` (or reversed) on identical types, as a direct comparison.
+fn comparison(e: &Expr, schema: &Schema, width: usize) -> Option<Comparison> {
+    let Expr::BinaryOp { left, op, right } = e else {
+        return None;
+    };
+    let op = match op {
+        BinaryOperator::Eq => CompareOp::Eq,
+        BinaryOperator::NotEq => CompareOp::NotEq,
+        BinaryOperator::Lt => CompareOp::Lt,
+        BinaryOperator::LtEq => CompareOp::LtEq,
+        BinaryOperator::Gt => CompareOp::Gt,
+        BinaryOperator::GtEq => CompareOp::GtEq,
+        _ => return None,
+    };
+    let index = |e: &Expr| match e {
+        Expr::Identifier(id) => schema.index_of(&normalize(id)).ok(),
+        _ => None,
+    };
+    let (l, r) = (index(left)?, index(right)?);
+    let (column, reference, op) = match (l < width, r < width) {
+        (true, false) => (l, r, op),
+        (false, true) => (
+            r,
+            l,
+            match op {
+                CompareOp::Lt => CompareOp::Gt,
+                CompareOp::LtEq => CompareOp::GtEq,
+                CompareOp::Gt => CompareOp::Lt,
+                CompareOp::GtEq => CompareOp::LtEq,
+                same => same,
+            },
+        ),
+        _ => return None,
+    };
+    (schema.field(column).data_type() == schema.field(reference).data_type()).then_some(
+        Comparison {
+            column,
+            op,
+            reference: reference - width,
+        },
+    )
 }
 
 fn and_all(es: Vec<Expr>) -> Option<Expr> {

@@ -62,10 +62,61 @@ pub enum AfterMatch {
 /// can fork without bound; past this the query fails with 53000 rather than exhausting memory.
 pub const MAX_THREADS_PER_PARTITION: usize = 100_000;
 
-/// A `DEFINE` condition that reads earlier rows of the match.
+/// A comparison between a column of the current row and a reference, such as
+/// `b.pid = a.pid`, evaluated directly on the values (NULL on either side: false).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Comparison {
+    /// The input column.
+    pub column: usize,
+    /// `column <op> reference`.
+    pub op: CompareOp,
+    /// Index into the condition's references.
+    pub reference: usize,
+}
+
+/// The operator of a [`Comparison`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareOp {
+    /// `=`
+    Eq,
+    /// `<>`
+    NotEq,
+    /// `<`
+    Lt,
+    /// `<=`
+    LtEq,
+    /// `>`
+    Gt,
+    /// `>=`
+    GtEq,
+}
+
+impl CompareOp {
+    fn holds(self, a: &ScalarValue, b: &ScalarValue) -> bool {
+        use std::cmp::Ordering::*;
+        if a.is_null() || b.is_null() {
+            return false;
+        }
+        match (self, a.partial_cmp(b)) {
+            (_, None) => false,
+            (CompareOp::Eq, Some(o)) => o == Equal,
+            (CompareOp::NotEq, Some(o)) => o != Equal,
+            (CompareOp::Lt, Some(o)) => o == Less,
+            (CompareOp::LtEq, Some(o)) => o != Greater,
+            (CompareOp::Gt, Some(o)) => o == Greater,
+            (CompareOp::GtEq, Some(o)) => o != Less,
+        }
+    }
+}
+
+/// A `DEFINE` condition that reads earlier rows of the match: direct comparisons, then
+/// (if any conjunct is not one) a predicate over a batch of reference values.
 pub struct CrossCondition {
-    /// Evaluated over `schema`: the input columns, then one column per reference.
-    pub predicate: Arc<dyn PhysicalExpr>,
+    /// Conjuncts of the form `column <op> reference` on equal types.
+    pub comparisons: Vec<Comparison>,
+    /// The other conjuncts, evaluated over `schema`: the input columns, then one column per
+    /// reference.
+    pub predicate: Option<Arc<dyn PhysicalExpr>>,
     /// The references, in the order of their columns.
     pub refs: Vec<Ref>,
     /// Input fields followed by the reference fields.
@@ -536,7 +587,40 @@ impl Matcher {
         which: &[usize],
         cur: &Current,
     ) -> Result<Vec<bool>> {
-        let k = which.len();
+        let width = cur.batch.num_columns();
+        let mut answers = vec![true; which.len()];
+        if !cond.comparisons.is_empty() {
+            let current: Vec<ScalarValue> = cond
+                .comparisons
+                .iter()
+                .map(|c| ScalarValue::try_from_array(cur.batch.column(c.column), cur.row))
+                .collect::<std::result::Result<_, _>>()?;
+            for (answer, &i) in answers.iter_mut().zip(which) {
+                let bindings = part.threads[i].bindings();
+                for (c, value) in cond.comparisons.iter().zip(&current) {
+                    let ty = cond.schema.field(width + c.reference).data_type();
+                    let r = self.value(
+                        &cond.refs[c.reference],
+                        ty,
+                        part,
+                        &bindings,
+                        Some((cur, var)),
+                    )?;
+                    if !c.op.holds(value, &r) {
+                        *answer = false;
+                        break;
+                    }
+                }
+            }
+        }
+        let Some(predicate) = &cond.predicate else {
+            return Ok(answers);
+        };
+        let still: Vec<usize> = (0..which.len()).filter(|&j| answers[j]).collect();
+        if still.is_empty() {
+            return Ok(answers);
+        }
+        let k = still.len();
         let repeat = UInt32Array::from(vec![cur.row as u32; k]);
         let mut columns = cur
             .batch
@@ -544,26 +628,26 @@ impl Matcher {
             .iter()
             .map(|c| Ok(take(c, &repeat, None)?))
             .collect::<Result<Vec<ArrayRef>>>()?;
-        let width = columns.len();
         for (j, r) in cond.refs.iter().enumerate() {
             let ty = cond.schema.field(width + j).data_type();
-            let values = which
+            let values = still
                 .iter()
-                .map(|&i| {
-                    let bindings = part.threads[i].bindings();
+                .map(|&s| {
+                    let bindings = part.threads[which[s]].bindings();
                     self.value(r, ty, part, &bindings, Some((cur, var)))
                 })
                 .collect::<Result<Vec<_>>>()?;
             columns.push(ScalarValue::iter_to_array(values)?);
         }
         let batch = RecordBatch::try_new(cond.schema.clone(), columns)?;
-        let result = cond.predicate.evaluate(&batch)?.into_array(k)?;
+        let result = predicate.evaluate(&batch)?.into_array(k)?;
         let result = result
             .as_boolean_opt()
             .ok_or_else(|| Error::plan("42804", "DEFINE must be a boolean condition"))?;
-        Ok((0..k)
-            .map(|j| result.is_valid(j) && result.value(j))
-            .collect())
+        for (j, &s) in still.iter().enumerate() {
+            answers[s] = result.is_valid(j) && result.value(j);
+        }
+        Ok(answers)
     }
 
     /// A reference's value for a thread whose rows are `bindings`; `current` is the row being
