@@ -8,14 +8,15 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
-use datafusion::arrow::compute::{cast, concat_batches, take_record_batch};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef};
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_plan::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 use serde::{Deserialize, Serialize};
 
+use super::event_order::EventOrder;
 use super::{snapshot, Operator};
 use crate::error::{Error, Result};
 use crate::time::Watermark;
@@ -146,18 +147,13 @@ struct Header {
 pub struct History {
     columns: Vec<HistoryColumn>,
     partition_by: Vec<Arc<dyn PhysicalExpr>>,
-    /// Index of the ordering (time) column in the input.
-    time_column: usize,
     /// Whether input arrives in time order (a windowed query's results).
     ordered: bool,
     converter: Option<RowConverter>,
     partitions: HashMap<Vec<u8>, Partition>,
     /// Rows waiting for the watermark (unordered input).
-    pending: Vec<RecordBatch>,
-    watermark: i64,
-    late_rows: u64,
+    order: EventOrder,
     schema: SchemaRef,
-    input_schema: SchemaRef,
 }
 
 impl History {
@@ -173,27 +169,18 @@ impl History {
         History {
             columns,
             partition_by,
-            time_column,
             ordered,
             converter: None,
             partitions: HashMap::new(),
-            pending: Vec::new(),
-            watermark: i64::MIN,
-            late_rows: 0,
+            order: EventOrder::new(time_column, input_schema),
             schema,
-            input_schema,
         }
-    }
-
-    fn times(&self, batch: &RecordBatch) -> Result<Vec<Option<i64>>> {
-        let t = cast(batch.column(self.time_column), &DataType::Int64)?;
-        Ok(t.as_primitive::<Int64Type>().iter().collect())
     }
 
     /// Computes the history columns for rows already in time order.
     fn compute(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
         let n = batch.num_rows();
-        let times = self.times(&batch)?;
+        let times = self.order.times(&batch)?;
         let mut keys: Vec<ArrayRef> = self
             .partition_by
             .iter()
@@ -336,63 +323,27 @@ impl Operator for History {
         }
         // Hold the rows until the watermark says nothing earlier can arrive; rows behind the
         // watermark come too late to take their place in history.
-        let times = self.times(&batch)?;
-        let keep: Vec<u32> = (0..batch.num_rows() as u32)
-            .filter(|&i| times[i as usize].is_some_and(|t| t >= self.watermark))
-            .collect();
-        self.late_rows += (batch.num_rows() - keep.len()) as u64;
-        if keep.len() == batch.num_rows() {
-            self.pending.push(batch);
-        } else if !keep.is_empty() {
-            self.pending
-                .push(take_record_batch(&batch, &UInt32Array::from(keep))?);
-        }
+        self.order.push(batch)?;
         Ok(vec![])
     }
 
     fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
-        let wm = watermark.0.nanos();
-        self.watermark = self.watermark.max(wm);
-        if self.ordered || self.pending.is_empty() {
-            return Ok(vec![]);
+        match self.order.release(watermark)? {
+            Some(sorted) if !self.ordered => Ok(vec![self.compute(sorted)?]),
+            _ => Ok(vec![]),
         }
-        let all = concat_batches(&self.input_schema, &self.pending)?;
-        self.pending.clear();
-        let times = self.times(&all)?;
-        // Rows strictly before the watermark are complete; sort them by time, keeping arrival
-        // order among ties.
-        let mut ready: Vec<u32> = (0..all.num_rows() as u32)
-            .filter(|&i| times[i as usize].is_some_and(|t| t < wm || wm == i64::MAX))
-            .collect();
-        ready.sort_by_key(|&i| times[i as usize]);
-        let waiting: Vec<u32> = (0..all.num_rows() as u32)
-            .filter(|&i| !times[i as usize].is_some_and(|t| t < wm || wm == i64::MAX))
-            .collect();
-        if !waiting.is_empty() {
-            self.pending
-                .push(take_record_batch(&all, &UInt32Array::from(waiting))?);
-        }
-        if ready.is_empty() {
-            return Ok(vec![]);
-        }
-        let sorted = take_record_batch(&all, &UInt32Array::from(ready))?;
-        Ok(vec![self.compute(sorted)?])
     }
 
     fn snapshot(&mut self) -> Result<Vec<u8>> {
         // The pending rows, then one batch per (partition, column) of recent values.
         let header = serde_json::to_string(&Header {
-            watermark: self.watermark,
-            late_rows: self.late_rows,
+            watermark: self.order.watermark(),
+            late_rows: self.order.late_rows(),
             seq: self.partitions.len() as u64,
         })
         .map_err(|e| Error::Internal(e.to_string()))?;
-        let pending = if self.pending.is_empty() {
-            RecordBatch::new_empty(self.input_schema.clone())
-        } else {
-            concat_batches(&self.input_schema, &self.pending)?
-        };
-        let mut out = snapshot::encode(&[header.len() as i64], &self.input_schema, &[pending])?;
+        let pending = self.order.pending()?;
+        let mut out = snapshot::encode(&[header.len() as i64], &pending.schema(), &[pending])?;
         let mut state = Vec::new();
         for (key, part) in &self.partitions {
             for (i, recent) in part.recent.iter().enumerate() {
@@ -446,9 +397,8 @@ impl Operator for History {
             serde_json::from_slice(bytes.get(pos..pos + header_len).ok_or_else(bad)?)
                 .map_err(|_| bad())?;
         pos += header_len;
-        self.watermark = header.watermark;
-        self.late_rows = header.late_rows;
-        self.pending = pending.into_iter().filter(|b| b.num_rows() > 0).collect();
+        self.order
+            .restore(header.watermark, header.late_rows, pending);
         self.partitions.clear();
         let width = self.columns.len();
         while pos < bytes.len() {
@@ -487,6 +437,6 @@ impl Operator for History {
     }
 
     fn late_rows(&self) -> u64 {
-        self.late_rows
+        self.order.late_rows()
     }
 }

@@ -3,6 +3,7 @@
 //! restore it.
 
 pub mod aggregates;
+pub mod event_order;
 pub mod filter;
 pub mod history;
 pub mod invariant;

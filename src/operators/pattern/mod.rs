@@ -28,10 +28,8 @@ use ahash::AHashMap;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array,
 };
-use datafusion::arrow::compute::{
-    cast, concat_batches, interleave_record_batch, prep_null_mask_filter, take, take_record_batch,
-};
-use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use datafusion::arrow::compute::{cast, interleave_record_batch, prep_null_mask_filter, take};
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::PhysicalExpr;
@@ -41,6 +39,7 @@ use serde::{Deserialize, Serialize};
 pub use nfa::{Inst, Pattern, Program};
 pub use refs::{Ref, RefKind};
 
+use super::event_order::EventOrder;
 use super::{snapshot, Operator};
 use crate::error::{Error, Result};
 use crate::time::{duration_nanos, Watermark};
@@ -255,9 +254,7 @@ pub struct PatternMatcher {
     converter: RowConverter,
     partitions: AHashMap<Box<[u8]>, Partition>,
     /// Rows waiting for the watermark.
-    pending: Vec<RecordBatch>,
-    watermark: i64,
-    late_rows: u64,
+    order: EventOrder,
     next_seq: u64,
     /// Reference values of matches found and not yet emitted.
     found: Vec<Vec<ScalarValue>>,
@@ -285,6 +282,7 @@ impl PatternMatcher {
             .max()
             .unwrap_or(0);
         let within = spec.within.map(duration_nanos);
+        let order = EventOrder::new(spec.time_column, spec.input_schema.clone());
         let dedupe = spec
             .variables
             .iter()
@@ -301,23 +299,16 @@ impl PatternMatcher {
             },
             converter,
             partitions: AHashMap::new(),
-            pending: Vec::new(),
-            watermark: i64::MIN,
-            late_rows: 0,
+            order,
             next_seq: 0,
             found: Vec::new(),
         })
     }
 
-    fn times(&self, batch: &RecordBatch) -> Result<Vec<Option<i64>>> {
-        let t = cast(batch.column(self.m.spec.time_column), &DataType::Int64)?;
-        Ok(t.as_primitive::<Int64Type>().iter().collect())
-    }
-
     /// Matches rows already in event-time order.
     fn run(&mut self, batch: RecordBatch) -> Result<()> {
         let n = batch.num_rows();
-        let times = self.times(&batch)?;
+        let times = self.order.times(&batch)?;
         let mut masks = Vec::with_capacity(self.m.spec.variables.len());
         for v in &self.m.spec.variables {
             masks.push(match &v.local {
@@ -786,45 +777,17 @@ impl Operator for PatternMatcher {
     }
 
     fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
-        let times = self.times(&batch)?;
-        let keep: Vec<u32> = (0..batch.num_rows() as u32)
-            .filter(|&i| times[i as usize].is_some_and(|t| t >= self.watermark))
-            .collect();
-        self.late_rows += (batch.num_rows() - keep.len()) as u64;
-        if keep.len() == batch.num_rows() {
-            self.pending.push(batch);
-        } else if !keep.is_empty() {
-            self.pending
-                .push(take_record_batch(&batch, &UInt32Array::from(keep))?);
-        }
+        self.order.push(batch)?;
         Ok(vec![])
     }
 
     fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
         let wm = watermark.0.nanos();
-        if wm < self.watermark {
+        if wm < self.order.watermark() {
             return Ok(vec![]);
         }
-        self.watermark = wm;
-        if !self.pending.is_empty() {
-            let all = concat_batches(&self.m.spec.input_schema, &self.pending)?;
-            self.pending.clear();
-            let times = self.times(&all)?;
-            let is_ready = |t: Option<i64>| t.is_some_and(|t| t < wm || wm == i64::MAX);
-            let mut ready: Vec<u32> = (0..all.num_rows() as u32)
-                .filter(|&i| is_ready(times[i as usize]))
-                .collect();
-            ready.sort_by_key(|&i| times[i as usize]);
-            let waiting: Vec<u32> = (0..all.num_rows() as u32)
-                .filter(|&i| !is_ready(times[i as usize]))
-                .collect();
-            if !waiting.is_empty() {
-                self.pending
-                    .push(take_record_batch(&all, &UInt32Array::from(waiting))?);
-            }
-            if !ready.is_empty() {
-                self.run(take_record_batch(&all, &UInt32Array::from(ready))?)?;
-            }
+        if let Some(ready) = self.order.release(watermark)? {
+            self.run(ready)?;
         }
         if self.m.within.is_some() || wm == i64::MAX {
             self.expire(wm)?;
@@ -873,10 +836,10 @@ impl Operator for PatternMatcher {
         } else {
             interleave_record_batch(&refs, &picks)?
         };
-        let pending = concat_batches(&self.m.spec.input_schema, &self.pending)?;
+        let pending = self.order.pending()?;
         let saved = serde_json::to_vec(&Saved {
-            watermark: self.watermark,
-            late_rows: self.late_rows,
+            watermark: self.order.watermark(),
+            late_rows: self.order.late_rows(),
             next_seq: self.next_seq,
             partitions,
         })
@@ -939,20 +902,15 @@ impl Operator for PatternMatcher {
                 },
             );
         }
-        self.pending = if pending.num_rows() > 0 {
-            vec![pending]
-        } else {
-            vec![]
-        };
-        self.watermark = saved.watermark;
-        self.late_rows = saved.late_rows;
+        self.order
+            .restore(saved.watermark, saved.late_rows, vec![pending]);
         self.next_seq = saved.next_seq;
         self.found.clear();
         Ok(())
     }
 
     fn late_rows(&self) -> u64 {
-        self.late_rows
+        self.order.late_rows()
     }
 
     fn shard_keys(&self) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
