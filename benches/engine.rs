@@ -1,13 +1,16 @@
 //! Throughput of continuous queries in events per second: a selective filter, a tumbling and a
-//! hopping window aggregate over 10,000 keys, and a hand-written loop that computes the tumbling
-//! aggregate directly over the same Arrow columns, as the practical limit to measure against.
+//! hopping window aggregate over 10,000 keys, per-window z-score outliers among the keys' sums,
+//! and a hand-written loop that computes the tumbling aggregate directly over the same Arrow
+//! columns, as the practical limit to measure against.
 //!
 //! `cargo bench --bench engine`; `SAQL_BENCH_EVENTS` and `SAQL_BENCH_RUNS` override the input
-//! size and the repetitions. The input is generated once, untimed; each run opens a fresh engine
-//! with one query and times only `insert_batch` (draining the query's subscription after each
-//! call) and the final `finish`. Every result is checked against the input, the tumbling
-//! aggregate group by group against the loop; a wrong result prints `MISMATCH` and the bench
-//! exits non-zero. See `benches/README.md` for the latest figures.
+//! size and the repetitions, `SAQL_BENCH_CASES` (e.g. `c` or `b,e`) picks the engine cases. The
+//! input is generated once, untimed; each run opens a fresh engine with one query and times only
+//! `insert_batch` (draining the query's subscription after each call) and the final `finish`.
+//! Every result is checked against the input, the tumbling aggregate group by group against the
+//! loop and the outliers against a z-score computed here from the loop's groups; a wrong result
+//! prints `MISMATCH` and the bench exits non-zero. See `benches/README.md` for the latest
+//! figures.
 
 use std::collections::HashMap;
 use std::error::Error;
@@ -42,6 +45,12 @@ const TUMBLE_SQL: &str = "SELECT key, window_end, COUNT(*), SUM(amount), AVG(amo
 const HOP_SQL: &str = "SELECT key, window_end, COUNT(*), SUM(amount), AVG(amount), MAX(amount) \
      FROM HOP(events, ts, INTERVAL '10' SECOND, INTERVAL '1' MINUTE) \
      GROUP BY key, window_start, window_end";
+/// Keys whose sum in a minute is more than [`ZSCORE_THRESHOLD`] population standard deviations
+/// from the mean of all keys' sums in that minute.
+const OUTLIER_SQL: &str = "SELECT key, window_end, SUM(amount) AS total \
+     FROM TUMBLE(events, ts, INTERVAL '1' MINUTE) GROUP BY key, window_start, window_end \
+     OUTLIER ZSCORE(3) ON (total) HAVING is_outlier";
+const ZSCORE_THRESHOLD: f64 = 3.0;
 
 const DEFAULT_EVENTS: usize = 10_000_000;
 const DEFAULT_RUNS: usize = 3;
@@ -86,6 +95,7 @@ fn main() -> ExitCode {
 fn run() -> BenchResult<bool> {
     let events = env_count("SAQL_BENCH_EVENTS", DEFAULT_EVENTS)?;
     let runs = env_count("SAQL_BENCH_RUNS", DEFAULT_RUNS)?;
+    let only = std::env::var("SAQL_BENCH_CASES").ok();
     println!("saql engine bench: {events} events in batches of {BATCH_ROWS}, {runs} runs per case");
 
     let generating = Instant::now();
@@ -127,9 +137,21 @@ fn run() -> BenchResult<bool> {
         ("(a) filter, ~10% selective", FILTER_SQL, Check::Filter),
         ("(b) TUMBLE 1 min, 10k keys", TUMBLE_SQL, Check::Tumble),
         ("(c) HOP 1 min / 10 s, 10k keys", HOP_SQL, Check::Hop),
+        (
+            "(e) TUMBLE + OUTLIER ZSCORE(3)",
+            OUTLIER_SQL,
+            Check::Outlier,
+        ),
     ];
     let mut measured = Vec::new();
     for (name, sql, check) in cases {
+        let letter = &name[1..2];
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.split(',').any(|c| c.trim() == letter))
+        {
+            continue;
+        }
         let mut seconds = Vec::new();
         let mut rows = Vec::new();
         for run in 1..=runs {
@@ -139,6 +161,7 @@ fn run() -> BenchResult<bool> {
                 Check::Filter => check_filter(&out, &input)?,
                 Check::Tumble => check_tumble(&out, &expected)?,
                 Check::Hop => check_hop(&out, &input)?,
+                Check::Outlier => check_outliers(&out, &expected)?,
             };
             for p in problems {
                 report.mismatch(name, run, p);
@@ -394,6 +417,7 @@ enum Check {
     Filter,
     Tumble,
     Hop,
+    Outlier,
 }
 
 /// (a): the filter keeps exactly the rows it should.
@@ -455,6 +479,75 @@ fn check_hop(out: &QueryOutput, input: &Input) -> BenchResult<Vec<String>> {
     if count != want_count || sum != want_sum {
         problems.push(format!(
             "COUNT total {count} and SUM total {sum}, expected {want_count} and {want_sum}"
+        ));
+    }
+    Ok(problems)
+}
+
+/// (e): the flagged groups are those whose SUM has a z-score above the threshold among the
+/// sums of their window (population standard deviation), with the same scores.
+fn check_outliers(out: &QueryOutput, groups: &[GroupRow]) -> BenchResult<Vec<String>> {
+    let mut problems = out.stats.problems(out.rows());
+    // Reference: z-scores per window over the loop's groups, sorted by (window_end, key).
+    let mut want = Vec::new();
+    let mut borderline = Vec::new();
+    for window in groups.chunk_by(|a, b| a.window_end == b.window_end) {
+        let n = window.len() as f64;
+        let mean = window.iter().map(|g| g.sum as f64).sum::<f64>() / n;
+        let var = window
+            .iter()
+            .map(|g| (g.sum as f64 - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        let sd = var.sqrt();
+        for g in window {
+            let z = if sd > 0.0 {
+                (g.sum as f64 - mean).abs() / sd
+            } else {
+                0.0
+            };
+            if (z - ZSCORE_THRESHOLD).abs() <= 1e-9 {
+                borderline.push((g.window_end, g.key));
+            } else if z > ZSCORE_THRESHOLD {
+                want.push((g.window_end, g.key, g.sum, z));
+            }
+        }
+    }
+    let mut got = Vec::new();
+    for b in &out.batches {
+        let key = values::<Int64Type>(b, 0)?;
+        let end = values::<TimestampNanosecondType>(b, 1)?;
+        let total = values::<Int64Type>(b, 2)?;
+        let flag = b
+            .column(3)
+            .as_boolean_opt()
+            .ok_or("is_outlier is not BOOLEAN")?;
+        let score = values::<Float64Type>(b, 4)?;
+        for i in 0..b.num_rows() {
+            if !flag.value(i) {
+                problems.push(format!("row {:?} has is_outlier false", (key[i], end[i])));
+            }
+            if !borderline.contains(&(end[i], key[i])) {
+                got.push((end[i], key[i], total[i], score[i]));
+            }
+        }
+    }
+    got.sort_by_key(|&(end, key, _, _)| (end, key));
+    let same = |(e1, k1, t1, z1): &(i64, i64, i64, f64),
+                (e2, k2, t2, z2): &(i64, i64, i64, f64)| {
+        (e1, k1, t1) == (e2, k2, t2) && (z1 - z2).abs() <= 1e-9 * z2.abs().max(1.0)
+    };
+    if got.len() != want.len() || !got.iter().zip(&want).all(|(g, w)| same(g, w)) {
+        let first = got
+            .iter()
+            .zip(&want)
+            .find(|(g, w)| !same(g, w))
+            .map(|(g, w)| format!("; first difference: engine {g:?}, reference {w:?}"))
+            .unwrap_or_default();
+        problems.push(format!(
+            "{} outliers, the reference has {}{first}",
+            got.len(),
+            want.len()
         ));
     }
     Ok(problems)

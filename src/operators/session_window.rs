@@ -138,7 +138,7 @@ impl SessionWindow {
         // Remaining touching sessions shifted left by one after the first removal.
         for (n, &i) in touching.iter().enumerate().skip(1) {
             let mut other = sessions.remove(i - n);
-            let state = other.aggs.state()?;
+            let state = other.aggs.take_state()?;
             merged.aggs.merge(&state, &[0], 1)?;
             merged.start = merged.start.min(other.start);
             merged.end = merged.end.max(other.end);

@@ -1,23 +1,39 @@
-//! Tumbling and hopping window aggregation (`TUMBLE`, `HOP`). Each row is assigned to the
-//! windows that contain its event time; each open window keeps its groups (keys in Arrow row
-//! format) and their accumulators; a window is emitted once, when the watermark reaches its
-//! end, and then forgotten.
+//! Tumbling and hopping window aggregation (`TUMBLE`, `HOP`), by panes: time is cut into panes
+//! of `gcd(size, slide)` (the slide, usually), every row updates the groups of its one pane,
+//! and when the watermark reaches a window's end the window's result is its panes' partial
+//! states merged. A pane is dropped once no open window needs it. A tumbling window is one
+//! pane and is evaluated directly. Group keys that are not the bare `window_start` or
+//! `window_end` columns but depend on them (e.g. `ts > window_start + INTERVAL ...`) cannot be
+//! computed per pane: such hopping queries keep one group table per window instead.
+//!
+//! Each window's groups come out in the order of their first rows, as if the window had been
+//! fed its rows directly. SUM, AVG and variances over floating-point values can differ from
+//! that in the last bits, since panes are summed separately.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use ahash::AHashMap as HashMap;
-use datafusion::arrow::array::{ArrayRef, AsArray, Int64Array, PrimitiveArray, UInt32Array};
-use datafusion::arrow::compute::take_record_batch;
-use datafusion::arrow::datatypes::{Int64Type, SchemaRef, TimestampNanosecondType};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, PrimitiveArray, UInt32Array};
+use datafusion::arrow::compute::{take, take_record_batch};
+use datafusion::arrow::datatypes::{
+    DataType, Field, Int64Type, Schema, SchemaRef, TimestampNanosecondType,
+};
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::row::{RowConverter, Rows, SortField};
+use datafusion::physical_expr::expressions::{lit, Column};
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::PhysicalExpr;
 
-use super::aggregates::{AggregateSet, AggregateSpec};
+use super::aggregates::{
+    evaluate_inputs, AggregateInputs, AggregateSpec, GroupPartials, GroupTable,
+};
 use super::{snapshot, Operator};
 use crate::error::{Error, Result};
 use crate::time::{EventTime, Watermark};
+
+/// Above this many panes per window, a hopping window keeps its own group table instead: the
+/// panes would be too small to gain anything (e.g. a 1 h window sliding by 59 min 59 s has
+/// panes of 1 s).
+const MAX_PANES_PER_WINDOW: i64 = 1024;
 
 /// How rows map to fixed-size windows: `TUMBLE` has `slide == size`, `HOP` a smaller slide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +45,12 @@ pub struct WindowAssigner {
 }
 
 impl WindowAssigner {
+    /// Start of the last window that contains `t`, if a window does (hopping windows with a
+    /// slide larger than their size leave gaps).
+    pub fn last_start(&self, t: i64) -> Option<i64> {
+        self.starts(t).next()
+    }
+
     /// Starts of every window containing `t`, latest first.
     pub fn starts(&self, t: i64) -> impl Iterator<Item = i64> + '_ {
         let last = t.div_euclid(self.slide) * self.slide;
@@ -52,11 +74,7 @@ impl WindowedInput {
     /// `batch` (stream columns only) with constant window bounds appended.
     pub fn with_bounds(&self, batch: &RecordBatch, start: i64, end: i64) -> Result<RecordBatch> {
         let n = batch.num_rows();
-        let ty = self
-            .schema
-            .field(self.schema.fields().len() - 1)
-            .data_type()
-            .clone();
+        let ty = self.bound_type();
         let mut cols = batch.columns().to_vec();
         for v in [start, end] {
             let arr: ArrayRef = Arc::new(
@@ -68,6 +86,14 @@ impl WindowedInput {
         Ok(RecordBatch::try_new(self.schema.clone(), cols)?)
     }
 
+    /// The type of the `window_start` and `window_end` columns.
+    pub fn bound_type(&self) -> DataType {
+        self.schema
+            .field(self.schema.fields().len() - 1)
+            .data_type()
+            .clone()
+    }
+
     /// The event times of a batch.
     pub fn times<'a>(&self, batch: &'a RecordBatch) -> &'a PrimitiveArray<TimestampNanosecondType> {
         batch
@@ -76,21 +102,69 @@ impl WindowedInput {
     }
 }
 
-struct WindowGroups {
-    keys: Rows,
-    index: HashMap<Box<[u8]>, usize>,
-    aggs: AggregateSet,
+/// Where an output group column comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GroupColumn {
+    /// The i-th key expression.
+    Key(usize),
+    WindowStart,
+    WindowEnd,
 }
+
+/// How rows are laid out in slots: panes shared by the windows, or one slot per window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slots {
+    /// A row goes to the pane of this width containing it; a window merges its panes.
+    Panes(i64),
+    /// A row goes to every window containing it; a slot is a window.
+    Windows,
+}
+
+/// The groups of one pane (or window): the live table that rows update, and partials frozen
+/// out of it when a window needed the pane's state while later windows still need the pane.
+struct Slot {
+    live: GroupTable,
+    frozen: Vec<GroupPartials>,
+}
+
+impl Slot {
+    /// Moves the live groups into `frozen`, so that every partial is in `frozen`.
+    fn freeze(&mut self) -> Result<()> {
+        if !self.live.is_empty() {
+            let partials = self.live.take_partials()?;
+            self.frozen.push(partials);
+        }
+        Ok(())
+    }
+}
+
+/// Emptied group tables kept for reuse: their hash tables keep their room, so new panes and
+/// merged windows do not grow theirs from nothing.
+const SPARE_TABLES: usize = 4;
 
 /// Aggregates rows per (window, group) and emits each window when the watermark passes it.
 pub struct WindowAggregate {
     assigner: WindowAssigner,
     input: WindowedInput,
-    group_exprs: Vec<Arc<dyn PhysicalExpr>>,
-    converter: RowConverter,
+    slots_by: Slots,
+    /// Group expressions other than bare `window_start` / `window_end`; a constant when there
+    /// are none (the group tables need a key column).
+    key_exprs: Vec<Arc<dyn PhysicalExpr>>,
+    key_schema: SchemaRef,
+    /// Output group columns, in order.
+    layout: Vec<GroupColumn>,
+    /// Whether keys or aggregate inputs read the window bounds, so that they are evaluated per
+    /// slot, with its bounds, instead of once per batch.
+    per_slot_eval: bool,
     specs: Arc<[AggregateSpec]>,
-    /// Open windows by (end, start).
-    windows: BTreeMap<(i64, i64), WindowGroups>,
+    /// Slots by start.
+    slots: BTreeMap<i64, Slot>,
+    /// Windows that have rows, by (end, start): each is emitted once.
+    windows: BTreeSet<(i64, i64)>,
+    /// Empty tables for reuse.
+    spare: Vec<GroupTable>,
+    /// Sequence number of the next input row.
+    next_seq: u64,
     watermark: Watermark,
     late_rows: u64,
     schema: SchemaRef,
@@ -113,83 +187,289 @@ impl WindowAggregate {
                 "window size and slide must be positive",
             ));
         }
-        let fields = group_exprs
+        // The stream's columns, then window_start and window_end.
+        let stream_columns = input.schema.fields().len().saturating_sub(2);
+        let reads_window = |e: &Arc<dyn PhysicalExpr>| {
+            collect_columns(e)
+                .iter()
+                .any(|c| c.index() >= stream_columns)
+        };
+        let mut layout = Vec::new();
+        let mut key_exprs = Vec::new();
+        for e in group_exprs {
+            match e.downcast_ref::<Column>().map(|c| c.index()) {
+                Some(i) if i == stream_columns => layout.push(GroupColumn::WindowStart),
+                Some(i) if i == stream_columns + 1 => layout.push(GroupColumn::WindowEnd),
+                _ => {
+                    layout.push(GroupColumn::Key(key_exprs.len()));
+                    key_exprs.push(e);
+                }
+            }
+        }
+        let per_slot_eval = key_exprs.iter().any(reads_window)
+            || specs.iter().any(|s| {
+                s.expr.expressions().iter().any(reads_window)
+                    || s.filter.as_ref().is_some_and(reads_window)
+            });
+        if key_exprs.is_empty() {
+            key_exprs.push(lit(true));
+        }
+        let pane = gcd(assigner.size, assigner.slide);
+        // A tumbling window is its own pane, whatever its keys read.
+        let slots_by = if assigner.slide == assigner.size
+            || (!per_slot_eval && assigner.size / pane <= MAX_PANES_PER_WINDOW)
+        {
+            Slots::Panes(pane)
+        } else {
+            Slots::Windows
+        };
+        let key_fields = key_exprs
             .iter()
-            .map(|e| Ok(SortField::new(e.data_type(&input.schema)?)))
+            .enumerate()
+            .map(|(i, e)| {
+                Ok(Field::new(
+                    format!("__key{i}"),
+                    e.data_type(&input.schema)?,
+                    true,
+                ))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(WindowAggregate {
             assigner,
             input,
-            group_exprs,
-            converter: RowConverter::new(fields)?,
+            slots_by,
+            key_exprs,
+            key_schema: Arc::new(Schema::new(key_fields)),
+            layout,
+            per_slot_eval,
             specs: specs.into(),
-            windows: BTreeMap::new(),
+            slots: BTreeMap::new(),
+            windows: BTreeSet::new(),
+            spare: Vec::new(),
+            next_seq: 0,
             watermark: Watermark::START,
             late_rows: 0,
             schema,
         })
     }
 
-    fn window_mut(&mut self, end: i64, start: i64) -> Result<&mut WindowGroups> {
-        if !self.windows.contains_key(&(end, start)) {
-            let groups = WindowGroups {
-                keys: self.converter.empty_rows(64, 1024),
-                index: HashMap::new(),
-                aggs: AggregateSet::try_new(self.specs.clone())?,
-            };
-            self.windows.insert((end, start), groups);
+    /// Width of a slot: the pane, or the whole window.
+    fn slot_width(&self) -> i64 {
+        match self.slots_by {
+            Slots::Panes(width) => width,
+            Slots::Windows => self.assigner.size,
         }
-        self.windows
-            .get_mut(&(end, start))
-            .ok_or_else(|| Error::Internal("window vanished".into()))
     }
 
-    fn update_window(&mut self, start: i64, rows: RecordBatch) -> Result<()> {
-        let end = start + self.assigner.size;
-        let batch = self.input.with_bounds(&rows, start, end)?;
+    /// Whether rows at `t` still have a window to go to.
+    fn accepts(&self, t: i64) -> bool {
+        self.assigner
+            .last_start(t)
+            .is_some_and(|s| s.saturating_add(self.assigner.size) > self.watermark.0.nanos())
+    }
+
+    /// The row indices of `times` per slot start, slots in first-seen order; counts late rows.
+    fn assign(&mut self, times: &PrimitiveArray<TimestampNanosecondType>) -> Vec<(i64, Vec<u32>)> {
+        let mut slots: Vec<(i64, Vec<u32>)> = Vec::new();
+        let mut late = 0;
+        match self.slots_by {
+            Slots::Panes(width) => {
+                // The previous row's pane, [lo, hi), and its entry in `slots` (None: late).
+                let (mut lo, mut hi, mut entry) = (0, 0, None);
+                for i in 0..times.len() {
+                    if times.is_null(i) {
+                        late += 1;
+                        continue;
+                    }
+                    let t = times.value(i);
+                    if t < lo || t >= hi {
+                        lo = t.div_euclid(width) * width;
+                        hi = lo.saturating_add(width);
+                        entry = self.accepts(lo).then(|| {
+                            slots.iter().position(|(s, _)| *s == lo).unwrap_or_else(|| {
+                                slots.push((lo, Vec::new()));
+                                slots.len() - 1
+                            })
+                        });
+                    }
+                    match entry {
+                        Some(e) => slots[e].1.push(i as u32),
+                        None => late += 1,
+                    }
+                }
+            }
+            Slots::Windows => {
+                let wm = self.watermark.0.nanos();
+                for (i, t) in times.iter().enumerate() {
+                    let Some(t) = t else {
+                        late += 1;
+                        continue;
+                    };
+                    let mut placed = false;
+                    for start in self.assigner.starts(t) {
+                        if start.saturating_add(self.assigner.size) <= wm {
+                            continue;
+                        }
+                        placed = true;
+                        match slots.iter_mut().find(|(s, _)| *s == start) {
+                            Some((_, rows)) => rows.push(i as u32),
+                            None => slots.push((start, vec![i as u32])),
+                        }
+                    }
+                    if !placed {
+                        late += 1;
+                    }
+                }
+            }
+        }
+        self.late_rows += late;
+        slots
+    }
+
+    /// Key columns and aggregate inputs of `batch` (stream columns only), as in the slot at
+    /// `start`.
+    fn evaluate(
+        &self,
+        batch: &RecordBatch,
+        start: i64,
+    ) -> Result<(Vec<ArrayRef>, AggregateInputs)> {
+        let batch =
+            self.input
+                .with_bounds(batch, start, start.saturating_add(self.slot_width()))?;
         let n = batch.num_rows();
         let keys = self
-            .group_exprs
+            .key_exprs
             .iter()
             .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(n)))
             .collect::<datafusion::error::Result<Vec<_>>>()?;
-        let rows = self.converter.convert_columns(&keys)?;
-        let window = self.window_mut(end, start)?;
-        let inputs = window.aggs.inputs(&batch)?;
-        let mut group_indices = Vec::with_capacity(n);
-        for row in rows.iter() {
-            let next = window.index.len();
-            let g = match window.index.get(row.as_ref()) {
-                Some(&g) => g,
-                None => {
-                    window.index.insert(row.as_ref().into(), next);
-                    window.keys.push(row);
-                    next
+        Ok((keys, evaluate_inputs(&self.specs, &batch)?))
+    }
+
+    /// Records that the windows of the slot at `start` that are still open have rows.
+    fn open_windows(&mut self, start: i64) {
+        let wm = self.watermark.0.nanos();
+        let size = self.assigner.size;
+        match self.slots_by {
+            Slots::Panes(_) => {
+                for s in self.assigner.starts(start) {
+                    if s.saturating_add(size) <= wm {
+                        break;
+                    }
+                    self.windows.insert((s + size, s));
                 }
-            };
-            group_indices.push(g);
+            }
+            Slots::Windows => {
+                self.windows.insert((start + size, start));
+            }
         }
-        let total = window.index.len();
-        window.aggs.update(&inputs, &group_indices, total)
     }
 
-    fn emit(&mut self, end: i64, start: i64) -> Result<Option<RecordBatch>> {
-        let Some(mut w) = self.windows.remove(&(end, start)) else {
-            return Ok(None);
+    /// An empty group table, reused if one is spare.
+    fn empty_table(&mut self) -> Result<GroupTable> {
+        match self.spare.pop() {
+            Some(t) => Ok(t),
+            None => GroupTable::try_new(self.key_schema.clone(), self.specs.clone()),
+        }
+    }
+
+    /// Keeps `table` for reuse if it is empty and there is room.
+    fn recycle(&mut self, table: GroupTable) {
+        if table.is_empty() && self.spare.len() < SPARE_TABLES {
+            self.spare.push(table);
+        }
+    }
+
+    fn slot_mut(&mut self, start: i64) -> Result<&mut Slot> {
+        if !self.slots.contains_key(&start) {
+            let slot = Slot {
+                live: self.empty_table()?,
+                frozen: Vec::new(),
+            };
+            self.slots.insert(start, slot);
+        }
+        self.slots
+            .get_mut(&start)
+            .ok_or_else(|| Error::Internal("window slot vanished".into()))
+    }
+
+    /// The groups of the window (end, start), taken out of its slots.
+    fn window_groups(&mut self, end: i64, start: i64) -> Result<GroupTable> {
+        let starts: Vec<i64> = match self.slots_by {
+            Slots::Panes(_) => self.slots.range(start..end).map(|(s, _)| *s).collect(),
+            Slots::Windows => vec![start],
         };
-        let mut columns = self.converter.convert_rows(&w.keys)?;
-        columns.extend(w.aggs.evaluate()?);
-        Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
+        // A slot that only this window needs, and that has never been frozen, is the result.
+        if let [only] = starts[..] {
+            let last =
+                self.slots_by == Slots::Windows || self.assigner.last_start(only) == Some(start);
+            if last && self.slots.get(&only).is_some_and(|s| s.frozen.is_empty()) {
+                if let Some(slot) = self.slots.remove(&only) {
+                    return Ok(slot.live);
+                }
+            }
+        }
+        for &s in &starts {
+            self.slot_mut(s)?.freeze()?;
+        }
+        let mut merged = self.empty_table()?;
+        for slot in starts.iter().filter_map(|s| self.slots.get(s)) {
+            for partials in &slot.frozen {
+                merged.merge(partials)?;
+            }
+        }
+        if self.slots_by == Slots::Windows {
+            if let Some(slot) = self.slots.remove(&start) {
+                self.recycle(slot.live);
+            }
+        }
+        Ok(merged)
     }
 
+    fn emit(&mut self, end: i64, start: i64) -> Result<RecordBatch> {
+        let mut groups = self.window_groups(end, start)?;
+        let (keys, values) = groups.finish()?;
+        self.recycle(groups);
+        let n = keys.first().map_or(0, |k| k.len());
+        let bound = |v: i64| -> ArrayRef {
+            Arc::new(
+                PrimitiveArray::<TimestampNanosecondType>::from_value(v, n)
+                    .with_data_type(self.input.bound_type()),
+            )
+        };
+        let mut columns: Vec<ArrayRef> = self
+            .layout
+            .iter()
+            .map(|c| match c {
+                GroupColumn::Key(i) => keys[*i].clone(),
+                GroupColumn::WindowStart => bound(start),
+                GroupColumn::WindowEnd => bound(end),
+            })
+            .collect();
+        columns.extend(values);
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+
+    /// Slots are written as their partials: the slot's bounds, the first-seen sequence number
+    /// of each group, the keys, the aggregate state.
     fn state_schema(&self) -> Result<SchemaRef> {
-        super::aggregates::state_schema(
-            ["__window_end", "__window_start"],
-            &self.group_exprs,
+        let base = super::aggregates::state_schema(
+            ["__slot_start", "__slot_end"],
+            &self.key_exprs,
             &self.input.schema,
             &self.specs,
-        )
+        )?;
+        let mut fields: Vec<Field> = base.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.insert(2, Field::new("__first_seen", DataType::Int64, false));
+        Ok(Arc::new(Schema::new(fields)))
     }
+}
+
+/// Greatest common divisor of two positive numbers.
+fn gcd(mut a: i64, mut b: i64) -> i64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 impl Operator for WindowAggregate {
@@ -202,50 +482,57 @@ impl Operator for WindowAggregate {
     }
 
     fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
-        let times = self.input.times(&batch);
-        // Rows per window start, in first-seen order; most batches touch one or two windows.
-        let mut per_window: Vec<(i64, Vec<u32>)> = Vec::new();
-        let wm = self.watermark.0.nanos();
-        for (i, t) in times.iter().enumerate() {
-            let Some(t) = t else {
-                self.late_rows += 1;
-                continue;
+        let n = batch.num_rows();
+        let first_seq = self.next_seq;
+        self.next_seq += n as u64;
+        let per_slot = self.assign(self.input.times(&batch));
+        // Keys and inputs that do not read the window bounds are evaluated once.
+        let shared = match per_slot.first() {
+            Some(&(start, _)) if !self.per_slot_eval => Some(self.evaluate(&batch, start)?),
+            _ => None,
+        };
+        for (start, rows) in per_slot {
+            let rows = UInt32Array::from(rows);
+            let whole = rows.len() == n;
+            let (keys, inputs) = match &shared {
+                Some((keys, inputs)) if whole => (keys.clone(), inputs.clone()),
+                Some((keys, inputs)) => (
+                    keys.iter()
+                        .map(|k| take(k, &rows, None))
+                        .collect::<std::result::Result<Vec<_>, _>>()?,
+                    inputs.take(&rows)?,
+                ),
+                None if whole => self.evaluate(&batch, start)?,
+                None => self.evaluate(&take_record_batch(&batch, &rows)?, start)?,
             };
-            let mut placed = false;
-            for start in self.assigner.starts(t) {
-                if start.saturating_add(self.assigner.size) <= wm {
-                    continue;
-                }
-                placed = true;
-                match per_window.iter_mut().find(|(s, _)| *s == start) {
-                    Some((_, rows)) => rows.push(i as u32),
-                    None => per_window.push((start, vec![i as u32])),
-                }
-            }
-            if !placed {
-                self.late_rows += 1;
-            }
-        }
-        for (start, rows) in per_window {
-            let part = if rows.len() == batch.num_rows() {
-                batch.clone()
-            } else {
-                take_record_batch(&batch, &UInt32Array::from(rows))?
-            };
-            self.update_window(start, part)?;
+            self.open_windows(start);
+            let slot = self.slot_mut(start)?;
+            slot.live
+                .update(&keys, &inputs, |i| first_seq + rows.value(i) as u64)?;
         }
         Ok(vec![])
     }
 
     fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
         self.watermark = self.watermark.max(watermark);
+        let wm = self.watermark.0.nanos();
         let mut out = Vec::new();
-        while let Some((&(end, start), _)) = self.windows.first_key_value() {
-            if end > self.watermark.0.nanos() {
+        while let Some(&(end, start)) = self.windows.first() {
+            if end > wm {
                 break;
             }
-            if let Some(b) = self.emit(end, start)? {
-                out.push(b);
+            self.windows.pop_first();
+            out.push(self.emit(end, start)?);
+        }
+        // Drop the panes whose last window has closed.
+        if let Slots::Panes(_) = self.slots_by {
+            while let Some((&s, _)) = self.slots.first_key_value() {
+                if self.accepts(s) {
+                    break;
+                }
+                if let Some((_, slot)) = self.slots.pop_first() {
+                    self.recycle(slot.live);
+                }
             }
         }
         Ok(out)
@@ -253,53 +540,61 @@ impl Operator for WindowAggregate {
 
     fn snapshot(&mut self) -> Result<Vec<u8>> {
         let schema = self.state_schema()?;
+        let width = self.slot_width();
         let mut batches = Vec::new();
-        let keys: Vec<(i64, i64)> = self.windows.keys().copied().collect();
-        for (end, start) in keys {
-            let converter = &self.converter;
-            let w = self
-                .windows
-                .get_mut(&(end, start))
-                .ok_or_else(|| Error::Internal("window vanished".into()))?;
-            let n = w.keys.num_rows();
-            let mut cols: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_value(end, n)),
-                Arc::new(Int64Array::from_value(start, n)),
-            ];
-            cols.extend(converter.convert_rows(&w.keys)?);
-            cols.extend(w.aggs.state()?);
-            batches.push(RecordBatch::try_new(schema.clone(), cols)?);
+        for (&start, slot) in self.slots.iter_mut() {
+            slot.freeze()?;
+            for p in &slot.frozen {
+                let n = p.first_seen.len();
+                let mut cols: Vec<ArrayRef> = vec![
+                    Arc::new(Int64Array::from_value(start, n)),
+                    Arc::new(Int64Array::from_value(start.saturating_add(width), n)),
+                    Arc::new(Int64Array::from_iter_values(
+                        p.first_seen.iter().map(|&s| s as i64),
+                    )),
+                ];
+                cols.extend(p.keys.iter().cloned());
+                cols.extend(p.state.iter().cloned());
+                batches.push(RecordBatch::try_new(schema.clone(), cols)?);
+            }
         }
-        let header = [self.watermark.0.nanos(), self.late_rows as i64];
+        let mut header = vec![
+            self.watermark.0.nanos(),
+            self.late_rows as i64,
+            self.next_seq as i64,
+        ];
+        for &(end, start) in &self.windows {
+            header.extend([end, start]);
+        }
         snapshot::encode(&header, &schema, &batches)
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
         let (header, batches) = snapshot::decode(bytes)?;
-        let [wm, late] = header[..] else {
+        let [wm, late, next_seq, ref windows @ ..] = header[..] else {
             return Err(Error::Internal("corrupt window snapshot header".into()));
         };
+        if windows.len() % 2 != 0 {
+            return Err(Error::Internal("corrupt window snapshot header".into()));
+        }
         self.watermark = Watermark(EventTime(wm));
         self.late_rows = late as u64;
-        self.windows.clear();
-        let nkeys = self.group_exprs.len();
+        self.next_seq = next_seq as u64;
+        self.windows = windows.chunks(2).map(|w| (w[0], w[1])).collect();
+        self.slots.clear();
+        let nkeys = self.key_exprs.len();
         for b in batches {
             if b.num_rows() == 0 {
                 continue;
             }
-            let end = b.column(0).as_primitive::<Int64Type>().value(0);
-            let start = b.column(1).as_primitive::<Int64Type>().value(0);
-            let rows = self.converter.convert_columns(&b.columns()[2..2 + nkeys])?;
-            let w = self.window_mut(end, start)?;
-            let mut indices = Vec::with_capacity(b.num_rows());
-            for row in rows.iter() {
-                let g = w.index.len();
-                w.index.insert(row.as_ref().into(), g);
-                w.keys.push(row);
-                indices.push(g);
-            }
-            let total = w.index.len();
-            w.aggs.merge(&b.columns()[2 + nkeys..], &indices, total)?;
+            let start = b.column(0).as_primitive::<Int64Type>().value(0);
+            let first_seen = b.column(2).as_primitive::<Int64Type>();
+            let partials = GroupPartials {
+                keys: b.columns()[3..3 + nkeys].to_vec(),
+                state: b.columns()[3 + nkeys..].to_vec(),
+                first_seen: first_seen.values().iter().map(|&s| s as u64).collect(),
+            };
+            self.slot_mut(start)?.frozen.push(partials);
         }
         Ok(())
     }
@@ -327,5 +622,188 @@ mod tests {
         assert_eq!(hop.starts(10).collect::<Vec<_>>(), vec![10, 5]);
         let hop = WindowAssigner { size: 10, slide: 3 };
         assert_eq!(hop.starts(9).collect::<Vec<_>>(), vec![9, 6, 3, 0]);
+        assert_eq!(gcd(10, 3), 1);
+        assert_eq!(gcd(60, 10), 10);
+    }
+
+    const SEC: i64 = 1_000_000_000;
+
+    /// A planned query over `s (ts, k, v)` fed by hand: batches of `(seconds, k, v)` rows,
+    /// each followed by a watermark (seconds).
+    struct Run {
+        ops: Vec<Box<dyn Operator>>,
+        out: Vec<String>,
+    }
+
+    impl Run {
+        fn new(sql: &str) -> Run {
+            let catalog = crate::Catalog::from_sql(
+                "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
+                 WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)",
+            )
+            .unwrap();
+            let plan = crate::plan(sql, &catalog).unwrap();
+            Run {
+                ops: plan.operators,
+                out: Vec::new(),
+            }
+        }
+
+        fn push(&mut self, from: usize, mut batches: Vec<RecordBatch>) {
+            for op in self.ops.iter_mut().skip(from) {
+                let mut next = Vec::new();
+                for b in batches {
+                    next.extend(op.process_batch(b).unwrap());
+                }
+                batches = next;
+            }
+            let options =
+                datafusion::arrow::util::display::FormatOptions::default().with_null("NULL");
+            for b in batches {
+                let cols: Vec<_> = b
+                    .columns()
+                    .iter()
+                    .map(|c| {
+                        datafusion::arrow::util::display::ArrayFormatter::try_new(c, &options)
+                            .unwrap()
+                    })
+                    .collect();
+                for r in 0..b.num_rows() {
+                    let row: Vec<String> = cols.iter().map(|c| c.value(r).to_string()).collect();
+                    self.out.push(row.join(" "));
+                }
+            }
+        }
+
+        fn feed(&mut self, rows: &[(i64, i64, Option<i64>)], watermark: i64) {
+            let schema = Arc::new(Schema::new(vec![
+                Field::new(
+                    "ts",
+                    DataType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Nanosecond, None),
+                    false,
+                ),
+                Field::new("k", DataType::Int64, true),
+                Field::new("v", DataType::Int64, true),
+            ]));
+            let batch = RecordBatch::try_new(
+                schema,
+                vec![
+                    Arc::new(
+                        datafusion::arrow::array::TimestampNanosecondArray::from_iter_values(
+                            rows.iter().map(|r| r.0 * SEC),
+                        ),
+                    ),
+                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                    Arc::new(Int64Array::from(
+                        rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+                    )),
+                ],
+            )
+            .unwrap();
+            self.push(0, vec![batch]);
+            let wm = Watermark(EventTime(watermark.saturating_mul(SEC)));
+            for i in 0..self.ops.len() {
+                let emitted = self.ops[i].on_watermark(wm).unwrap();
+                self.push(i + 1, emitted);
+            }
+        }
+    }
+
+    #[test]
+    fn hop_windows_merge_panes_in_first_seen_order() {
+        let mut run = Run::new(
+            "SELECT k, window_end, COUNT(*) AS n, SUM(v) AS total \
+             FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) \
+             GROUP BY k, window_start, window_end",
+        );
+        // Key 1 arrives first, in pane [5 s, 10 s) with only a NULL; key 2 arrives later in the
+        // earlier pane [0 s, 5 s). Window [0 s, 10 s) merges pane 0 then pane 5 and must still
+        // list key 1 first, with a NULL sum.
+        run.feed(&[(7, 1, None), (3, 2, Some(5)), (8, 2, Some(1))], 0);
+        run.feed(&[], i64::MAX / SEC);
+        let t = |s: i64| format!("1970-01-01T00:00:{s:02}");
+        assert_eq!(
+            run.out,
+            vec![
+                format!("2 {} 1 5", t(5)),
+                format!("1 {} 1 NULL", t(10)),
+                format!("2 {} 2 6", t(10)),
+                format!("1 {} 1 NULL", t(15)),
+                format!("2 {} 1 1", t(15)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_row_behind_the_watermark_joins_only_its_open_windows() {
+        let mut run = Run::new(
+            "SELECT k, window_end, COUNT(*) AS n \
+             FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) \
+             GROUP BY k, window_start, window_end",
+        );
+        run.feed(&[(6, 1, None)], 10);
+        // [0 s, 10 s) is closed; [5 s, 15 s) is open and takes the row at 7 s. The row at 3 s
+        // has no open window left: late.
+        run.feed(&[(7, 2, None), (3, 3, None)], 10);
+        run.feed(&[], i64::MAX / SEC);
+        let t = |s: i64| format!("1970-01-01T00:00:{s:02}");
+        assert_eq!(
+            run.out,
+            vec![
+                format!("1 {} 1", t(10)),
+                format!("1 {} 1", t(15)),
+                format!("2 {} 1", t(15)),
+            ]
+        );
+        assert_eq!(run.ops[0].late_rows(), 1);
+    }
+
+    #[test]
+    fn keys_that_read_the_window_bounds_are_computed_per_window() {
+        // `ts >= window_start + 5 s` differs between the two windows holding a row, so this
+        // query cannot use panes.
+        let mut run = Run::new(
+            "SELECT window_end, ts >= window_start + INTERVAL '5' SECOND AS second_half, \
+             COUNT(*) AS n FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) \
+             GROUP BY window_start, window_end, ts >= window_start + INTERVAL '5' SECOND",
+        );
+        run.feed(&[(7, 1, None), (8, 1, None), (2, 1, None)], i64::MAX / SEC);
+        let t = |s: i64| format!("1970-01-01T00:00:{s:02}");
+        assert_eq!(
+            run.out,
+            vec![
+                format!("{} true 1", t(5)),
+                format!("{} true 2", t(10)),
+                format!("{} false 1", t(10)),
+                format!("{} false 2", t(15)),
+            ]
+        );
+    }
+
+    #[test]
+    fn snapshot_of_shared_panes_restores_exactly() {
+        let sql = "SELECT k, window_end, COUNT(*) AS n, SUM(v) AS total, COUNT(DISTINCT v) AS d \
+                   FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) \
+                   GROUP BY k, window_start, window_end";
+        let first: &[(i64, i64, Option<i64>)] =
+            &[(1, 1, Some(1)), (6, 2, Some(2)), (11, 1, Some(1))];
+        let second: &[(i64, i64, Option<i64>)] =
+            &[(12, 2, None), (17, 1, Some(3)), (9, 1, Some(4))];
+        let mut whole = Run::new(sql);
+        whole.feed(first, 10);
+        whole.feed(second, 12);
+        whole.feed(&[], i64::MAX / SEC);
+        // Cut after the first window: its panes are frozen and still needed by later windows.
+        let mut before = Run::new(sql);
+        before.feed(first, 10);
+        let mut after = Run::new(sql);
+        for (a, b) in before.ops.iter_mut().zip(after.ops.iter_mut()) {
+            b.restore(&a.snapshot().unwrap()).unwrap();
+        }
+        after.out = std::mem::take(&mut before.out);
+        after.feed(second, 12);
+        after.feed(&[], i64::MAX / SEC);
+        assert_eq!(after.out, whole.out);
+        assert!(whole.out.len() > 4, "{:?}", whole.out);
     }
 }
