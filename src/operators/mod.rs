@@ -69,4 +69,9 @@ pub trait Operator: Send {
     fn shard_keys(&self) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
         None
     }
+    /// The output column (window_end, else window_start) in whose order `on_watermark` emits
+    /// its rows, so that [`Sharded`] can keep that order when it merges its replicas' rows.
+    fn emit_order(&self) -> Option<usize> {
+        None
+    }
 }

@@ -176,6 +176,15 @@ impl Operator for SessionWindow {
         "SessionWindow"
     }
 
+    fn emit_order(&self) -> Option<usize> {
+        let at = |w: &GroupColumn| self.layout.iter().position(|g| g == w);
+        at(&GroupColumn::WindowEnd).or_else(|| at(&GroupColumn::WindowStart))
+    }
+
+    fn shard_keys(&self) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
+        (!self.key_exprs.is_empty()).then(|| self.key_exprs.clone())
+    }
+
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }

@@ -2,14 +2,15 @@
 //! session window, a pattern matcher, ...) on `n` threads, each owning the keys whose hash
 //! falls to it. Every batch is split by the hash of the key columns; each replica sees all the
 //! rows of its keys, in order, so its results are exactly those of one operator restricted to
-//! them. Watermarks go to every replica, and their results are concatenated (replica 0's
-//! first): the rows of one window stay together, only their order within it changes.
+//! them. Watermarks go to every replica; their results are merged in the operator's emit order
+//! (window_end) where it has one, else concatenated (replica 0's first). Only the order of the
+//! rows of one window changes.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{RecordBatch, UInt32Array};
-use datafusion::arrow::compute::take_record_batch;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::array::{Array, AsArray, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::{cast, concat_batches, take_record_batch};
+use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use datafusion::common::hash_utils::{create_hashes, RandomState};
 use datafusion::physical_plan::PhysicalExpr;
 
@@ -76,6 +77,16 @@ impl Sharded {
     }
 }
 
+/// The rows of `batches` as one batch, stably sorted by `column`.
+fn in_order(batches: &[RecordBatch], column: usize) -> Result<RecordBatch> {
+    let all = concat_batches(&batches[0].schema(), batches)?;
+    let keys = cast(all.column(column), &DataType::Int64)?;
+    let keys = keys.as_primitive::<Int64Type>();
+    let mut order: Vec<u32> = (0..all.num_rows() as u32).collect();
+    order.sort_by_key(|&i| keys.is_valid(i as usize).then(|| keys.value(i as usize)));
+    Ok(take_record_batch(&all, &UInt32Array::from(order))?)
+}
+
 impl Operator for Sharded {
     fn name(&self) -> &'static str {
         self.replicas[0].name()
@@ -131,7 +142,11 @@ impl Operator for Sharded {
         for op in &mut self.replicas {
             out.extend(op.on_watermark(watermark)?);
         }
-        Ok(out)
+        // Each replica emits in window order; keep that order across them.
+        match self.replicas[0].emit_order() {
+            Some(column) if out.len() > 1 => Ok(vec![in_order(&out, column)?]),
+            _ => Ok(out),
+        }
     }
 
     fn snapshot(&mut self) -> Result<Vec<u8>> {

@@ -477,6 +477,24 @@ impl Operator for WindowAggregate {
         "WindowAggregate"
     }
 
+    fn emit_order(&self) -> Option<usize> {
+        let at = |w: &GroupColumn| self.layout.iter().position(|g| g == w);
+        at(&GroupColumn::WindowEnd).or_else(|| at(&GroupColumn::WindowStart))
+    }
+
+    fn shard_keys(&self) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
+        // Keys that read only the stream's columns evaluate the same on the rows before
+        // windowing; without keys there is nothing to spread.
+        let stream_columns = self.input.schema.fields().len().saturating_sub(2);
+        let keyed = self.layout.iter().any(|g| matches!(g, GroupColumn::Key(_)));
+        let plain = self.key_exprs.iter().all(|e| {
+            collect_columns(e)
+                .iter()
+                .all(|c| c.index() < stream_columns)
+        });
+        (keyed && plain).then(|| self.key_exprs.clone())
+    }
+
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }

@@ -451,9 +451,10 @@ fn plan_select(query: &sq::Query, within: Option<&Expr>, catalog: &Catalog) -> R
                     ),
                     _ => (
                         "WindowAggregate",
-                        "per open window: its groups (keys in Arrow row format) with their \
-                         accumulators; a window is emitted and freed when the watermark passes \
-                         window_end",
+                        "per open pane (TUMBLE: the window; HOP: gcd(size, slide)): a group \
+                         table with one vectorised accumulator per aggregate; a window merges \
+                         its panes and is emitted when the watermark passes window_end, and a \
+                         pane is freed with its last window",
                     ),
                 };
                 explain.push(
