@@ -1,7 +1,8 @@
 //! Throughput of continuous queries in events per second: a selective filter, a tumbling and a
-//! hopping window aggregate over 10,000 keys, per-window z-score outliers among the keys' sums,
-//! and a hand-written loop that computes the tumbling aggregate directly over the same Arrow
-//! columns, as the practical limit to measure against.
+//! hopping window aggregate over 10,000 keys, a MATCH_RECOGNIZE pattern per host, per-window
+//! z-score outliers among the keys' sums, the tumbling aggregate on two workers, and a
+//! hand-written loop that computes the tumbling aggregate directly over the same Arrow columns,
+//! as the practical limit to measure against.
 //!
 //! `cargo bench --bench engine`; `SAQL_BENCH_EVENTS` and `SAQL_BENCH_RUNS` override the input
 //! size and the repetitions, `SAQL_BENCH_CASES` (e.g. `c` or `b,e`) picks the engine cases. The
@@ -51,6 +52,12 @@ const OUTLIER_SQL: &str = "SELECT key, window_end, SUM(amount) AS total \
      FROM TUMBLE(events, ts, INTERVAL '1' MINUTE) GROUP BY key, window_start, window_end \
      OUTLIER ZSCORE(3) ON (total) HAVING is_outlier";
 const ZSCORE_THRESHOLD: f64 = 3.0;
+/// (d): per host, a large write followed within 5 s by a larger read.
+const PATTERN_SQL: &str = "SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY host ORDER BY ts \
+     MEASURES a.ts AS started, b.ts AS ended, a.amount AS written, b.amount AS read \
+     AFTER MATCH SKIP PAST LAST ROW PATTERN (a x*? b) WITHIN INTERVAL '5' SECOND \
+     DEFINE a AS op = 'write' AND amount > 9000, b AS op = 'read' AND b.amount > a.amount)";
+const PATTERN_WITHIN: i64 = 5 * NANOS_PER_SECOND;
 
 const DEFAULT_EVENTS: usize = 10_000_000;
 const DEFAULT_RUNS: usize = 3;
@@ -75,6 +82,8 @@ const HOP_WINDOWS_PER_EVENT: i64 = 6;
 // Column positions in the `events` stream.
 const TS: usize = 0;
 const KEY: usize = 1;
+const HOST: usize = 2;
+const OP: usize = 3;
 const AMOUNT: usize = 4;
 
 fn main() -> ExitCode {
@@ -99,7 +108,7 @@ fn run() -> BenchResult<bool> {
     println!("saql engine bench: {events} events in batches of {BATCH_ROWS}, {runs} runs per case");
 
     let generating = Instant::now();
-    let schema = open_engine()?.stream_schema("events")?;
+    let schema = open_engine(1)?.stream_schema("events")?;
     let input = Input::generate(schema, events)?;
     println!(
         "input generated in {:.1} s (untimed): {} batches, filter selectivity {:.1}%\n",
@@ -109,7 +118,7 @@ fn run() -> BenchResult<bool> {
     );
     let mut report = Report::default();
 
-    // (d) first: its groups are what (b) must produce.
+    // The loop first: its groups are what (b) must produce.
     let mut expected = Vec::new();
     let mut seconds = Vec::new();
     for run in 1..=runs {
@@ -117,7 +126,7 @@ fn run() -> BenchResult<bool> {
         let groups = tumble_loop(&input.batches)?;
         seconds.push(start.elapsed().as_secs_f64());
         report.run_line(
-            "(d) hand-written loop",
+            "(l) hand-written loop",
             run,
             events,
             seconds[run - 1],
@@ -127,24 +136,33 @@ fn run() -> BenchResult<bool> {
     }
     expected.sort_by_key(|g| (g.window_end, g.key));
     let loop_case = report.case(
-        "(d) hand-written loop for (b)",
+        "(l) hand-written loop for (b)",
         events,
         seconds,
         expected.len(),
     );
 
+    let matches = pattern_loop(&input.batches)?;
     let cases = [
-        ("(a) filter, ~10% selective", FILTER_SQL, Check::Filter),
-        ("(b) TUMBLE 1 min, 10k keys", TUMBLE_SQL, Check::Tumble),
-        ("(c) HOP 1 min / 10 s, 10k keys", HOP_SQL, Check::Hop),
+        ("(a) filter, ~10% selective", FILTER_SQL, Check::Filter, 1),
+        ("(b) TUMBLE 1 min, 10k keys", TUMBLE_SQL, Check::Tumble, 1),
+        ("(c) HOP 1 min / 10 s, 10k keys", HOP_SQL, Check::Hop, 1),
+        (
+            "(d) MATCH_RECOGNIZE per host",
+            PATTERN_SQL,
+            Check::Pattern,
+            1,
+        ),
         (
             "(e) TUMBLE + OUTLIER ZSCORE(3)",
             OUTLIER_SQL,
             Check::Outlier,
+            1,
         ),
+        ("(f) (b) on 2 workers", TUMBLE_SQL, Check::Tumble, 2),
     ];
     let mut measured = Vec::new();
-    for (name, sql, check) in cases {
+    for (name, sql, check, workers) in cases {
         let letter = &name[1..2];
         if only
             .as_ref()
@@ -155,13 +173,14 @@ fn run() -> BenchResult<bool> {
         let mut seconds = Vec::new();
         let mut rows = Vec::new();
         for run in 1..=runs {
-            let out = run_query(sql, &input.batches)?;
+            let out = run_query(sql, &input.batches, workers)?;
             report.run_line(name, run, events, out.seconds, out.rows());
             let problems = match check {
                 Check::Filter => check_filter(&out, &input)?,
                 Check::Tumble => check_tumble(&out, &expected)?,
                 Check::Hop => check_hop(&out, &input)?,
                 Check::Outlier => check_outliers(&out, &expected)?,
+                Check::Pattern => check_pattern(&out, &matches)?,
             };
             for p in problems {
                 report.mismatch(name, run, p);
@@ -273,8 +292,11 @@ impl Input {
 }
 
 /// An in-memory engine with the `events` stream.
-fn open_engine() -> BenchResult<Engine> {
-    let engine = Engine::open(EngineConfig::default())?;
+fn open_engine(workers: usize) -> BenchResult<Engine> {
+    let engine = Engine::open(EngineConfig {
+        workers,
+        ..EngineConfig::default()
+    })?;
     block_on(engine.execute(STREAM_DDL))?;
     Ok(engine)
 }
@@ -292,9 +314,10 @@ impl QueryOutput {
     }
 }
 
-/// Registers `sql` as the only query of a fresh engine and feeds it every batch.
-fn run_query(sql: &str, input: &[RecordBatch]) -> BenchResult<QueryOutput> {
-    let engine = open_engine()?;
+/// Registers `sql` as the only query of a fresh engine with `workers` workers and feeds it
+/// every batch.
+fn run_query(sql: &str, input: &[RecordBatch], workers: usize) -> BenchResult<QueryOutput> {
+    let engine = open_engine(workers)?;
     block_on(engine.execute(&format!("CREATE CONTINUOUS QUERY q AS {sql}")))?;
     let Some(StatementResult::Subscribe(sub)) = block_on(engine.execute("SUBSCRIBE q"))?.pop()
     else {
@@ -418,6 +441,7 @@ enum Check {
     Tumble,
     Hop,
     Outlier,
+    Pattern,
 }
 
 /// (a): the filter keeps exactly the rows it should.
@@ -610,7 +634,7 @@ struct Accumulator {
     max: i64,
 }
 
-/// (d): query (b) written by hand: one pass over the Arrow columns into a hash map keyed by
+/// (l): query (b) written by hand: one pass over the Arrow columns into a hash map keyed by
 /// (window start, key), then one result row per group. The input has no NULLs and no late
 /// rows, so it needs no handling for either.
 fn tumble_loop(batches: &[RecordBatch]) -> BenchResult<Vec<GroupRow>> {
@@ -749,4 +773,86 @@ fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// One match of (d): host, first and last event time, the two amounts.
+type Match = (String, i64, i64, i64, i64);
+
+/// (d) found directly: per host, rows in event-time order (ties in arrival order); from each
+/// large write, the first larger read at most 5 s later is a match, and the search goes on
+/// after it; a write without one is passed over.
+fn pattern_loop(batches: &[RecordBatch]) -> BenchResult<Vec<Match>> {
+    let mut hosts: HashMap<&str, Vec<(i64, &str, i64)>> = HashMap::new();
+    for b in batches {
+        let ts = values::<TimestampNanosecondType>(b, TS)?;
+        let amount = values::<Int64Type>(b, AMOUNT)?;
+        let host = b.column(HOST).as_string::<i32>();
+        let op = b.column(OP).as_string::<i32>();
+        for i in 0..b.num_rows() {
+            hosts
+                .entry(host.value(i))
+                .or_default()
+                .push((ts[i], op.value(i), amount[i]));
+        }
+    }
+    let mut out = Vec::new();
+    for (host, mut rows) in hosts {
+        rows.sort_by_key(|r| r.0);
+        let mut i = 0;
+        while i < rows.len() {
+            let (t0, op, written) = rows[i];
+            let matched = (op == "write" && written > 9000)
+                .then(|| {
+                    rows[i + 1..]
+                        .iter()
+                        .take_while(|r| r.0 - t0 <= PATTERN_WITHIN)
+                        .position(|r| r.1 == "read" && r.2 > written)
+                })
+                .flatten();
+            match matched {
+                Some(k) => {
+                    let j = i + 1 + k;
+                    out.push((host.to_string(), t0, rows[j].0, written, rows[j].2));
+                    i = j + 1;
+                }
+                None => i += 1,
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// (d): the engine's matches are exactly the loop's.
+fn check_pattern(out: &QueryOutput, expected: &[Match]) -> BenchResult<Vec<String>> {
+    let mut got = Vec::new();
+    for b in &out.batches {
+        let host = b.column(0).as_string::<i32>();
+        let started = values::<TimestampNanosecondType>(b, 1)?;
+        let ended = values::<TimestampNanosecondType>(b, 2)?;
+        let written = values::<Int64Type>(b, 3)?;
+        let read = values::<Int64Type>(b, 4)?;
+        for i in 0..b.num_rows() {
+            got.push((
+                host.value(i).to_string(),
+                started[i],
+                ended[i],
+                written[i],
+                read[i],
+            ));
+        }
+    }
+    got.sort();
+    let mut problems = Vec::new();
+    if got.len() != expected.len() {
+        problems.push(format!(
+            "{} matches, expected {}",
+            got.len(),
+            expected.len()
+        ));
+    }
+    if let Some((g, e)) = got.iter().zip(expected).find(|(g, e)| g != e) {
+        problems.push(format!("first difference: got {g:?}, expected {e:?}"));
+    }
+    Ok(problems)
 }

@@ -246,6 +246,23 @@ struct Matcher {
     /// then two threads of one attempt at the same instruction have the same future, and
     /// only the preferred one need live, as in a Pike VM.
     dedupe: bool,
+    /// The instructions an attempt starts at (the closure of instruction 0).
+    start: Vec<u32>,
+}
+
+/// Buffers reused from row to row.
+#[derive(Default)]
+struct Scratch {
+    /// Closure flags, one per instruction.
+    seen: Vec<bool>,
+    /// Closure output.
+    pcs: Vec<u32>,
+    /// Per thread: may it take the current row.
+    verdict: Vec<bool>,
+    /// Per variable: threads whose cross condition must be evaluated.
+    ask: Vec<Vec<usize>>,
+    /// Per instruction: the attempt that last parked a thread there (dedupe).
+    parked: Vec<u64>,
 }
 
 /// Runs a `MATCH_RECOGNIZE`.
@@ -258,6 +275,7 @@ pub struct PatternMatcher {
     next_seq: u64,
     /// Reference values of matches found and not yet emitted.
     found: Vec<Vec<ScalarValue>>,
+    scratch: Scratch,
 }
 
 impl PatternMatcher {
@@ -283,6 +301,10 @@ impl PatternMatcher {
             .unwrap_or(0);
         let within = spec.within.map(duration_nanos);
         let order = EventOrder::new(spec.time_column, spec.input_schema.clone());
+        let program_len = program.len();
+        let variables = spec.variables.len();
+        let mut start = Vec::new();
+        program.closure(0, &mut vec![false; program_len], &mut start);
         let dedupe = spec
             .variables
             .iter()
@@ -296,6 +318,12 @@ impl PatternMatcher {
                 within,
                 prev_depth,
                 dedupe,
+                start,
+            },
+            scratch: Scratch {
+                seen: vec![false; program_len],
+                ask: vec![Vec::new(); variables],
+                ..Scratch::default()
             },
             converter,
             partitions: AHashMap::new(),
@@ -343,7 +371,6 @@ impl PatternMatcher {
             Some(self.converter.convert_columns(&keys)?)
         };
         let batch = Arc::new(batch);
-        let mut seen = vec![false; self.m.program.len()];
         for (i, ts) in times.into_iter().enumerate() {
             let key: &[u8] = match &rows {
                 Some(rows) => rows.row(i).data(),
@@ -360,7 +387,7 @@ impl PatternMatcher {
                 ts: ts.unwrap_or(i64::MIN),
             };
             self.next_seq += 1;
-            self.m.step(part, &current, &masks, &mut seen)?;
+            self.m.step(part, &current, &masks, &mut self.scratch)?;
             self.m.resolve(part, &mut self.found)?;
         }
         Ok(())
@@ -447,7 +474,7 @@ impl Matcher {
         part: &mut Partition,
         cur: &Current,
         masks: &[Option<BooleanArray>],
-        seen: &mut [bool],
+        scratch: &mut Scratch,
     ) -> Result<()> {
         let prog = &self.program;
         if let Some(w) = self.within {
@@ -455,10 +482,18 @@ impl Matcher {
                 prog.inst(t.pc) == Inst::Match || cur.ts.saturating_sub(t.start_ts) <= w
             });
         }
-        let mut pcs = Vec::new();
-        if cur.seq >= part.next_start {
-            prog.closure(0, seen, &mut pcs);
-            for &pc in &pcs {
+        // Most rows neither extend a match nor can start one: skip them quickly.
+        let may_start = |pc: &u32| match prog.inst(*pc) {
+            Inst::Var(v) => masks[v as usize].as_ref().is_none_or(|m| m.value(cur.row)),
+            _ => false,
+        };
+        let can_start = cur.seq >= part.next_start && self.start.iter().any(may_start);
+        if part.threads.is_empty() && !can_start {
+            self.remember(part, cur);
+            return Ok(());
+        }
+        if can_start {
+            for &pc in &self.start {
                 part.threads.push(Thread {
                     start: cur.seq,
                     start_ts: cur.ts,
@@ -469,8 +504,16 @@ impl Matcher {
         }
 
         // Which waiting threads may map this row to their variable.
-        let mut verdict = vec![false; part.threads.len()];
-        let mut ask: Vec<Vec<usize>> = vec![Vec::new(); self.spec.variables.len()];
+        let Scratch {
+            seen,
+            pcs,
+            verdict,
+            ask,
+            parked,
+        } = scratch;
+        verdict.clear();
+        verdict.resize(part.threads.len(), false);
+        ask.iter_mut().for_each(Vec::clear);
         for (i, t) in part.threads.iter().enumerate() {
             let Inst::Var(v) = prog.inst(t.pc) else {
                 continue;
@@ -505,7 +548,8 @@ impl Matcher {
         let mut matched: Option<u64> = None;
         let mut bound = false;
         // For dedupe: the attempt (start + 1) that last parked a thread at each instruction.
-        let mut parked = vec![0u64; if self.dedupe { prog.len() } else { 0 }];
+        parked.clear();
+        parked.resize(if self.dedupe { prog.len() } else { 0 }, 0);
         for (i, t) in old.into_iter().enumerate() {
             if matched == Some(t.start) {
                 continue;
@@ -523,8 +567,8 @@ impl Matcher {
                         prev: t.last.clone(),
                     });
                     pcs.clear();
-                    prog.closure(t.pc + 1, seen, &mut pcs);
-                    for &pc in &pcs {
+                    prog.closure(t.pc + 1, seen, pcs);
+                    for &pc in pcs.iter() {
                         if self.dedupe {
                             if parked[pc as usize] == t.start + 1 {
                                 continue;
@@ -552,21 +596,29 @@ impl Matcher {
                  conditions stricter"
             )));
         }
-        let stored = StoredRow {
-            seq: cur.seq,
-            batch: cur.batch.clone(),
-            row: cur.row as u32,
-        };
         if bound {
-            part.rows.push_back(stored.clone());
+            part.rows.push_back(StoredRow {
+                seq: cur.seq,
+                batch: cur.batch.clone(),
+                row: cur.row as u32,
+            });
         }
+        self.remember(part, cur);
+        Ok(())
+    }
+
+    /// Keeps the row for PREV, if any condition reads earlier rows of the partition.
+    fn remember(&self, part: &mut Partition, cur: &Current) {
         if self.prev_depth > 0 {
-            part.recent.push_back(stored);
+            part.recent.push_back(StoredRow {
+                seq: cur.seq,
+                batch: cur.batch.clone(),
+                row: cur.row as u32,
+            });
             if part.recent.len() > self.prev_depth {
                 part.recent.pop_front();
             }
         }
-        Ok(())
     }
 
     /// Evaluates a cross condition for the threads `which` of `part` at the current row.
@@ -587,16 +639,11 @@ impl Matcher {
                 .map(|c| ScalarValue::try_from_array(cur.batch.column(c.column), cur.row))
                 .collect::<std::result::Result<_, _>>()?;
             for (answer, &i) in answers.iter_mut().zip(which) {
-                let bindings = part.threads[i].bindings();
+                let last = part.threads[i].last.as_ref();
                 for (c, value) in cond.comparisons.iter().zip(&current) {
                     let ty = cond.schema.field(width + c.reference).data_type();
-                    let r = self.value(
-                        &cond.refs[c.reference],
-                        ty,
-                        part,
-                        &bindings,
-                        Some((cur, var)),
-                    )?;
+                    let r =
+                        self.value(&cond.refs[c.reference], ty, part, last, Some((cur, var)))?;
                     if !c.op.holds(value, &r) {
                         *answer = false;
                         break;
@@ -624,8 +671,8 @@ impl Matcher {
             let values = still
                 .iter()
                 .map(|&s| {
-                    let bindings = part.threads[which[s]].bindings();
-                    self.value(r, ty, part, &bindings, Some((cur, var)))
+                    let last = part.threads[which[s]].last.as_ref();
+                    self.value(r, ty, part, last, Some((cur, var)))
                 })
                 .collect::<Result<Vec<_>>>()?;
             columns.push(ScalarValue::iter_to_array(values)?);
@@ -648,7 +695,7 @@ impl Matcher {
         r: &Ref,
         ty: &DataType,
         part: &Partition,
-        bindings: &[(u64, u16)],
+        last: Option<&Arc<Binding>>,
         current: Option<(&Current, u16)>,
     ) -> Result<ScalarValue> {
         let column_value = |batch: &RecordBatch, row: usize| -> Result<ScalarValue> {
@@ -657,6 +704,15 @@ impl Matcher {
                 None => Ok(ScalarValue::Null),
             }
         };
+        let stored = |seq: u64| -> Result<ScalarValue> {
+            let s = part.row(seq)?;
+            column_value(&s.batch, s.row as usize)
+        };
+        let wanted = |v: u16| r.var.is_none_or(|rv| rv == v);
+        // The current row counts as the newest row of its variable (DEFINE's running view).
+        let current = current.filter(|(_, v)| wanted(*v));
+        // The mapped rows, newest first.
+        let chain = || std::iter::successors(last, |b| b.prev.as_ref()).filter(|b| wanted(b.var));
         let values = match r.kind {
             RefKind::MatchNumber => vec![ScalarValue::Int64(Some(part.matches as i64 + 1))],
             RefKind::Prev(n) => {
@@ -669,18 +725,24 @@ impl Matcher {
                     _ => vec![],
                 }
             }
+            // Only the newest row is needed: no walk past it.
+            RefKind::Last => match (current, chain().next()) {
+                (Some((cur, _)), _) => vec![column_value(cur.batch, cur.row)?],
+                (None, Some(b)) => vec![stored(b.seq)?],
+                (None, None) => vec![],
+            },
+            RefKind::First => match chain().last() {
+                Some(b) => vec![stored(b.seq)?],
+                None => match current {
+                    Some((cur, _)) => vec![column_value(cur.batch, cur.row)?],
+                    None => vec![],
+                },
+            },
             _ => {
-                let mut values = Vec::new();
-                for &(seq, v) in bindings {
-                    if r.var.is_none_or(|rv| rv == v) {
-                        let s = part.row(seq)?;
-                        values.push(column_value(&s.batch, s.row as usize)?);
-                    }
-                }
-                if let Some((cur, v)) = current {
-                    if r.var.is_none_or(|rv| rv == v) {
-                        values.push(column_value(cur.batch, cur.row)?);
-                    }
+                // Aggregates do not depend on order.
+                let mut values = chain().map(|b| stored(b.seq)).collect::<Result<Vec<_>>>()?;
+                if let Some((cur, _)) = current {
+                    values.push(column_value(cur.batch, cur.row)?);
                 }
                 values
             }
@@ -702,7 +764,7 @@ impl Matcher {
             let mut values = Vec::with_capacity(measures.refs.len());
             for (j, r) in measures.refs.iter().enumerate() {
                 let ty = measures.schema.field(j).data_type();
-                values.push(self.value(r, ty, part, &bindings, None)?);
+                values.push(self.value(r, ty, part, t.last.as_ref(), None)?);
             }
             found.push(values);
             part.matches += 1;
