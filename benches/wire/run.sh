@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Bulk load over the Postgres wire protocol: the same CSV sent with psql's \copy
+# (COPY ... FROM STDIN) into PostgreSQL (an UNLOGGED table) and into saql (a stream, then the
+# same stream with the Flink comparison's tumbling-window query registered); rows/s of each.
+#
+#   benches/wire/run.sh                         # 2,000,000 events, 3 runs each
+#   EVENTS=200000 RUNS=1 benches/wire/run.sh    # quick check
+#
+# Starts and stops everything itself, on 127.0.0.1 only: a throwaway PostgreSQL cluster
+# (initdb in a temp dir, as the postgres user when run as root, on a free port; PostgreSQL is
+# installed from Debian's packages if absent) and `saql serve` (release build, temp data dir).
+# Checks with ss that both listen on loopback only. The events CSV is benches/flink/events.py's,
+# kept in benches/.scratch/ (gitignored). Alert latency is measured by benches/latency.rs.
+set -euo pipefail
+trap 'echo "run.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+events=${EVENTS:-2000000}
+runs=${RUNS:-3}
+scratch=${SCRATCH:-$repo/benches/.scratch}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/root/.cache/saql-target}
+saql=$CARGO_TARGET_DIR/release/saql
+
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
+if [[ -z "$(pg_bin)" || ! -x "$(pg_bin)/initdb" ]]; then
+  echo "installing PostgreSQL from Debian's packages ..."
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
+pg=$(pg_bin)
+command -v psql >/dev/null || { echo "run.sh: psql not found" >&2; exit 2; }
+
+echo "building the release saql binary ..."
+(cd "$repo" && cargo build --release --bin saql --quiet)
+
+mkdir -p "$scratch"
+csv=$scratch/events-$events.csv
+if [[ ! -f "$csv" ]]; then
+  echo "generating $csv ..."
+  python3 "$repo/benches/flink/events.py" --events "$events" --out "$csv"
+fi
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+tmp=$(mktemp -d /tmp/saql-wire.XXXXXX)
+pg_pid=""
+saql_pid=""
+as_pg=()
+if [[ $(id -u) -eq 0 ]]; then
+  # initdb and postgres refuse to run as root.
+  chown postgres: "$tmp"
+  as_pg=(runuser -u postgres --)
+fi
+cleanup() {
+  if [[ -n "$saql_pid" ]]; then kill "$saql_pid" 2>/dev/null || true; wait "$saql_pid" 2>/dev/null || true; fi
+  if [[ -n "$pg_pid" ]]; then "${as_pg[@]}" "$pg/pg_ctl" -D "$tmp/pg" -m fast stop >/dev/null 2>&1 || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# --- PostgreSQL: a throwaway cluster on 127.0.0.1 -------------------------------------------
+pg_port=$(free_port)
+"${as_pg[@]}" "$pg/initdb" -D "$tmp/pg" -U bench --auth=trust --no-sync >"$tmp/initdb.log"
+"${as_pg[@]}" "$pg/pg_ctl" -D "$tmp/pg" -l "$tmp/pg/server.log" -w start \
+  -o "-c listen_addresses=127.0.0.1 -c port=$pg_port -c unix_socket_directories=$tmp" >/dev/null
+pg_pid=$(head -1 "$tmp/pg/postmaster.pid")
+pg_psql=(psql -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pg_port" -U bench -d postgres)
+"${pg_psql[@]}" -c "CREATE UNLOGGED TABLE events (
+  ts TIMESTAMP NOT NULL, key BIGINT, host TEXT, op TEXT, amount BIGINT)" >/dev/null
+
+# --- saql serve on 127.0.0.1 -------------------------------------------------------------------
+saql_port=$(free_port)
+RUST_LOG=warn "$saql" serve --listen "127.0.0.1:$saql_port" --data-dir "$tmp/saql" &
+saql_pid=$!
+saql_psql=(psql -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$saql_port" -U saql -d saql)
+up=""
+for _ in $(seq 300); do
+  if "${saql_psql[@]}" -c "SHOW STREAMS" >/dev/null 2>&1; then up=1; break; fi
+  sleep 0.1
+done
+[[ -n "$up" ]] || { echo "run.sh: saql serve did not answer on 127.0.0.1:$saql_port within 30 s" >&2; exit 2; }
+stream_ddl="CREATE STREAM events (
+  ts TIMESTAMP NOT NULL, key BIGINT, host TEXT, op TEXT, amount BIGINT,
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)"
+query_ddl=$(sed -n '/^CREATE CONTINUOUS QUERY/,/;/p' "$repo/benches/flink/tumble.saql.sql")
+
+# --- nothing listens beyond loopback -----------------------------------------------------------
+listeners=$(ss -ltnpH | { grep -E "pid=($pg_pid|$saql_pid)," || true; } | awk '{print $4}' | sort -u)
+echo "listening: $(echo $listeners)"
+if [[ $(echo "$listeners" | grep -c .) -lt 2 ]]; then
+  echo "run.sh: expected PostgreSQL and saql to listen, found: ${listeners:-nothing}" >&2
+  exit 2
+fi
+if echo "$listeners" | grep -vqE '^(127\.[0-9.]+|\[::1\]|\[::ffff:127\.[0-9.]+\]):[0-9]+$'; then
+  echo "NOT LOOPBACK: a server listens beyond 127.0.0.1; stopping" >&2
+  exit 1
+fi
+
+# --- the loads -----------------------------------------------------------------------------
+copy="\\copy events FROM '$csv' WITH (FORMAT csv, HEADER true)"
+results=$tmp/results
+: >"$results"
+load() { # name, setup SQL, psql command...
+  local name=$1 setup=$2
+  shift 2
+  for run in $(seq "$runs"); do
+    "$@" -c "$setup" >/dev/null
+    local start end tag
+    start=$(date +%s.%N)
+    tag=$("$@" -c "$copy")
+    end=$(date +%s.%N)
+    if [[ "$tag" != "COPY $events" ]]; then
+      echo "MISMATCH $name run $run: the server answered \"$tag\", expected \"COPY $events\"" >&2
+      exit 1
+    fi
+    echo "$name $run $start $end" | tee -a "$results" | awk -v n="$events" \
+      '{ printf "%-40s run %s: %6.2f s, %12.0f rows/s\n", $1, $2, $4 - $3, n / ($4 - $3) }'
+  done
+}
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), nproc: $(nproc), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$events rows from $csv, $runs runs each, with psql's \\copy"
+load "PostgreSQL(UNLOGGED)" "TRUNCATE events" "${pg_psql[@]}"
+load "saql(stream)" "DROP STREAM IF EXISTS events; $stream_ddl" "${saql_psql[@]}"
+load "saql(stream+tumble-query)" \
+  "DROP QUERY IF EXISTS tumble; DROP STREAM IF EXISTS events; $stream_ddl; $query_ddl" "${saql_psql[@]}"
+
+# The stream's counters: every row arrived, none late.
+"${saql_psql[@]}" -c "SHOW STREAMS" | cut -c1-120
+"${saql_psql[@]}" -c "SHOW QUERIES" | cut -c1-120
+
+python3 - "$results" "$events" <<'EOF'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    name, _, start, end = line.split()
+    runs.setdefault(name, []).append(float(end) - float(start))
+events = int(sys.argv[2])
+pg = statistics.median(runs["PostgreSQL(UNLOGGED)"])
+print("\n| target | rows | median s | rows/s | speed vs PostgreSQL | all runs (s) |")
+print("|---|---:|---:|---:|---:|---|")
+for name, secs in runs.items():
+    m = statistics.median(secs)
+    print(f"| {name} | {events:,} | {m:.2f} | {events / m:,.0f} | {pg / m:.2f}x "
+          f"| {', '.join(f'{s:.2f}' for s in secs)} |")
+EOF
