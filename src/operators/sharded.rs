@@ -138,9 +138,24 @@ impl Operator for Sharded {
     }
 
     fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
+        // Operators that hold rows for the watermark (patterns, history) do their work here.
+        let results: Vec<Result<Vec<RecordBatch>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .replicas
+                .iter_mut()
+                .map(|op| s.spawn(move || op.on_watermark(watermark)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::Internal("a worker panicked".into())))
+                })
+                .collect()
+        });
         let mut out = Vec::new();
-        for op in &mut self.replicas {
-            out.extend(op.on_watermark(watermark)?);
+        for r in results {
+            out.extend(r?);
         }
         // Each replica emits in window order; keep that order across them.
         match self.replicas[0].emit_order() {

@@ -34,7 +34,7 @@ pub struct EngineConfig {
     pub data_dir: Option<PathBuf>,
     /// Recent rows kept per stream and per query for ad hoc SELECT.
     pub retain_rows: usize,
-    /// Threads a keyed operator (window aggregate, session window, pattern) is spread over,
+    /// Threads a keyed operator (session window, pattern) is spread over,
     /// by the hash of its key, when only stateless operators follow it. 1 runs every query
     /// on the calling thread, in the order a single operator would emit its rows.
     pub workers: usize,
