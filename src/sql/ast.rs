@@ -435,11 +435,19 @@ impl fmt::Display for WatermarkDef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "WATERMARK FOR {} AS {}", self.column, self.column)?;
         if !self.delay.is_zero() {
-            write!(
-                f,
-                " - INTERVAL '{}' MICROSECOND",
-                self.delay.as_micros().max(1)
-            )?;
+            // The largest unit that states the delay exactly.
+            let micros = self.delay.as_micros().max(1);
+            let (n, unit) = [
+                (3_600_000_000, "HOUR"),
+                (60_000_000, "MINUTE"),
+                (1_000_000, "SECOND"),
+            ]
+            .into_iter()
+            .find(|(size, _)| micros % size == 0)
+            .map_or((micros, "MICROSECOND"), |(size, unit)| {
+                (micros / size, unit)
+            });
+            write!(f, " - INTERVAL '{n}' {unit}")?;
         }
         Ok(())
     }
