@@ -16,6 +16,10 @@
 //! the cost follows the distinct operators more than the number of queries: the table shows
 //! how many of each mix's queries are distinct. See `benches/README.md` for the latest figures.
 
+mod common;
+
+use common::{drain, env_count, median, thousands};
+
 use std::collections::HashMap;
 use std::error::Error;
 use std::process::{Command, ExitCode};
@@ -31,7 +35,6 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use saql::runtime::SubscriptionEvent;
 use saql::{Engine, EngineConfig, StatementResult};
-use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::Receiver;
 
 type BenchResult<T> = Result<T, Box<dyn Error>>;
@@ -614,25 +617,6 @@ fn drain_all(
     Ok(())
 }
 
-/// Hands every result batch waiting in the subscription to `take`.
-fn drain(
-    events: &mut Receiver<SubscriptionEvent>,
-    mut take: impl FnMut(RecordBatch) -> BenchResult<()>,
-) -> BenchResult<()> {
-    loop {
-        match events.try_recv() {
-            Ok(SubscriptionEvent::Rows(batch)) => take(batch)?,
-            Ok(SubscriptionEvent::Failed(reason)) => return Err(reason.into()),
-            Err(TryRecvError::Empty) => return Ok(()),
-            Err(TryRecvError::Disconnected) => {
-                return Err(
-                    "a subscription was cut off (fell more than 4096 batches behind)".into(),
-                )
-            }
-        }
-    }
-}
-
 /// A query's own counters, from `SHOW QUERIES`.
 struct QueryStats {
     status: String,
@@ -783,18 +767,6 @@ impl Input {
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-/// A positive count from the environment, or `default` when unset.
-fn env_count(name: &str, default: usize) -> BenchResult<usize> {
-    match std::env::var(name) {
-        Ok(v) => match v.trim().replace('_', "").parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(format!("{name} must be a positive integer, not {v:?}").into()),
-        },
-        Err(std::env::VarError::NotPresent) => Ok(default),
-        Err(e) => Err(format!("{name}: {e}").into()),
-    }
-}
-
 /// A comma-separated list of positive counts from the environment, or `default` when unset.
 fn env_list(name: &str, default: &[usize]) -> BenchResult<Vec<usize>> {
     match std::env::var(name) {
@@ -808,30 +780,4 @@ fn env_list(name: &str, default: &[usize]) -> BenchResult<Vec<usize>> {
         Err(std::env::VarError::NotPresent) => Ok(default.to_vec()),
         Err(e) => Err(format!("{name}: {e}").into()),
     }
-}
-
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = values.collect();
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.is_empty() {
-        f64::NAN
-    } else if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    }
-}
-
-/// `1234567` as `1,234,567`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }

@@ -13,6 +13,10 @@
 //! prints `MISMATCH` and the bench exits non-zero. See `benches/README.md` for the latest
 //! figures.
 
+mod common;
+
+use common::{drain, env_count, thousands};
+
 use std::collections::HashMap;
 use std::error::Error;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -29,10 +33,7 @@ use datafusion::arrow::datatypes::{
 use futures::executor::block_on;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use saql::runtime::SubscriptionEvent;
 use saql::{Engine, EngineConfig, StatementResult};
-use tokio::sync::mpsc::error::TryRecvError;
-use tokio::sync::mpsc::Receiver;
 
 type BenchResult<T> = Result<T, Box<dyn Error>>;
 
@@ -216,18 +217,6 @@ fn run() -> BenchResult<bool> {
     Ok(report.mismatches == 0)
 }
 
-/// A positive count from the environment, or `default` when unset.
-fn env_count(name: &str, default: usize) -> BenchResult<usize> {
-    match std::env::var(name) {
-        Ok(v) => match v.trim().replace('_', "").parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(format!("{name} must be a positive integer, not {v:?}").into()),
-        },
-        Err(std::env::VarError::NotPresent) => Ok(default),
-        Err(e) => Err(format!("{name}: {e}").into()),
-    }
-}
-
 /// The generated events, with the totals the results are checked against.
 struct Input {
     batches: Vec<RecordBatch>,
@@ -328,32 +317,22 @@ fn run_query(sql: &str, input: &[RecordBatch], workers: usize) -> BenchResult<Qu
     let start = Instant::now();
     for batch in input {
         engine.insert_batch("events", batch.clone())?;
-        drain(&mut events, &mut batches)?;
+        drain(&mut events, |b| {
+            batches.push(b);
+            Ok::<_, Box<dyn Error>>(())
+        })?;
     }
     engine.finish();
-    drain(&mut events, &mut batches)?;
+    drain(&mut events, |b| {
+        batches.push(b);
+        Ok::<_, Box<dyn Error>>(())
+    })?;
     let seconds = start.elapsed().as_secs_f64();
     Ok(QueryOutput {
         seconds,
         batches,
         stats: QueryStats::of(&engine)?,
     })
-}
-
-/// Moves every result batch waiting in the subscription into `out`.
-fn drain(events: &mut Receiver<SubscriptionEvent>, out: &mut Vec<RecordBatch>) -> BenchResult<()> {
-    loop {
-        match events.try_recv() {
-            Ok(SubscriptionEvent::Rows(batch)) => out.push(batch),
-            Ok(SubscriptionEvent::Failed(reason)) => return Err(reason.into()),
-            Err(TryRecvError::Empty) => return Ok(()),
-            Err(TryRecvError::Disconnected) => {
-                return Err(
-                    "the subscription was cut off (fell more than 4096 batches behind)".into(),
-                )
-            }
-        }
-    }
 }
 
 /// The query's own counters, from `SHOW QUERIES`.
@@ -760,19 +739,6 @@ impl Report {
         println!("{name:<32} median {:.3} s\n", case.median());
         case
     }
-}
-
-/// `1234567` as `1,234,567`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// One match of (d): host, first and last event time, the two amounts.

@@ -19,6 +19,10 @@
 //! SUM; otherwise the bench prints `MISMATCH` and exits 1. The server is stopped at the end of
 //! each run. See `benches/README.md` for the latest figures.
 
+mod common;
+
+use common::{env_count, median, thousands};
+
 use std::collections::HashMap;
 use std::error::Error;
 use std::net::SocketAddr;
@@ -465,42 +469,4 @@ fn mix(i: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
-}
-
-/// A positive count from the environment, or `default` when unset.
-fn env_count(name: &str, default: usize) -> BenchResult<usize> {
-    match std::env::var(name) {
-        Ok(v) => match v.trim().replace('_', "").parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(format!("{name} must be a positive integer, not {v:?}").into()),
-        },
-        Err(std::env::VarError::NotPresent) => Ok(default),
-        Err(e) => Err(format!("{name}: {e}").into()),
-    }
-}
-
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = values.collect();
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.is_empty() {
-        f64::NAN
-    } else if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    }
-}
-
-/// `1234567` as `1,234,567`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
