@@ -25,6 +25,29 @@ impl Filter {
     }
 }
 
+/// The rows of `batch` for which `predicate` is true.
+pub fn select(predicate: &Arc<dyn PhysicalExpr>, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
+    let mask = predicate.evaluate(&batch)?.into_array(batch.num_rows())?;
+    let mask = mask
+        .as_any()
+        .downcast_ref::<BooleanArray>()
+        .ok_or_else(|| Error::plan("42804", "argument of WHERE must be type boolean"))?;
+    keep(batch, mask)
+}
+
+/// The rows of `batch` where `mask` is true; no batch if none is.
+pub fn keep(batch: RecordBatch, mask: &BooleanArray) -> Result<Vec<RecordBatch>> {
+    if mask.true_count() == batch.num_rows() && mask.null_count() == 0 {
+        return Ok(vec![batch]);
+    }
+    let out = filter_record_batch(&batch, mask)?;
+    Ok(if out.num_rows() == 0 {
+        vec![]
+    } else {
+        vec![out]
+    })
+}
+
 impl Operator for Filter {
     fn name(&self) -> &'static str {
         "Filter"
@@ -35,23 +58,11 @@ impl Operator for Filter {
     }
 
     fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
-        let mask = self
-            .predicate
-            .evaluate(&batch)?
-            .into_array(batch.num_rows())?;
-        let mask = mask
-            .as_any()
-            .downcast_ref::<BooleanArray>()
-            .ok_or_else(|| Error::plan("42804", "argument of WHERE must be type boolean"))?;
-        if mask.true_count() == batch.num_rows() && mask.null_count() == 0 {
-            return Ok(vec![batch]);
-        }
-        let out = filter_record_batch(&batch, mask)?;
-        Ok(if out.num_rows() == 0 {
-            vec![]
-        } else {
-            vec![out]
-        })
+        select(&self.predicate, batch)
+    }
+
+    fn predicate(&self) -> Option<Arc<dyn PhysicalExpr>> {
+        Some(self.predicate.clone())
     }
 
     fn on_watermark(&mut self, _watermark: Watermark) -> Result<Vec<RecordBatch>> {

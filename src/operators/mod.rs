@@ -69,6 +69,12 @@ pub trait Operator: Send {
     fn shard_keys(&self) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
         None
     }
+    /// A stateless filter's predicate over its input. The operator graph may then evaluate
+    /// the predicate itself, sharing its conjuncts with other filters, and keep the rows where
+    /// it is true instead of calling `process_batch`.
+    fn predicate(&self) -> Option<Arc<dyn PhysicalExpr>> {
+        None
+    }
     /// The output column (window_end, else window_start) in whose order `on_watermark` emits
     /// its rows, so that [`Sharded`] can keep that order when it merges its replicas' rows.
     fn emit_order(&self) -> Option<usize> {

@@ -13,7 +13,9 @@ use std::collections::HashMap;
 
 use datafusion::arrow::record_batch::RecordBatch;
 
-use crate::error::Error;
+use super::predicates::{AtomValues, SharedPredicates, SplitPredicate};
+use crate::error::{Error, Result};
+use crate::operators::filter;
 use crate::operators::Operator;
 use crate::plan::explain::ExplainNode;
 use crate::time::Watermark;
@@ -28,6 +30,8 @@ struct Node {
     /// Queries whose path runs through this node.
     users: usize,
     failed: bool,
+    /// A root filter's predicate, split into atoms shared with the other root filters.
+    split: Option<SplitPredicate>,
 }
 
 /// What a batch or a watermark produced, per query.
@@ -46,6 +50,8 @@ pub struct OperatorGraph {
     roots: Vec<usize>,
     /// Queries without operators: their results are the stream's rows.
     passthrough: Vec<String>,
+    /// The atoms of the root filters' predicates, each evaluated once per batch.
+    predicates: SharedPredicates,
 }
 
 impl OperatorGraph {
@@ -91,6 +97,10 @@ impl OperatorGraph {
                         // A fresh operator holds nothing for the watermark to complete.
                         let _ = op.on_watermark(watermark);
                     }
+                    let split = match (parent, op.predicate()) {
+                        (None, Some(predicate)) => self.predicates.register(&predicate),
+                        _ => None,
+                    };
                     let id = self.insert(Node {
                         signature,
                         op,
@@ -98,6 +108,7 @@ impl OperatorGraph {
                         sinks: Vec::new(),
                         users: 0,
                         failed: false,
+                        split,
                     });
                     match parent {
                         None => self.roots.push(id),
@@ -127,7 +138,9 @@ impl OperatorGraph {
             let n = self.node_mut(id);
             n.users -= 1;
             if n.users == 0 {
-                self.nodes[id] = None;
+                if let Some(split) = self.nodes[id].take().and_then(|n| n.split) {
+                    self.predicates.release(&split);
+                }
                 match i.checked_sub(1).map(|p| path[p]) {
                     None => self.roots.retain(|&r| r != id),
                     Some(p) => self.node_mut(p).children.retain(|&c| c != id),
@@ -147,10 +160,42 @@ impl OperatorGraph {
         for q in &self.passthrough {
             out.rows.entry(q.clone()).or_default().push(batch.clone());
         }
+        let atoms = (!self.predicates.is_empty()).then(|| self.predicates.evaluate(batch));
         for root in self.roots.clone() {
-            self.push(root, vec![batch.clone()], &mut out);
+            match &atoms {
+                Some(atoms) if self.node(root).split.is_some() => {
+                    self.select(root, batch, atoms, &mut out)
+                }
+                _ => self.push(root, vec![batch.clone()], &mut out),
+            }
         }
         out
+    }
+
+    /// Runs a batch through a root filter whose atoms are evaluated (`atoms`), and on down.
+    fn select(&mut self, id: usize, batch: &RecordBatch, atoms: &AtomValues, out: &mut Outputs) {
+        let node = self.node(id);
+        if node.failed {
+            return;
+        }
+        let split = node
+            .split
+            .as_ref()
+            .expect("selected nodes have a split predicate");
+        let selected = || -> Result<Vec<RecordBatch>> {
+            let kept = filter::keep(
+                batch.clone(),
+                &atoms.all_true(&split.atoms, batch.num_rows())?,
+            )?;
+            match (&split.residual, kept.into_iter().next()) {
+                (Some(residual), Some(kept)) => filter::select(residual, kept),
+                (_, kept) => Ok(kept.into_iter().collect()),
+            }
+        };
+        match selected() {
+            Ok(produced) => self.emit(id, produced, out),
+            Err(e) => self.fail(id, e, out),
+        }
     }
 
     /// Advances every node to `watermark`; what a node emits passes through its subtree

@@ -5,6 +5,7 @@
 pub mod engine;
 mod graph;
 mod pipeline;
+mod predicates;
 mod retained;
 mod stream;
 

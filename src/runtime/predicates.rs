@@ -1,0 +1,317 @@
+//! Predicates shared by the filters at the root of a stream's operator tree. Each filter's
+//! `WHERE` is split into its conjuncts; a conjunct that compares columns with constants (the
+//! atoms: `op = 'write'`, `amount > 5000`, `host IN (...)`, and AND/OR/NOT of them) is
+//! evaluated once per batch for every filter that has it, and the equalities of one text
+//! column with several constants (`host = 'a'`, `host = 'b'`, ... across queries) are answered
+//! together by one hash lookup per row instead of one comparison per constant. A filter keeps
+//! the rows where all its atoms are true, then evaluates the rest of its predicate on those.
+//!
+//! Only atoms are shared because evaluating them on every row cannot fail where the filter's
+//! own evaluation (which may skip rows) would not: they read no more than a column and a
+//! constant.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, AsArray, BooleanArray};
+use datafusion::arrow::buffer::{BooleanBuffer, MutableBuffer};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::util::bit_util;
+use datafusion::common::{HashMap, ScalarValue};
+use datafusion::logical_expr::Operator as Op;
+use datafusion::physical_expr::expressions::{
+    BinaryExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, LikeExpr, Literal, NotExpr,
+};
+use datafusion::physical_expr::{conjunction, split_conjunction};
+use datafusion::physical_plan::PhysicalExpr;
+
+use crate::error::{Error, Result};
+
+/// How many equalities with one text column make a per-row lookup cheaper than comparing the
+/// column with each constant (each comparison is a pass over the column).
+const LOOKUP_MIN_CONSTANTS: usize = 3;
+
+/// A filter's predicate, split for shared evaluation.
+pub struct SplitPredicate {
+    /// Ids of its atoms in the [`SharedPredicates`] it was registered with.
+    pub atoms: Vec<usize>,
+    /// The AND of its other conjuncts, evaluated on the rows the atoms keep.
+    pub residual: Option<Arc<dyn PhysicalExpr>>,
+}
+
+struct Atom {
+    expr: Arc<dyn PhysicalExpr>,
+    /// `column = 'constant'` over text: the column and the constant's bytes.
+    equality: Option<(usize, Vec<u8>)>,
+    users: usize,
+}
+
+/// The atoms of a stream's root filters, each registered once however many filters have it.
+#[derive(Default)]
+pub struct SharedPredicates {
+    atoms: Vec<Option<Atom>>,
+    by_key: HashMap<String, usize>,
+}
+
+/// Each atom's value over one batch: where it is true (false or NULL elsewhere).
+pub struct AtomValues {
+    values: Vec<Option<std::result::Result<BooleanBuffer, String>>>,
+}
+
+impl SharedPredicates {
+    /// Registers `predicate`'s atoms (sharing those already registered). None if it has no
+    /// atom: then the filter evaluates its predicate alone.
+    pub fn register(&mut self, predicate: &Arc<dyn PhysicalExpr>) -> Option<SplitPredicate> {
+        let (atoms, rest): (Vec<_>, Vec<_>) = split_conjunction(predicate)
+            .into_iter()
+            .partition(|e| is_atom(e));
+        if atoms.is_empty() {
+            return None;
+        }
+        // A repeated atom is counted once per occurrence, as `release` uncounts it.
+        let ids: Vec<usize> = atoms.into_iter().map(|e| self.add(e)).collect();
+        let residual = (!rest.is_empty()).then(|| conjunction(rest.into_iter().cloned()));
+        Some(SplitPredicate {
+            atoms: ids,
+            residual,
+        })
+    }
+
+    /// Releases a registration; atoms no filter uses any more are dropped.
+    pub fn release(&mut self, split: &SplitPredicate) {
+        for &id in &split.atoms {
+            let atom = self.atoms[id].as_mut().expect("registered atoms live");
+            atom.users -= 1;
+            if atom.users == 0 {
+                self.atoms[id] = None;
+                self.by_key.retain(|_, &mut v| v != id);
+            }
+        }
+    }
+
+    /// True when no atom is registered.
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    /// Evaluates every atom over `batch`.
+    pub fn evaluate(&self, batch: &RecordBatch) -> AtomValues {
+        let mut values: Vec<Option<std::result::Result<BooleanBuffer, String>>> =
+            (0..self.atoms.len()).map(|_| None).collect();
+        // Equalities with text constants, by column.
+        let mut by_column: HashMap<usize, Vec<(usize, &[u8])>> = HashMap::new();
+        for (id, atom) in self.live() {
+            if let Some((column, constant)) = &atom.equality {
+                by_column
+                    .entry(*column)
+                    .or_default()
+                    .push((id, constant.as_slice()));
+            }
+        }
+        for (column, constants) in by_column {
+            if constants.len() < LOOKUP_MIN_CONSTANTS {
+                continue;
+            }
+            if let Some(masks) = text_equalities(batch.column(column).as_ref(), &constants) {
+                for ((id, _), mask) in constants.iter().zip(masks) {
+                    values[*id] = Some(Ok(mask));
+                }
+            }
+        }
+        for (id, atom) in self.live() {
+            if values[id].is_none() {
+                values[id] = Some(evaluate_atom(&atom.expr, batch).map_err(|e| e.to_string()));
+            }
+        }
+        AtomValues { values }
+    }
+
+    fn live(&self) -> impl Iterator<Item = (usize, &Atom)> {
+        self.atoms
+            .iter()
+            .enumerate()
+            .filter_map(|(id, a)| a.as_ref().map(|a| (id, a)))
+    }
+
+    fn add(&mut self, expr: &Arc<dyn PhysicalExpr>) -> usize {
+        // Debug shows column indices and typed constants: equal keys evaluate alike.
+        let key = format!("{expr:?}");
+        if let Some(&id) = self.by_key.get(&key) {
+            self.atoms[id]
+                .as_mut()
+                .expect("registered atoms live")
+                .users += 1;
+            return id;
+        }
+        let atom = Atom {
+            expr: expr.clone(),
+            equality: text_equality(expr),
+            users: 1,
+        };
+        let id = match self.atoms.iter().position(Option::is_none) {
+            Some(id) => {
+                self.atoms[id] = Some(atom);
+                id
+            }
+            None => {
+                self.atoms.push(Some(atom));
+                self.atoms.len() - 1
+            }
+        };
+        self.by_key.insert(key, id);
+        id
+    }
+}
+
+impl AtomValues {
+    /// The rows of a batch of `rows` rows where every one of `atoms` is true.
+    pub fn all_true(&self, atoms: &[usize], rows: usize) -> Result<BooleanArray> {
+        let mut mask: Option<BooleanBuffer> = None;
+        for &id in atoms {
+            let value = match &self.values[id] {
+                Some(Ok(v)) => v,
+                Some(Err(message)) => return Err(Error::Execution(message.clone())),
+                None => unreachable!("every live atom is evaluated"),
+            };
+            mask = Some(match mask {
+                None => value.clone(),
+                Some(m) => &m & value,
+            });
+        }
+        Ok(BooleanArray::new(
+            mask.unwrap_or_else(|| BooleanBuffer::new_set(rows)),
+            None,
+        ))
+    }
+}
+
+/// Evaluates an atom to where it is true.
+fn evaluate_atom(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<BooleanBuffer> {
+    let value = expr.evaluate(batch)?.into_array(batch.num_rows())?;
+    let value = value
+        .as_boolean_opt()
+        .ok_or_else(|| Error::plan("42804", "argument of WHERE must be type boolean"))?;
+    Ok(match value.nulls() {
+        Some(nulls) => value.values() & nulls.inner(),
+        None => value.values().clone(),
+    })
+}
+
+/// For each constant, where `column` equals it: one hash lookup per row. None if the column
+/// is not text.
+fn text_equalities(column: &dyn Array, constants: &[(usize, &[u8])]) -> Option<Vec<BooleanBuffer>> {
+    let rows = column.len();
+    let index: HashMap<&[u8], usize> = constants
+        .iter()
+        .enumerate()
+        .map(|(i, (_, c))| (*c, i))
+        .collect();
+    let mut bits: Vec<MutableBuffer> = constants
+        .iter()
+        .map(|_| MutableBuffer::from_len_zeroed(bit_util::ceil(rows, 8)))
+        .collect();
+    let mut mark = |row: usize, value: &[u8]| {
+        if let Some(&i) = index.get(value) {
+            bit_util::set_bit(bits[i].as_slice_mut(), row);
+        }
+    };
+    let valid = |row: usize| column.nulls().is_none_or(|n| n.is_valid(row));
+    match column.data_type() {
+        DataType::Utf8 => {
+            let a = column.as_string::<i32>();
+            for row in (0..rows).filter(|&r| valid(r)) {
+                mark(row, a.value(row).as_bytes());
+            }
+        }
+        DataType::LargeUtf8 => {
+            let a = column.as_string::<i64>();
+            for row in (0..rows).filter(|&r| valid(r)) {
+                mark(row, a.value(row).as_bytes());
+            }
+        }
+        DataType::Utf8View => {
+            let a = column.as_string_view();
+            for row in (0..rows).filter(|&r| valid(r)) {
+                mark(row, a.value(row).as_bytes());
+            }
+        }
+        _ => return None,
+    }
+    Some(
+        bits.into_iter()
+            .map(|b| BooleanBuffer::new(b.into(), 0, rows))
+            .collect(),
+    )
+}
+
+/// `column = 'constant'` (either way round) over a text column: the column and the bytes.
+fn text_equality(expr: &Arc<dyn PhysicalExpr>) -> Option<(usize, Vec<u8>)> {
+    let b = expr.downcast_ref::<BinaryExpr>()?;
+    if *b.op() != Op::Eq {
+        return None;
+    }
+    let (column, constant) = match (column(b.left()), literal(b.right())) {
+        (Some(c), Some(l)) => (c, l),
+        _ => (column(b.right())?, literal(b.left())?),
+    };
+    match constant {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Some((column.index(), s.as_bytes().to_vec())),
+        _ => None,
+    }
+}
+
+/// A comparison of columns with constants, or AND/OR/NOT of such.
+fn is_atom(expr: &Arc<dyn PhysicalExpr>) -> bool {
+    if let Some(b) = expr.downcast_ref::<BinaryExpr>() {
+        let (l, r) = (b.left(), b.right());
+        return match b.op() {
+            Op::And | Op::Or => is_atom(l) && is_atom(r),
+            Op::Eq
+            | Op::NotEq
+            | Op::Lt
+            | Op::LtEq
+            | Op::Gt
+            | Op::GtEq
+            | Op::IsDistinctFrom
+            | Op::IsNotDistinctFrom
+            | Op::LikeMatch
+            | Op::ILikeMatch
+            | Op::NotLikeMatch
+            | Op::NotILikeMatch
+            | Op::RegexMatch
+            | Op::RegexIMatch
+            | Op::RegexNotMatch
+            | Op::RegexNotIMatch => {
+                (column(l).is_some() && literal(r).is_some())
+                    || (literal(l).is_some() && column(r).is_some())
+            }
+            _ => false,
+        };
+    }
+    if let Some(n) = expr.downcast_ref::<NotExpr>() {
+        return is_atom(n.arg());
+    }
+    if let Some(n) = expr.downcast_ref::<IsNullExpr>() {
+        return column(n.arg()).is_some();
+    }
+    if let Some(n) = expr.downcast_ref::<IsNotNullExpr>() {
+        return column(n.arg()).is_some();
+    }
+    if let Some(l) = expr.downcast_ref::<LikeExpr>() {
+        return column(l.expr()).is_some() && literal(l.pattern()).is_some();
+    }
+    if let Some(l) = expr.downcast_ref::<InListExpr>() {
+        return column(l.expr()).is_some() && l.list().iter().all(|e| literal(e).is_some());
+    }
+    false
+}
+
+fn column(expr: &Arc<dyn PhysicalExpr>) -> Option<&Column> {
+    expr.downcast_ref::<Column>()
+}
+
+fn literal(expr: &Arc<dyn PhysicalExpr>) -> Option<&ScalarValue> {
+    expr.downcast_ref::<Literal>().map(Literal::value)
+}

@@ -1,0 +1,224 @@
+//! Many filters on one stream share the evaluation of their common conjuncts
+//! (`src/runtime/predicates.rs`). Each query here is checked against DataFusion running the
+//! same WHERE over the rows inserted while the query was registered: random queries built
+//! from a pool of conjuncts (text equalities answered by one lookup, comparisons, IN, LIKE,
+//! IS NULL, OR/NOT of them, and conjuncts that are not shared), rows with NULLs in random
+//! batches, and queries dropped and added midway so that shared conjuncts are released and
+//! registered again.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray, TimestampNanosecondArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
+use proptest::prelude::*;
+use saql::runtime::engine::Subscription;
+use saql::runtime::SubscriptionEvent;
+use saql::{Engine, EngineConfig, StatementResult};
+
+mod common;
+use common::{render, BASE, SEC};
+
+const HOSTS: [&str; 6] = ["h0", "h1", "h2", "h3", "h4", "h5"];
+const OPS: [&str; 4] = ["read", "write", "open", "close"];
+
+/// Conjuncts a query's WHERE is made of. The first ones are shared atoms; the last ones are
+/// not (they compute over a column), so they run on the rows the atoms keep.
+const CONJUNCTS: [&str; 20] = [
+    "host = 'h1'",
+    "host = 'h2'",
+    "host = 'h3'",
+    "'h4' = host",
+    "op = 'write'",
+    "op = 'read'",
+    "op = 'open'",
+    "n > 3",
+    "n <= 5",
+    "n <> 4",
+    "n IS NULL",
+    "host IS NOT NULL",
+    "host IN ('h0', 'h5')",
+    "op LIKE 'c%'",
+    "(n < 2 OR op = 'close')",
+    "NOT (host = 'h2')",
+    "n + 1 > 4",
+    "n % 2 = 0",
+    "length(host) = 2",
+    "(n * 2 > 6 OR host = 'h3')",
+];
+
+#[derive(Debug, Clone)]
+struct Row {
+    host: Option<usize>,
+    op: Option<usize>,
+    n: Option<i64>,
+}
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
+        Field::new("host", DataType::Utf8, true),
+        Field::new("op", DataType::Utf8, true),
+        Field::new("n", DataType::Int64, true),
+    ]))
+}
+
+/// Rows `first..first + rows.len()` of the input, one second apart.
+fn batch(first: usize, rows: &[Row]) -> RecordBatch {
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(TimestampNanosecondArray::from_iter_values(
+                (first..first + rows.len()).map(|i| BASE + i as i64 * SEC),
+            )),
+            Arc::new(StringArray::from_iter(
+                rows.iter().map(|r| r.host.map(|h| HOSTS[h])),
+            )),
+            Arc::new(StringArray::from_iter(
+                rows.iter().map(|r| r.op.map(|o| OPS[o])),
+            )),
+            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.n))),
+        ],
+    )
+    .unwrap()
+}
+
+fn where_clause(conjuncts: &[usize]) -> String {
+    conjuncts
+        .iter()
+        .map(|&c| CONJUNCTS[c])
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
+
+/// A query: its conjuncts, and the batch before which it is created and (if any) dropped.
+#[derive(Debug, Clone)]
+struct QuerySpec {
+    conjuncts: Vec<usize>,
+    from: usize,
+    until: Option<usize>,
+}
+
+fn case() -> impl Strategy<Value = (Vec<Row>, Vec<usize>, Vec<QuerySpec>)> {
+    let row = (
+        proptest::option::weighted(0.9, 0..HOSTS.len()),
+        proptest::option::weighted(0.9, 0..OPS.len()),
+        proptest::option::weighted(0.85, 0i64..8),
+    )
+        .prop_map(|(host, op, n)| Row { host, op, n });
+    let query = (
+        proptest::collection::vec(0..CONJUNCTS.len(), 1..4),
+        0usize..4,
+        proptest::option::of(1usize..6),
+    )
+        .prop_map(|(conjuncts, from, span)| QuerySpec {
+            conjuncts,
+            from,
+            until: span.map(|s| from + s),
+        });
+    (
+        proptest::collection::vec(row, 1..400),
+        proptest::collection::vec(1usize..80, 1..8),
+        proptest::collection::vec(query, 1..14),
+    )
+}
+
+fn subscribe(rt: &tokio::runtime::Runtime, engine: &Engine, name: &str) -> Subscription {
+    match rt
+        .block_on(engine.execute(&format!("SUBSCRIBE {name}")))
+        .unwrap()
+        .remove(0)
+    {
+        StatementResult::Subscribe(s) => s,
+        _ => panic!("not a subscription"),
+    }
+}
+
+fn received(sub: &mut Subscription) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    while let Ok(ev) = sub.events.try_recv() {
+        match ev {
+            SubscriptionEvent::Rows(b) => out.push(b),
+            SubscriptionEvent::Failed(e) => panic!("query failed: {e}"),
+        }
+    }
+    out
+}
+
+fn reference(rt: &tokio::runtime::Runtime, input: RecordBatch, conjuncts: &[usize]) -> Vec<String> {
+    rt.block_on(async {
+        let ctx = SessionContext::new();
+        let table = MemTable::try_new(schema(), vec![vec![input]]).unwrap();
+        ctx.register_table("e", Arc::new(table)).unwrap();
+        let sql = format!(
+            "SELECT ts, host, op, n FROM e WHERE {}",
+            where_clause(conjuncts)
+        );
+        render(&ctx.sql(&sql).await.unwrap().collect().await.unwrap())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn each_filter_keeps_what_datafusion_keeps((rows, splits, queries) in case()) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let engine = Engine::open(EngineConfig::default()).unwrap();
+        rt.block_on(engine.execute(
+            "CREATE STREAM e (ts TIMESTAMP NOT NULL, host TEXT, op TEXT, n BIGINT, \
+             WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)",
+        ))
+        .unwrap();
+        // The input in batches; each query sees batches from..until.
+        let mut batches = Vec::new();
+        let mut start = 0;
+        while start < rows.len() {
+            let len = splits[batches.len() % splits.len()].min(rows.len() - start);
+            batches.push((start, &rows[start..start + len]));
+            start += len;
+        }
+        let mut subs: Vec<Option<Subscription>> = queries.iter().map(|_| None).collect();
+        let mut got: Vec<Vec<RecordBatch>> = queries.iter().map(|_| Vec::new()).collect();
+        for step in 0..=batches.len() {
+            for (i, q) in queries.iter().enumerate() {
+                if q.until == Some(step) && subs[i].is_some() {
+                    got[i].extend(received(subs[i].as_mut().unwrap()));
+                    subs[i] = None;
+                    rt.block_on(engine.execute(&format!("DROP QUERY q{i}"))).unwrap();
+                }
+                if q.from == step {
+                    rt.block_on(engine.execute(&format!(
+                        "CREATE CONTINUOUS QUERY q{i} AS SELECT ts, host, op, n FROM e WHERE {}",
+                        where_clause(&q.conjuncts)
+                    )))
+                    .unwrap();
+                    subs[i] = Some(subscribe(&rt, &engine, &format!("q{i}")));
+                }
+            }
+            if let Some((first, rows)) = batches.get(step) {
+                engine.insert_batch("e", batch(*first, rows)).unwrap();
+            }
+        }
+        engine.finish();
+        for (i, q) in queries.iter().enumerate() {
+            if let Some(sub) = subs[i].as_mut() {
+                got[i].extend(received(sub));
+            }
+            let seen: Vec<RecordBatch> = batches
+                .iter()
+                .enumerate()
+                .filter(|(step, _)| *step >= q.from && q.until.is_none_or(|u| *step < u))
+                .map(|(_, (first, rows))| batch(*first, rows))
+                .collect();
+            let want = if seen.is_empty() {
+                Vec::new()
+            } else {
+                let all = datafusion::arrow::compute::concat_batches(&schema(), &seen).unwrap();
+                reference(&rt, all, &q.conjuncts)
+            };
+            prop_assert_eq!(render(&got[i]), want, "query q{}: WHERE {}", i, where_clause(&q.conjuncts));
+        }
+    }
+}
