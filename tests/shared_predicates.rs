@@ -14,11 +14,10 @@ use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use proptest::prelude::*;
 use saql::runtime::engine::Subscription;
-use saql::runtime::SubscriptionEvent;
 use saql::{Engine, EngineConfig, StatementResult};
 
 mod common;
-use common::{render, BASE, SEC};
+use common::{received, render, BASE, SEC};
 
 const HOSTS: [&str; 6] = ["h0", "h1", "h2", "h3", "h4", "h5"];
 const OPS: [&str; 4] = ["read", "write", "open", "close"];
@@ -133,17 +132,6 @@ fn subscribe(rt: &tokio::runtime::Runtime, engine: &Engine, name: &str) -> Subsc
         StatementResult::Subscribe(s) => s,
         _ => panic!("not a subscription"),
     }
-}
-
-fn received(sub: &mut Subscription) -> Vec<RecordBatch> {
-    let mut out = Vec::new();
-    while let Ok(ev) = sub.events.try_recv() {
-        match ev {
-            SubscriptionEvent::Rows(b) => out.push(b),
-            SubscriptionEvent::Failed(e) => panic!("query failed: {e}"),
-        }
-    }
-    out
 }
 
 fn reference(rt: &tokio::runtime::Runtime, input: RecordBatch, conjuncts: &[usize]) -> Vec<String> {

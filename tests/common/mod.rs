@@ -10,6 +10,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Int64Array, RecordBatch, TimestampNanosecondArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use saql::runtime::engine::Subscription;
 use saql::runtime::SubscriptionEvent;
 use saql::{Engine, EngineConfig, StatementResult};
 
@@ -124,6 +125,11 @@ pub fn run_on(
         i += 1;
     }
     engine.finish();
+    received(&mut sub)
+}
+
+/// Every batch waiting in a subscription; panics if the query failed.
+pub fn received(sub: &mut Subscription) -> Vec<RecordBatch> {
     let mut out = Vec::new();
     while let Ok(ev) = sub.events.try_recv() {
         match ev {
