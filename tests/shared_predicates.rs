@@ -1,6 +1,8 @@
 //! Many filters on one stream share the evaluation of their common conjuncts
-//! (`src/runtime/predicates.rs`). Each query here is checked against DataFusion running the
-//! same WHERE over the rows inserted while the query was registered: random queries built
+//! (`src/runtime/predicates.rs`), and what they keep goes to projections and window
+//! aggregates that pick out only the columns they read. Each query here is checked against
+//! DataFusion running the same query over the rows inserted while it was registered: random
+//! queries (rows, or a tumbling aggregate by a column or by a computed key) built
 //! from a pool of conjuncts (text equalities answered by one lookup, comparisons, IN, LIKE,
 //! IS NULL, OR/NOT of them, and conjuncts that are not shared), rows with NULLs in random
 //! batches, and queries dropped and added midway so that shared conjuncts are released and
@@ -91,10 +93,60 @@ fn where_clause(conjuncts: &[usize]) -> String {
         .join(" AND ")
 }
 
-/// A query: its conjuncts, and the batch before which it is created and (if any) dropped.
+/// What a query selects from the rows its WHERE keeps.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    /// The rows themselves.
+    Rows,
+    /// Per host and 10 s tumbling window: count, sum and least op.
+    PerHost,
+    /// The same per `n % 3`, a key computed from the rows.
+    PerBucket,
+}
+
+impl Shape {
+    fn sql(self, conjuncts: &[usize]) -> String {
+        let w = where_clause(conjuncts);
+        match self {
+            Shape::Rows => format!("SELECT ts, host, op, n FROM e WHERE {w}"),
+            Shape::PerHost => format!(
+                "SELECT host, window_start, COUNT(*) AS c, SUM(n) AS total, MIN(op) AS first_op \
+                 FROM TUMBLE(e, ts, INTERVAL '10' SECOND) WHERE {w} \
+                 GROUP BY host, window_start, window_end"
+            ),
+            Shape::PerBucket => format!(
+                "SELECT n % 3 AS bucket, window_start, COUNT(*) AS c, MAX(host) AS top \
+                 FROM TUMBLE(e, ts, INTERVAL '10' SECOND) WHERE {w} \
+                 GROUP BY n % 3, window_start, window_end"
+            ),
+        }
+    }
+
+    /// The same query over a table `e` of all its rows, in DataFusion.
+    fn reference_sql(self, conjuncts: &[usize]) -> String {
+        let w = where_clause(conjuncts);
+        let bin = "date_bin(INTERVAL '10 seconds', ts, TIMESTAMP '1970-01-01 00:00:00')";
+        match self {
+            Shape::Rows => format!("SELECT ts, host, op, n FROM e WHERE {w}"),
+            Shape::PerHost => format!(
+                "SELECT host, {bin} AS ws, COUNT(*), SUM(n), MIN(op) FROM e WHERE {w} \
+                 GROUP BY host, ws"
+            ),
+            Shape::PerBucket => format!(
+                "SELECT n % 3, {bin} AS ws, COUNT(*), MAX(host) FROM e WHERE {w} \
+                 GROUP BY n % 3, ws"
+            ),
+        }
+    }
+}
+
+/// A query: its conjuncts and shape, and the batch before which it is created and (if any)
+/// dropped. Windowed queries run from the first batch to the end, so that each of their
+/// windows holds every row it should.
 #[derive(Debug, Clone)]
 struct QuerySpec {
     conjuncts: Vec<usize>,
+    shape: Shape,
     from: usize,
     until: Option<usize>,
 }
@@ -108,13 +160,27 @@ fn case() -> impl Strategy<Value = (Vec<Row>, Vec<usize>, Vec<QuerySpec>)> {
         .prop_map(|(host, op, n)| Row { host, op, n });
     let query = (
         proptest::collection::vec(0..CONJUNCTS.len(), 1..4),
+        prop_oneof![
+            4 => Just(Shape::Rows),
+            1 => Just(Shape::PerHost),
+            1 => Just(Shape::PerBucket),
+        ],
         0usize..4,
         proptest::option::of(1usize..6),
     )
-        .prop_map(|(conjuncts, from, span)| QuerySpec {
-            conjuncts,
-            from,
-            until: span.map(|s| from + s),
+        .prop_map(|(conjuncts, shape, from, span)| match shape {
+            Shape::Rows => QuerySpec {
+                conjuncts,
+                shape,
+                from,
+                until: span.map(|s| from + s),
+            },
+            _ => QuerySpec {
+                conjuncts,
+                shape,
+                from: 0,
+                until: None,
+            },
         });
     (
         proptest::collection::vec(row, 1..400),
@@ -134,15 +200,12 @@ fn subscribe(rt: &tokio::runtime::Runtime, engine: &Engine, name: &str) -> Subsc
     }
 }
 
-fn reference(rt: &tokio::runtime::Runtime, input: RecordBatch, conjuncts: &[usize]) -> Vec<String> {
+fn reference(rt: &tokio::runtime::Runtime, input: RecordBatch, query: &QuerySpec) -> Vec<String> {
     rt.block_on(async {
         let ctx = SessionContext::new();
         let table = MemTable::try_new(schema(), vec![vec![input]]).unwrap();
         ctx.register_table("e", Arc::new(table)).unwrap();
-        let sql = format!(
-            "SELECT ts, host, op, n FROM e WHERE {}",
-            where_clause(conjuncts)
-        );
+        let sql = query.shape.reference_sql(&query.conjuncts);
         render(&ctx.sql(&sql).await.unwrap().collect().await.unwrap())
     })
 }
@@ -151,7 +214,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     #[test]
-    fn each_filter_keeps_what_datafusion_keeps((rows, splits, queries) in case()) {
+    fn each_query_gets_what_datafusion_computes((rows, splits, queries) in case()) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let engine = Engine::open(EngineConfig::default()).unwrap();
         rt.block_on(engine.execute(
@@ -178,8 +241,8 @@ proptest! {
                 }
                 if q.from == step {
                     rt.block_on(engine.execute(&format!(
-                        "CREATE CONTINUOUS QUERY q{i} AS SELECT ts, host, op, n FROM e WHERE {}",
-                        where_clause(&q.conjuncts)
+                        "CREATE CONTINUOUS QUERY q{i} AS {}",
+                        q.shape.sql(&q.conjuncts)
                     )))
                     .unwrap();
                     subs[i] = Some(subscribe(&rt, &engine, &format!("q{i}")));
@@ -204,9 +267,9 @@ proptest! {
                 Vec::new()
             } else {
                 let all = datafusion::arrow::compute::concat_batches(&schema(), &seen).unwrap();
-                reference(&rt, all, &q.conjuncts)
+                reference(&rt, all, q)
             };
-            prop_assert_eq!(render(&got[i]), want, "query q{}: WHERE {}", i, where_clause(&q.conjuncts));
+            prop_assert_eq!(render(&got[i]), want, "query q{}: {}", i, q.shape.sql(&q.conjuncts));
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod window_aggregate;
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::BooleanArray;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::physical_plan::PhysicalExpr;
@@ -73,6 +74,17 @@ pub trait Operator: Send {
     /// the predicate itself, sharing its conjuncts with other filters, and keep the rows where
     /// it is true instead of calling `process_batch`.
     fn predicate(&self) -> Option<Arc<dyn PhysicalExpr>> {
+        None
+    }
+    /// Processes the rows of `batch` where `selected` is true, as `process_batch` would
+    /// process a batch of just those rows, when the operator can pick them out more cheaply
+    /// than a filter copying every column (it reads only some). None: it cannot, and the
+    /// caller filters the batch and calls `process_batch`.
+    fn process_selected(
+        &mut self,
+        _batch: &RecordBatch,
+        _selected: &BooleanArray,
+    ) -> Option<Result<Vec<RecordBatch>>> {
         None
     }
     /// The output column (window_end, else window_start) in whose order `on_watermark` emits

@@ -13,19 +13,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, PrimitiveArray, UInt32Array};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Int64Array, PrimitiveArray, UInt32Array,
+};
 use datafusion::arrow::compute::{take, take_record_batch};
 use datafusion::arrow::datatypes::{
     DataType, Field, Int64Type, Schema, SchemaRef, TimestampNanosecondType,
 };
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::physical_expr::expressions::{lit, Column};
+use datafusion::physical_expr::expressions::{lit, Column, Literal};
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::PhysicalExpr;
 
 use super::aggregates::{
     evaluate_inputs, AggregateInputs, AggregateSpec, GroupPartials, GroupTable,
 };
+use super::filter::true_indices;
 use super::{snapshot, Operator};
 use crate::error::{Error, Result};
 use crate::time::{EventTime, Watermark};
@@ -102,6 +105,14 @@ impl WindowedInput {
     }
 }
 
+/// Rows to add to their slots.
+enum Rows<'a> {
+    /// Their keys and aggregate inputs, evaluated once for every slot.
+    Evaluated(Vec<ArrayRef>, AggregateInputs),
+    /// The rows themselves, to evaluate per slot with its bounds.
+    PerSlot(&'a RecordBatch),
+}
+
 /// Where an output group column comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum GroupColumn {
@@ -156,6 +167,9 @@ pub struct WindowAggregate {
     /// Whether keys or aggregate inputs read the window bounds, so that they are evaluated per
     /// slot, with its bounds, instead of once per batch.
     per_slot_eval: bool,
+    /// Whether keys and aggregate inputs are input columns (or constants), so that picking
+    /// the rows of some of them is cheaper than filtering the whole input first.
+    columns_only: bool,
     specs: Arc<[AggregateSpec]>,
     /// Slots by start.
     slots: BTreeMap<i64, Slot>,
@@ -211,6 +225,14 @@ impl WindowAggregate {
                 s.expr.expressions().iter().any(reads_window)
                     || s.filter.as_ref().is_some_and(reads_window)
             });
+        let plain = |e: &Arc<dyn PhysicalExpr>| {
+            e.downcast_ref::<Column>().is_some() || e.downcast_ref::<Literal>().is_some()
+        };
+        let columns_only = !per_slot_eval
+            && key_exprs.iter().all(plain)
+            && specs
+                .iter()
+                .all(|s| s.expr.expressions().iter().all(plain) && s.filter.is_none());
         if key_exprs.is_empty() {
             key_exprs.push(lit(true));
         }
@@ -242,6 +264,7 @@ impl WindowAggregate {
             key_schema: Arc::new(Schema::new(key_fields)),
             layout,
             per_slot_eval,
+            columns_only,
             specs: specs.into(),
             slots: BTreeMap::new(),
             windows: BTreeSet::new(),
@@ -333,16 +356,57 @@ impl WindowAggregate {
         batch: &RecordBatch,
         start: i64,
     ) -> Result<(Vec<ArrayRef>, AggregateInputs)> {
-        let batch =
-            self.input
-                .with_bounds(batch, start, start.saturating_add(self.slot_width()))?;
+        // Expressions that do not read the bounds evaluate on the stream's columns alone.
+        let with_bounds;
+        let batch = match self.per_slot_eval {
+            true => {
+                with_bounds = self.input.with_bounds(
+                    batch,
+                    start,
+                    start.saturating_add(self.slot_width()),
+                )?;
+                &with_bounds
+            }
+            false => batch,
+        };
         let n = batch.num_rows();
         let keys = self
             .key_exprs
             .iter()
-            .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(n)))
+            .map(|e| e.evaluate(batch).and_then(|v| v.into_array(n)))
             .collect::<datafusion::error::Result<Vec<_>>>()?;
-        Ok((keys, evaluate_inputs(&self.specs, &batch)?))
+        Ok((keys, evaluate_inputs(&self.specs, batch)?))
+    }
+
+    /// Adds rows to their slots; `times` are their event times.
+    fn update(
+        &mut self,
+        times: &PrimitiveArray<TimestampNanosecondType>,
+        input: Rows,
+    ) -> Result<Vec<RecordBatch>> {
+        let n = times.len();
+        let first_seq = self.next_seq;
+        self.next_seq += n as u64;
+        for (start, rows) in self.assign(times) {
+            let rows = UInt32Array::from(rows);
+            let whole = rows.len() == n;
+            let (keys, inputs) = match &input {
+                Rows::Evaluated(keys, inputs) if whole => (keys.clone(), inputs.clone()),
+                Rows::Evaluated(keys, inputs) => (
+                    keys.iter()
+                        .map(|k| take(k, &rows, None))
+                        .collect::<std::result::Result<Vec<_>, _>>()?,
+                    inputs.take(&rows)?,
+                ),
+                Rows::PerSlot(batch) if whole => self.evaluate(batch, start)?,
+                Rows::PerSlot(batch) => self.evaluate(&take_record_batch(batch, &rows)?, start)?,
+            };
+            self.open_windows(start);
+            let slot = self.slot_mut(start)?;
+            slot.live
+                .update(&keys, &inputs, |i| first_seq + rows.value(i) as u64)?;
+        }
+        Ok(vec![])
     }
 
     /// Records that the windows of the slot at `start` that are still open have rows.
@@ -490,35 +554,39 @@ impl Operator for WindowAggregate {
     }
 
     fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
-        let n = batch.num_rows();
-        let first_seq = self.next_seq;
-        self.next_seq += n as u64;
-        let per_slot = self.assign(self.input.times(&batch));
         // Keys and inputs that do not read the window bounds are evaluated once.
-        let shared = match per_slot.first() {
-            Some(&(start, _)) if !self.per_slot_eval => Some(self.evaluate(&batch, start)?),
-            _ => None,
+        let rows = match self.per_slot_eval {
+            false => {
+                let (keys, inputs) = self.evaluate(&batch, 0)?;
+                Rows::Evaluated(keys, inputs)
+            }
+            true => Rows::PerSlot(&batch),
         };
-        for (start, rows) in per_slot {
-            let rows = UInt32Array::from(rows);
-            let whole = rows.len() == n;
-            let (keys, inputs) = match &shared {
-                Some((keys, inputs)) if whole => (keys.clone(), inputs.clone()),
-                Some((keys, inputs)) => (
-                    keys.iter()
-                        .map(|k| take(k, &rows, None))
-                        .collect::<std::result::Result<Vec<_>, _>>()?,
-                    inputs.take(&rows)?,
-                ),
-                None if whole => self.evaluate(&batch, start)?,
-                None => self.evaluate(&take_record_batch(&batch, &rows)?, start)?,
-            };
-            self.open_windows(start);
-            let slot = self.slot_mut(start)?;
-            slot.live
-                .update(&keys, &inputs, |i| first_seq + rows.value(i) as u64)?;
+        let times = self.input.times(&batch).clone();
+        self.update(&times, rows)
+    }
+
+    fn process_selected(
+        &mut self,
+        batch: &RecordBatch,
+        selected: &BooleanArray,
+    ) -> Option<Result<Vec<RecordBatch>>> {
+        if !self.columns_only {
+            return None;
         }
-        Ok(vec![])
+        let mut pick = || {
+            let rows = true_indices(selected);
+            let (keys, inputs) = self.evaluate(batch, 0)?;
+            let keys = keys
+                .iter()
+                .map(|k| take(k, &rows, None))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let inputs = inputs.take(&rows)?;
+            let times = take(self.input.times(batch), &rows, None)?;
+            let times = times.as_primitive::<TimestampNanosecondType>().clone();
+            self.update(&times, Rows::Evaluated(keys, inputs))
+        };
+        Some(pick())
     }
 
     fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {

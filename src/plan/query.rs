@@ -423,7 +423,11 @@ fn plan_select(query: &sq::Query, within: Option<&Expr>, catalog: &Catalog) -> R
                     .map(|e| physical(&ctx, e, &input))
                     .collect::<Result<Vec<_>>>()?;
                 schema = Arc::new(p.schema.as_arrow().clone());
-                operators.push(Box::new(Project::new(exprs, schema.clone())));
+                operators.push(Box::new(Project::new(
+                    exprs,
+                    input.as_arrow(),
+                    schema.clone(),
+                )));
                 let shown: Vec<String> = p.expr.iter().map(|e| show(e, &stream.name)).collect();
                 explain.push(
                     ExplainNode::new("Project")

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use super::predicates::{AtomValues, SharedPredicates, SplitPredicate};
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::operators::filter;
 use crate::operators::Operator;
 use crate::plan::explain::ExplainNode;
@@ -173,6 +173,8 @@ impl OperatorGraph {
     }
 
     /// Runs a batch through a root filter whose atoms are evaluated (`atoms`), and on down.
+    /// When the filter's rows go only to children that can pick the rows they read out of
+    /// the whole batch, the filter itself copies nothing.
     fn select(&mut self, id: usize, batch: &RecordBatch, atoms: &AtomValues, out: &mut Outputs) {
         let node = self.node(id);
         if node.failed {
@@ -182,18 +184,37 @@ impl OperatorGraph {
             .split
             .as_ref()
             .expect("selected nodes have a split predicate");
-        let selected = || -> Result<Vec<RecordBatch>> {
-            let kept = filter::keep(
-                batch.clone(),
-                &atoms.all_true(&split.atoms, batch.num_rows())?,
-            )?;
+        let mask = match atoms.all_true(&split.atoms, batch.num_rows()) {
+            Ok(mask) => mask,
+            Err(e) => return self.fail(id, e, out),
+        };
+        let mut children = node.children.clone();
+        if node.sinks.is_empty() && split.residual.is_none() {
+            let mut rest = Vec::new();
+            for child in children {
+                if self.node(child).failed {
+                    continue;
+                }
+                match self.node_mut(child).op.process_selected(batch, &mask) {
+                    Some(Ok(produced)) => self.emit(child, produced, out),
+                    Some(Err(e)) => self.fail(child, e, out),
+                    None => rest.push(child),
+                }
+            }
+            if rest.is_empty() {
+                return;
+            }
+            children = rest;
+        }
+        let split = self.node(id).split.as_ref().expect("checked above");
+        let selected = filter::keep(batch.clone(), &mask).and_then(|kept| {
             match (&split.residual, kept.into_iter().next()) {
                 (Some(residual), Some(kept)) => filter::select(residual, kept),
                 (_, kept) => Ok(kept.into_iter().collect()),
             }
-        };
-        match selected() {
-            Ok(produced) => self.emit(id, produced, out),
+        });
+        match selected {
+            Ok(produced) => self.emit_to(id, &children, produced, out),
             Err(e) => self.fail(id, e, out),
         }
     }
@@ -238,17 +259,28 @@ impl OperatorGraph {
 
     /// Hands a node's output to its queries and its children.
     fn emit(&mut self, id: usize, batches: Vec<RecordBatch>, out: &mut Outputs) {
+        let children = self.node(id).children.clone();
+        self.emit_to(id, &children, batches, out);
+    }
+
+    /// Hands a node's output to its queries and to `children`, some or all of its own.
+    fn emit_to(
+        &mut self,
+        id: usize,
+        children: &[usize],
+        batches: Vec<RecordBatch>,
+        out: &mut Outputs,
+    ) {
         if batches.is_empty() {
             return;
         }
-        let node = self.node(id);
-        for q in &node.sinks {
+        for q in &self.node(id).sinks {
             out.rows
                 .entry(q.clone())
                 .or_default()
                 .extend(batches.iter().cloned());
         }
-        for child in node.children.clone() {
+        for &child in children {
             self.push(child, batches.clone(), out);
         }
     }
