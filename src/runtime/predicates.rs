@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray, BooleanArray};
+use datafusion::arrow::array::{Array, AsArray, BooleanArray, GenericStringArray, OffsetSizeTrait};
 use datafusion::arrow::buffer::{BooleanBuffer, MutableBuffer};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -201,34 +201,21 @@ fn evaluate_atom(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<Bo
 /// is not text.
 fn text_equalities(column: &dyn Array, constants: &[(usize, &[u8])]) -> Option<Vec<BooleanBuffer>> {
     let rows = column.len();
-    let index: HashMap<&[u8], usize> = constants
-        .iter()
-        .enumerate()
-        .map(|(i, (_, c))| (*c, i))
-        .collect();
+    let lookup = Lookup::new(constants.iter().map(|(_, c)| *c));
     let mut bits: Vec<MutableBuffer> = constants
         .iter()
         .map(|_| MutableBuffer::from_len_zeroed(bit_util::ceil(rows, 8)))
         .collect();
     let mut mark = |row: usize, value: &[u8]| {
-        if let Some(&i) = index.get(value) {
+        if let Some(i) = lookup.find(value) {
             bit_util::set_bit(bits[i].as_slice_mut(), row);
         }
     };
-    let valid = |row: usize| column.nulls().is_none_or(|n| n.is_valid(row));
+    let nulls = column.logical_nulls().filter(|n| n.null_count() > 0);
+    let valid = |row: usize| nulls.as_ref().is_none_or(|n| n.is_valid(row));
     match column.data_type() {
-        DataType::Utf8 => {
-            let a = column.as_string::<i32>();
-            for row in (0..rows).filter(|&r| valid(r)) {
-                mark(row, a.value(row).as_bytes());
-            }
-        }
-        DataType::LargeUtf8 => {
-            let a = column.as_string::<i64>();
-            for row in (0..rows).filter(|&r| valid(r)) {
-                mark(row, a.value(row).as_bytes());
-            }
-        }
+        DataType::Utf8 => each_value(column.as_string::<i32>(), valid, mark),
+        DataType::LargeUtf8 => each_value(column.as_string::<i64>(), valid, mark),
         DataType::Utf8View => {
             let a = column.as_string_view();
             for row in (0..rows).filter(|&r| valid(r)) {
@@ -242,6 +229,53 @@ fn text_equalities(column: &dyn Array, constants: &[(usize, &[u8])]) -> Option<V
             .map(|b| BooleanBuffer::new(b.into(), 0, rows))
             .collect(),
     )
+}
+
+/// Calls `f` with each valid row of a text array and its bytes.
+fn each_value<O: OffsetSizeTrait>(
+    a: &GenericStringArray<O>,
+    valid: impl Fn(usize) -> bool,
+    mut f: impl FnMut(usize, &[u8]),
+) {
+    let (offsets, data) = (a.value_offsets(), a.value_data());
+    for (row, w) in offsets.windows(2).enumerate() {
+        if valid(row) {
+            f(row, &data[w[0].as_usize()..w[1].as_usize()]);
+        }
+    }
+}
+
+/// Finds which of a few constants a value equals.
+struct Lookup<'a> {
+    index: HashMap<&'a [u8], usize>,
+    /// Bit `n` is set if some constant is `n` bytes long (n < 63), bit 63 if one is longer:
+    /// most values of other lengths are rejected without hashing.
+    lengths: u64,
+}
+
+impl<'a> Lookup<'a> {
+    fn new(constants: impl Iterator<Item = &'a [u8]>) -> Self {
+        let mut lookup = Lookup {
+            index: HashMap::new(),
+            lengths: 0,
+        };
+        for (i, c) in constants.enumerate() {
+            lookup.lengths |= Self::length_bit(c.len());
+            lookup.index.insert(c, i);
+        }
+        lookup
+    }
+
+    fn find(&self, value: &[u8]) -> Option<usize> {
+        if self.lengths & Self::length_bit(value.len()) == 0 {
+            return None;
+        }
+        self.index.get(value).copied()
+    }
+
+    fn length_bit(len: usize) -> u64 {
+        1 << len.min(63)
+    }
 }
 
 /// `column = 'constant'` (either way round) over a text column: the column and the bytes.
@@ -314,4 +348,73 @@ fn column(expr: &Arc<dyn PhysicalExpr>) -> Option<&Column> {
 
 fn literal(expr: &Arc<dyn PhysicalExpr>) -> Option<&ScalarValue> {
     expr.downcast_ref::<Literal>().map(Literal::value)
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{Int64Array, LargeStringArray, StringArray, StringViewArray};
+
+    use super::*;
+
+    const CONSTANTS: [&str; 6] = [
+        "",
+        "a",
+        "write",
+        "fifteen-bytes!!",
+        "sixteen-bytes!!!",
+        "C:\\Windows\\System32\\lsass.exe",
+    ];
+
+    #[test]
+    fn lookup_finds_exactly_the_constants() {
+        let lookup = Lookup::new(CONSTANTS.iter().map(|c| c.as_bytes()));
+        for (i, c) in CONSTANTS.iter().enumerate() {
+            assert_eq!(lookup.find(c.as_bytes()), Some(i), "{c:?}");
+        }
+        for miss in [
+            "b",
+            "a\0",
+            "writ",
+            "write\0",
+            "wrote",
+            "fifteen-bytes!?",
+            "sixteen-bytes!!?",
+            "C:\\Windows\\System32\\lsass.ex",
+            "\0",
+        ] {
+            assert_eq!(lookup.find(miss.as_bytes()), None, "{miss:?}");
+        }
+    }
+
+    #[test]
+    fn text_equalities_mark_the_equal_rows_of_every_text_type() {
+        let values = vec![
+            Some("write"),
+            None,
+            Some("a"),
+            Some("sixteen-bytes!!!"),
+            Some("write"),
+            Some("other"),
+            Some(""),
+        ];
+        let constants: Vec<(usize, &[u8])> = ["write", "", "sixteen-bytes!!!", "absent"]
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i, c.as_bytes()))
+            .collect();
+        let arrays: Vec<Arc<dyn Array>> = vec![
+            Arc::new(StringArray::from(values.clone())),
+            Arc::new(LargeStringArray::from(values.clone())),
+            Arc::new(StringViewArray::from(values.clone())),
+        ];
+        for array in arrays {
+            let masks = text_equalities(array.as_ref(), &constants).unwrap();
+            let rows = |m: &BooleanBuffer| m.set_indices().collect::<Vec<_>>();
+            assert_eq!(rows(&masks[0]), vec![0, 4], "{}", array.data_type());
+            assert_eq!(rows(&masks[1]), vec![6]);
+            assert_eq!(rows(&masks[2]), vec![3]);
+            assert!(rows(&masks[3]).is_empty());
+        }
+        assert!(text_equalities(&Int64Array::from(vec![1]), &constants).is_none());
+    }
 }
