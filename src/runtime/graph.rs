@@ -172,9 +172,9 @@ impl OperatorGraph {
         out
     }
 
-    /// Runs a batch through a root filter whose atoms are evaluated (`atoms`), and on down.
-    /// When the filter's rows go only to children that can pick the rows they read out of
-    /// the whole batch, the filter itself copies nothing.
+    /// Runs a batch through a root filter whose shared atoms are evaluated (`atoms`), and on
+    /// down. When the filter's rows go only to children that can pick the rows they read out
+    /// of the whole batch, the filter itself copies nothing.
     fn select(&mut self, id: usize, batch: &RecordBatch, atoms: &AtomValues, out: &mut Outputs) {
         let node = self.node(id);
         if node.failed {
@@ -184,18 +184,22 @@ impl OperatorGraph {
             .split
             .as_ref()
             .expect("selected nodes have a split predicate");
-        let mask = match atoms.all_true(&split.atoms, batch.num_rows()) {
-            Ok(mask) => mask,
+        let selection = match atoms.select(&self.predicates, split, batch) {
+            Ok(selection) => selection,
             Err(e) => return self.fail(id, e, out),
         };
         let mut children = node.children.clone();
-        if node.sinks.is_empty() && split.residual.is_none() {
+        if node.sinks.is_empty() && selection.rest.is_empty() {
             let mut rest = Vec::new();
             for child in children {
                 if self.node(child).failed {
                     continue;
                 }
-                match self.node_mut(child).op.process_selected(batch, &mask) {
+                match self
+                    .node_mut(child)
+                    .op
+                    .process_selected(batch, &selection.mask)
+                {
                     Some(Ok(produced)) => self.emit(child, produced, out),
                     Some(Err(e)) => self.fail(child, e, out),
                     None => rest.push(child),
@@ -206,14 +210,16 @@ impl OperatorGraph {
             }
             children = rest;
         }
-        let split = self.node(id).split.as_ref().expect("checked above");
-        let selected = filter::keep(batch.clone(), &mask).and_then(|kept| {
-            match (&split.residual, kept.into_iter().next()) {
-                (Some(residual), Some(kept)) => filter::select(residual, kept),
-                (_, kept) => Ok(kept.into_iter().collect()),
+        let kept = filter::keep(batch.clone(), &selection.mask).and_then(|mut kept| {
+            for conjunct in &selection.rest {
+                kept = match kept.pop() {
+                    Some(b) => filter::select(conjunct, b)?,
+                    None => break,
+                };
             }
+            Ok(kept)
         });
-        match selected {
+        match kept {
             Ok(produced) => self.emit_to(id, &children, produced, out),
             Err(e) => self.fail(id, e, out),
         }

@@ -94,7 +94,8 @@ impl SharedPredicates {
         self.by_key.is_empty()
     }
 
-    /// Evaluates every atom over `batch`.
+    /// Evaluates over `batch` the atoms that more than one filter has, and the equalities
+    /// answered by lookup. A filter evaluates its other atoms itself ([`AtomValues::select`]).
     pub fn evaluate(&self, batch: &RecordBatch) -> AtomValues {
         let mut values: Vec<Option<std::result::Result<BooleanBuffer, String>>> =
             (0..self.atoms.len()).map(|_| None).collect();
@@ -119,11 +120,15 @@ impl SharedPredicates {
             }
         }
         for (id, atom) in self.live() {
-            if values[id].is_none() {
+            if values[id].is_none() && atom.users > 1 {
                 values[id] = Some(evaluate_atom(&atom.expr, batch).map_err(|e| e.to_string()));
             }
         }
         AtomValues { values }
+    }
+
+    fn atom(&self, id: usize) -> &Atom {
+        self.atoms[id].as_ref().expect("registered atoms live")
     }
 
     fn live(&self) -> impl Iterator<Item = (usize, &Atom)> {
@@ -163,25 +168,57 @@ impl SharedPredicates {
     }
 }
 
+/// What a filter keeps of a batch.
+pub struct Selection {
+    /// The rows where the atoms evaluated so far are true.
+    pub mask: BooleanArray,
+    /// Conjuncts left to evaluate, in order, on the rows the mask keeps.
+    pub rest: Vec<Arc<dyn PhysicalExpr>>,
+}
+
+/// A filter's own atoms are evaluated over the whole batch while they keep more than
+/// 1/`SELECTIVE` of its rows, then on the rows kept (as DataFusion's AND does).
+const SELECTIVE: usize = 8;
+
 impl AtomValues {
-    /// The rows of a batch of `rows` rows where every one of `atoms` is true.
-    pub fn all_true(&self, atoms: &[usize], rows: usize) -> Result<BooleanArray> {
+    /// What the filter `split` (registered with `predicates`) keeps of `batch`.
+    pub fn select(
+        &self,
+        predicates: &SharedPredicates,
+        split: &SplitPredicate,
+        batch: &RecordBatch,
+    ) -> Result<Selection> {
+        let rows = batch.num_rows();
         let mut mask: Option<BooleanBuffer> = None;
-        for &id in atoms {
-            let value = match &self.values[id] {
-                Some(Ok(v)) => v,
+        let mut own = Vec::new();
+        for &id in &split.atoms {
+            match &self.values[id] {
+                Some(Ok(value)) => mask = Some(and(mask, value)),
                 Some(Err(message)) => return Err(Error::Execution(message.clone())),
-                None => unreachable!("every live atom is evaluated"),
-            };
-            mask = Some(match mask {
-                None => value.clone(),
-                Some(m) => &m & value,
-            });
+                None => own.push(&predicates.atom(id).expr),
+            }
         }
-        Ok(BooleanArray::new(
-            mask.unwrap_or_else(|| BooleanBuffer::new_set(rows)),
-            None,
-        ))
+        let mut rest = Vec::new();
+        for expr in own {
+            let kept = mask.as_ref().map_or(rows, BooleanBuffer::count_set_bits);
+            if rest.is_empty() && kept * SELECTIVE > rows {
+                mask = Some(and(mask, &evaluate_atom(expr, batch)?));
+            } else {
+                rest.push(expr.clone());
+            }
+        }
+        rest.extend(split.residual.clone());
+        Ok(Selection {
+            mask: BooleanArray::new(mask.unwrap_or_else(|| BooleanBuffer::new_set(rows)), None),
+            rest,
+        })
+    }
+}
+
+fn and(mask: Option<BooleanBuffer>, value: &BooleanBuffer) -> BooleanBuffer {
+    match mask {
+        None => value.clone(),
+        Some(m) => &m & value,
     }
 }
 
