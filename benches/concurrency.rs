@@ -12,10 +12,11 @@
 //! (between the calls, untimed, it drains every subscription, summarising each result batch
 //! and dropping it, and samples RSS). Every query's result is checked against a direct
 //! recompute over the input, and each query's own counters against what its subscriber
-//! received; a wrong result prints `MISMATCH` and the bench exits non-zero. The engine shares the operators and the conjuncts that queries have in common
-//! (`src/runtime/graph.rs`, `src/runtime/predicates.rs`), so
-//! the cost follows the distinct operators more than the number of queries: the table shows
-//! how many of each mix's queries are distinct. See `benches/README.md` for the latest figures.
+//! received; a wrong result prints `MISMATCH` and the bench exits non-zero. The engine
+//! shares the operators and the conjuncts that queries have in common
+//! (`src/runtime/graph.rs`, `src/runtime/predicates.rs`), so the cost follows the distinct
+//! operators more than the number of queries: the table shows how many of each mix's queries
+//! are distinct. See `benches/README.md` for the latest figures.
 
 mod common;
 
