@@ -502,8 +502,8 @@ fn physical(ctx: &PlanContext, e: Expr, schema: &DFSchema) -> Result<Arc<dyn Phy
     let info = SimplifyContext::builder()
         .with_schema(Arc::new(schema.clone()))
         .build();
-    let simplifier = ExprSimplifier::new(info);
-    let logical = simplifier.simplify(simplifier.coerce(logical, schema)?)?;
+    let coerced = ExprSimplifier::new(info).coerce(logical, schema)?;
+    let logical = super::query::simplify(&coerced, schema)?;
     Ok(ctx.state().create_physical_expr(logical, schema)?)
 }
 

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::DFSchema;
+use datafusion::common::DataFusionError;
+use datafusion::logical_expr::expr::{BinaryExpr, Placeholder};
 use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{Expr as LExpr, LogicalPlan};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
@@ -925,11 +928,71 @@ fn physical(ctx: &PlanContext, e: &LExpr, schema: &DFSchema) -> Result<Arc<dyn P
 
 /// DataFusion's simplifier: some functions (coalesce, nvl, ...) only evaluate after it has
 /// rewritten them.
+///
+/// It also rewrites a match with a constant regular expression (`x ~ '...'`) into LIKE, but
+/// without escaping the backslashes (DataFusion 55): `image ~ '\\lsass\.exe$'` became
+/// `image LIKE '%\lsass.exe'`, where `\l` means `l`, so it matched `notlsass.exe` too. Such
+/// matches are held out of its reach and stay regular expressions.
 pub(crate) fn simplify(e: &LExpr, schema: &DFSchema) -> Result<LExpr> {
     let info = SimplifyContext::builder()
         .with_schema(Arc::new(schema.clone()))
         .build();
-    Ok(ExprSimplifier::new(info).simplify(e.clone())?)
+    let simplifier = ExprSimplifier::new(info);
+    let mut held = Vec::new();
+    let e = e
+        .clone()
+        .transform_down(|e| match e {
+            LExpr::BinaryExpr(b) if is_regex_with_backslash(&b) => {
+                let id = format!("$saql_regex_{}", held.len());
+                held.push(b);
+                Ok(Transformed::new(
+                    LExpr::Placeholder(Placeholder::new_with_field(
+                        id,
+                        Some(Arc::new(Field::new("", DataType::Boolean, true))),
+                    )),
+                    true,
+                    TreeNodeRecursion::Jump,
+                ))
+            }
+            e => Ok(Transformed::no(e)),
+        })?
+        .data;
+    let e = simplifier.simplify(e)?;
+    if held.is_empty() {
+        return Ok(e);
+    }
+    let mut held: Vec<Option<BinaryExpr>> = held.into_iter().map(Some).collect();
+    Ok(e.transform_up(|e| match e {
+        LExpr::Placeholder(p) if p.id.starts_with("$saql_regex_") => {
+            let i: usize = p.id["$saql_regex_".len()..]
+                .parse()
+                .map_err(|_| DataFusionError::Internal(format!("bad placeholder {}", p.id)))?;
+            let b = held
+                .get_mut(i)
+                .and_then(Option::take)
+                .ok_or_else(|| DataFusionError::Internal(format!("placeholder {} twice", p.id)))?;
+            Ok(Transformed::yes(LExpr::BinaryExpr(BinaryExpr::new(
+                Box::new(simplifier.simplify(*b.left)?),
+                b.op,
+                b.right,
+            ))))
+        }
+        e => Ok(Transformed::no(e)),
+    })?
+    .data)
+}
+
+/// `x ~ 'pattern'` (or `~*`, `!~`, `!~*`) whose constant pattern has a backslash.
+fn is_regex_with_backslash(b: &BinaryExpr) -> bool {
+    use datafusion::logical_expr::Operator as Op;
+    matches!(
+        b.op,
+        Op::RegexMatch | Op::RegexIMatch | Op::RegexNotMatch | Op::RegexNotIMatch
+    ) && matches!(
+        b.right.as_ref(),
+        LExpr::Literal(ScalarValue::Utf8(Some(p)) | ScalarValue::LargeUtf8(Some(p)) | ScalarValue::Utf8View(Some(p)), _)
+            if p.contains('\\')
+    )
 }
 
 fn physical_all(
