@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt32Array};
-use datafusion::arrow::compute::take;
+use datafusion::arrow::compute::{take, FilterPredicate};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::logical_expr::{Accumulator, EmitTo, GroupsAccumulator};
@@ -49,6 +49,26 @@ impl AggregateInputs {
                 })
                 .collect(),
         }
+    }
+
+    /// The rows that `predicate` keeps.
+    pub fn filter(&self, predicate: &FilterPredicate) -> Result<AggregateInputs> {
+        let args = self
+            .args
+            .iter()
+            .map(|(vals, filter)| {
+                let vals = vals
+                    .iter()
+                    .map(|v| predicate.filter(v))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                let filter = match filter {
+                    None => None,
+                    Some(f) => Some(predicate.filter(f)?.as_boolean().clone()),
+                };
+                Ok((vals, filter))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(AggregateInputs { args })
     }
 
     /// The rows at `indices`, in that order.

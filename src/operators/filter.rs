@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, BooleanArray, UInt32Array};
+use datafusion::arrow::array::{Array, BooleanArray};
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -33,15 +33,6 @@ pub fn select(predicate: &Arc<dyn PhysicalExpr>, batch: RecordBatch) -> Result<V
         .downcast_ref::<BooleanArray>()
         .ok_or_else(|| Error::plan("42804", "argument of WHERE must be type boolean"))?;
     keep(batch, mask)
-}
-
-/// The positions where `mask` is true, ascending.
-pub fn true_indices(mask: &BooleanArray) -> UInt32Array {
-    let values = match mask.nulls() {
-        Some(nulls) => mask.values() & nulls.inner(),
-        None => mask.values().clone(),
-    };
-    UInt32Array::from_iter_values(values.set_indices().map(|i| i as u32))
 }
 
 /// The rows of `batch` where `mask` is true; no batch if none is.

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Int64Array, PrimitiveArray, UInt32Array,
 };
-use datafusion::arrow::compute::{take, take_record_batch};
+use datafusion::arrow::compute::kernels::aggregate::{max, min};
+use datafusion::arrow::compute::{prep_null_mask_filter, take, take_record_batch, FilterBuilder};
 use datafusion::arrow::datatypes::{
     DataType, Field, Int64Type, Schema, SchemaRef, TimestampNanosecondType,
 };
@@ -28,7 +29,6 @@ use datafusion::physical_plan::PhysicalExpr;
 use super::aggregates::{
     evaluate_inputs, AggregateInputs, AggregateSpec, GroupPartials, GroupTable,
 };
-use super::filter::true_indices;
 use super::{snapshot, Operator};
 use crate::error::{Error, Result};
 use crate::time::{EventTime, Watermark};
@@ -293,6 +293,15 @@ impl WindowAggregate {
 
     /// The row indices of `times` per slot start, slots in first-seen order; counts late rows.
     fn assign(&mut self, times: &PrimitiveArray<TimestampNanosecondType>) -> Vec<(i64, Vec<u32>)> {
+        // Usually a batch lies within one pane: then its rows need not be placed one by one.
+        if let (Slots::Panes(width), 0) = (self.slots_by, times.null_count()) {
+            if let (Some(lo), Some(hi)) = (min(times), max(times)) {
+                let start = lo.div_euclid(width) * width;
+                if hi < start.saturating_add(width) && self.accepts(start) {
+                    return vec![(start, (0..times.len() as u32).collect())];
+                }
+            }
+        }
         let mut slots: Vec<(i64, Vec<u32>)> = Vec::new();
         let mut late = 0;
         match self.slots_by {
@@ -575,14 +584,20 @@ impl Operator for WindowAggregate {
             return None;
         }
         let mut pick = || {
-            let rows = true_indices(selected);
+            // One filter plan for every column the aggregate reads.
+            let predicate = match selected.null_count() {
+                0 => FilterBuilder::new(selected),
+                _ => FilterBuilder::new(&prep_null_mask_filter(selected)),
+            }
+            .optimize()
+            .build();
             let (keys, inputs) = self.evaluate(batch, 0)?;
             let keys = keys
                 .iter()
-                .map(|k| take(k, &rows, None))
+                .map(|k| predicate.filter(k))
                 .collect::<std::result::Result<Vec<_>, _>>()?;
-            let inputs = inputs.take(&rows)?;
-            let times = take(self.input.times(batch), &rows, None)?;
+            let inputs = inputs.filter(&predicate)?;
+            let times = predicate.filter(self.input.times(batch))?;
             let times = times.as_primitive::<TimestampNanosecondType>().clone();
             self.update(&times, Rows::Evaluated(keys, inputs))
         };
