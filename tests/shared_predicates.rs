@@ -26,11 +26,12 @@ const OPS: [&str; 4] = ["read", "write", "open", "close"];
 
 /// Conjuncts a query's WHERE is made of. The first ones are shared atoms; the last ones are
 /// not (they compute over a column), so they run on the rows the atoms keep.
-const CONJUNCTS: [&str; 20] = [
+const CONJUNCTS: [&str; 21] = [
     "host = 'h1'",
     "host = 'h2'",
     "host = 'h3'",
     "'h4' = host",
+    "'h3' = host",
     "op = 'write'",
     "op = 'read'",
     "op = 'open'",

@@ -238,76 +238,162 @@ fn evaluate_atom(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<Bo
 /// is not text.
 fn text_equalities(column: &dyn Array, constants: &[(usize, &[u8])]) -> Option<Vec<BooleanBuffer>> {
     let rows = column.len();
-    let lookup = Lookup::new(constants.iter().map(|(_, c)| *c));
-    let mut bits: Vec<MutableBuffer> = constants
+    // Two atoms may compare with the same constant: they get the same rows.
+    let mut distinct: Vec<&[u8]> = Vec::new();
+    let positions: Vec<usize> = constants
+        .iter()
+        .map(|(_, c)| {
+            distinct.iter().position(|d| d == c).unwrap_or_else(|| {
+                distinct.push(c);
+                distinct.len() - 1
+            })
+        })
+        .collect();
+    let lookup = Lookup::new(distinct.iter().copied());
+    let mut bits: Vec<MutableBuffer> = distinct
         .iter()
         .map(|_| MutableBuffer::from_len_zeroed(bit_util::ceil(rows, 8)))
         .collect();
-    let mut mark = |row: usize, value: &[u8]| {
-        if let Some(i) = lookup.find(value) {
+    let mut mark = |row: usize, found: Option<usize>| {
+        if let Some(i) = found {
             bit_util::set_bit(bits[i].as_slice_mut(), row);
         }
     };
     let nulls = column.logical_nulls().filter(|n| n.null_count() > 0);
     let valid = |row: usize| nulls.as_ref().is_none_or(|n| n.is_valid(row));
     match column.data_type() {
-        DataType::Utf8 => each_value(column.as_string::<i32>(), valid, mark),
-        DataType::LargeUtf8 => each_value(column.as_string::<i64>(), valid, mark),
+        DataType::Utf8 => each_value(column.as_string::<i32>(), &lookup, valid, mark),
+        DataType::LargeUtf8 => each_value(column.as_string::<i64>(), &lookup, valid, mark),
         DataType::Utf8View => {
             let a = column.as_string_view();
             for row in (0..rows).filter(|&r| valid(r)) {
-                mark(row, a.value(row).as_bytes());
+                mark(row, lookup.find(a.value(row).as_bytes()));
             }
         }
         _ => return None,
     }
-    Some(
-        bits.into_iter()
-            .map(|b| BooleanBuffer::new(b.into(), 0, rows))
-            .collect(),
-    )
+    let masks: Vec<BooleanBuffer> = bits
+        .into_iter()
+        .map(|b| BooleanBuffer::new(b.into(), 0, rows))
+        .collect();
+    Some(positions.into_iter().map(|p| masks[p].clone()).collect())
 }
 
-/// Calls `f` with each valid row of a text array and its bytes.
+/// Calls `f` with each valid row of a text array and the constant it equals.
 fn each_value<O: OffsetSizeTrait>(
     a: &GenericStringArray<O>,
+    lookup: &Lookup,
     valid: impl Fn(usize) -> bool,
-    mut f: impl FnMut(usize, &[u8]),
+    mut f: impl FnMut(usize, Option<usize>),
 ) {
     let (offsets, data) = (a.value_offsets(), a.value_data());
     for (row, w) in offsets.windows(2).enumerate() {
         if valid(row) {
-            f(row, &data[w[0].as_usize()..w[1].as_usize()]);
+            f(row, lookup.find_in(data, w[0].as_usize(), w[1].as_usize()));
         }
     }
 }
 
-/// Finds which of a few constants a value equals.
+/// Finds which of a few constants a value equals. Values of up to 16 bytes (names of hosts,
+/// verbs, programs) are compared as two machine words in a small open-addressing table: no
+/// general-purpose hash of a byte string, no `memcmp`.
 struct Lookup<'a> {
-    index: HashMap<&'a [u8], usize>,
+    /// Slots of (low word, high word, length, constant), a power of two of them.
+    short: Vec<Option<(u64, u64, usize, usize)>>,
+    long: HashMap<&'a [u8], usize>,
     /// Bit `n` is set if some constant is `n` bytes long (n < 63), bit 63 if one is longer:
-    /// most values of other lengths are rejected without hashing.
+    /// most values of other lengths are rejected without looking further.
     lengths: u64,
 }
 
 impl<'a> Lookup<'a> {
+    const SHORT: usize = 16;
+
     fn new(constants: impl Iterator<Item = &'a [u8]>) -> Self {
+        let constants: Vec<&[u8]> = constants.collect();
         let mut lookup = Lookup {
-            index: HashMap::new(),
+            short: vec![None; (2 * constants.len()).next_power_of_two().max(8)],
+            long: HashMap::new(),
             lengths: 0,
         };
-        for (i, c) in constants.enumerate() {
+        for (i, c) in constants.into_iter().enumerate() {
             lookup.lengths |= Self::length_bit(c.len());
-            lookup.index.insert(c, i);
+            if c.len() > Self::SHORT {
+                lookup.long.entry(c).or_insert(i);
+                continue;
+            }
+            let (lo, hi) = Self::words(c, 0, c.len());
+            let mut slot = lookup.slot(lo, hi, c.len());
+            loop {
+                match lookup.short[slot] {
+                    None => {
+                        lookup.short[slot] = Some((lo, hi, c.len(), i));
+                        break;
+                    }
+                    Some((l, h, n, _)) if (l, h, n) == (lo, hi, c.len()) => break,
+                    Some(_) => slot = (slot + 1) & (lookup.short.len() - 1),
+                }
+            }
         }
         lookup
     }
 
+    /// Which constant equals `value`.
     fn find(&self, value: &[u8]) -> Option<usize> {
-        if self.lengths & Self::length_bit(value.len()) == 0 {
+        self.find_in(value, 0, value.len())
+    }
+
+    /// Which constant equals `data[start..end]`.
+    fn find_in(&self, data: &[u8], start: usize, end: usize) -> Option<usize> {
+        let len = end - start;
+        if self.lengths & Self::length_bit(len) == 0 {
             return None;
         }
-        self.index.get(value).copied()
+        if len > Self::SHORT {
+            return self.long.get(&data[start..end]).copied();
+        }
+        let (lo, hi) = Self::words(data, start, len);
+        let mut slot = self.slot(lo, hi, len);
+        loop {
+            match self.short[slot] {
+                None => return None,
+                Some((l, h, n, i)) if (l, h, n) == (lo, hi, len) => return Some(i),
+                Some(_) => slot = (slot + 1) & (self.short.len() - 1),
+            }
+        }
+    }
+
+    fn slot(&self, lo: u64, hi: u64, len: usize) -> usize {
+        // Multiplicative hashing: the top bits of the product depend on every input bit.
+        let h =
+            (lo ^ hi.rotate_left(29) ^ ((len as u64) << 56)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> (64 - self.short.len().trailing_zeros())) as usize
+    }
+
+    /// `data[start..start + len]` (len <= 16) as two little-endian words, zero-padded.
+    fn words(data: &[u8], start: usize, len: usize) -> (u64, u64) {
+        let lo = Self::word(data, start, len.min(8));
+        let hi = Self::word(data, start + 8, len.saturating_sub(8));
+        (lo, hi)
+    }
+
+    /// `data[at..at + n]` (n <= 8) as a little-endian word, zero-padded.
+    fn word(data: &[u8], at: usize, n: usize) -> u64 {
+        if n == 0 {
+            return 0;
+        }
+        let keep = match n {
+            8 => u64::MAX,
+            _ => (1u64 << (8 * n)) - 1,
+        };
+        match data[at..].first_chunk::<8>() {
+            // Reading past the value (within the buffer) and masking is one load.
+            Some(w) => u64::from_le_bytes(*w) & keep,
+            None => data[at..at + n]
+                .iter()
+                .enumerate()
+                .fold(0, |w, (i, &b)| w | (b as u64) << (8 * i)),
+        }
     }
 
     fn length_bit(len: usize) -> u64 {
@@ -393,12 +479,15 @@ mod tests {
 
     use super::*;
 
-    const CONSTANTS: [&str; 6] = [
+    const CONSTANTS: [&str; 9] = [
         "",
         "a",
         "write",
+        "8-bytes!",
+        "9-bytes!!",
         "fifteen-bytes!!",
         "sixteen-bytes!!!",
+        "seventeen-bytes!!",
         "C:\\Windows\\System32\\lsass.exe",
     ];
 
@@ -409,6 +498,10 @@ mod tests {
             assert_eq!(lookup.find(c.as_bytes()), Some(i), "{c:?}");
         }
         for miss in [
+            "8-bytes?",
+            "8-bytes",
+            "9-bytes!?",
+            "seventeen-bytes!?",
             "b",
             "a\0",
             "writ",
@@ -434,7 +527,7 @@ mod tests {
             Some("other"),
             Some(""),
         ];
-        let constants: Vec<(usize, &[u8])> = ["write", "", "sixteen-bytes!!!", "absent"]
+        let constants: Vec<(usize, &[u8])> = ["write", "", "sixteen-bytes!!!", "absent", "write"]
             .iter()
             .enumerate()
             .map(|(i, c)| (i, c.as_bytes()))
@@ -451,6 +544,7 @@ mod tests {
             assert_eq!(rows(&masks[1]), vec![6]);
             assert_eq!(rows(&masks[2]), vec![3]);
             assert!(rows(&masks[3]).is_empty());
+            assert_eq!(rows(&masks[4]), vec![0, 4], "a constant given twice");
         }
         assert!(text_equalities(&Int64Array::from(vec![1]), &constants).is_none());
     }
