@@ -107,6 +107,31 @@ fn psql_missing() -> bool {
     missing
 }
 
+/// Runs psql on the server at `port` (database `saql`, no psqlrc) with `args`, to the end.
+async fn run_psql(port: u16, args: &[&str]) -> std::process::Output {
+    let port = port.to_string();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "saql",
+                "-X",
+                "-d",
+                "saql",
+            ])
+            .args(&args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
 /// A server with the `events` stream and a query `big` of rows with amount > 10.
 async fn server_with_query_big() -> (Server, Client) {
     let server = Server::start(None).await;
@@ -495,7 +520,6 @@ async fn psql_session_works() {
         return;
     }
     let server = Server::start(None).await;
-    let port = server.addr.port().to_string();
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("events.csv");
     std::fs::write(
@@ -513,33 +537,60 @@ async fn psql_session_works() {
     )
     .unwrap();
     let script = script.display().to_string();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-U",
-                "saql",
-                "-X",
-                "-A",
-                "-t",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "saql",
-                "-f",
-                &script,
-            ])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = run_psql(
+        server.addr.port(),
+        &["-A", "-t", "-v", "ON_ERROR_STOP=1", "-f", &script],
+    )
+    .await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "psql failed: {stderr}");
     assert!(stdout.contains("a|5\nb|7"), "{stdout}");
+    server.stop().await;
+}
+
+/// psql's `\d`, `\dt` and `\dm` list streams as tables and queries as materialized views.
+#[tokio::test]
+async fn psql_backslash_d_lists_streams_and_queries() {
+    if psql_missing() {
+        return;
+    }
+    let (server, _client) = server_with_query_big().await;
+    let port = server.addr.port();
+    let out = run_psql(
+        port,
+        &[
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            "\\d",
+            "-c",
+            "\\dt",
+            "-c",
+            "\\dm",
+        ],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "psql failed: {stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            "public|big|materialized view|saql",
+            "public|events|table|saql",
+            "public|events|table|saql",
+            "public|big|materialized view|saql",
+        ],
+        "{stdout}"
+    );
+    // Describing one relation needs more of the catalog: a clear error, not a crash.
+    let out = run_psql(port, &["-c", "\\d events"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("SHOW STREAMS and SHOW QUERIES"), "{stderr}");
     server.stop().await;
 }
 

@@ -16,6 +16,7 @@ use datafusion::sql::sqlparser::ast::{self as sq, Expr, Value, VisitMut, Visitor
 use tokio::sync::mpsc;
 
 use super::graph::{OperatorGraph, Outputs};
+use super::pg_catalog::{self, Relation};
 use super::pipeline::{QueryRuntime, SubscriptionEvent};
 use super::stream::StreamRuntime;
 use crate::error::{Error, Result};
@@ -560,6 +561,9 @@ impl Engine {
             let table = MemTable::try_new(q.schema(), vec![q.retained.batches()])?;
             ctx.register_table(name.as_str(), Arc::new(table))?;
         }
+        let streams = state.streams.keys().map(|n| Relation::Stream(n));
+        let queries = state.queries.keys().map(|n| Relation::Query(n));
+        pg_catalog::register(&ctx, streams.chain(queries))?;
         Ok((ctx, ()))
     }
 
@@ -581,9 +585,21 @@ impl Engine {
                 if !params.is_empty() {
                     bind_placeholders(&mut stmt, params);
                 }
+                pg_catalog::unqualify_functions(&mut stmt);
+                let catalog_query = pg_catalog::reads_catalog(&stmt);
                 let (ctx, _) = self.select_context()?;
                 let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
-                let plan = ctx.state().statement_to_plan(df_stmt).await?;
+                let plan = match ctx.state().statement_to_plan(df_stmt).await {
+                    Ok(plan) => plan,
+                    Err(_) if catalog_query => {
+                        return Err(Error::NotSupported(
+                            "saql's pg_catalog answers psql's \\d, \\dt and \\dm only; \
+                             SHOW STREAMS and SHOW QUERIES describe streams and queries"
+                                .into(),
+                        ))
+                    }
+                    Err(e) => return Err(e.into()),
+                };
                 let df = ctx.execute_logical_plan(plan).await?;
                 let schema = Arc::new(df.schema().as_arrow().clone());
                 let batches = df.collect().await?;

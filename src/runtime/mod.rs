@@ -4,6 +4,7 @@
 
 pub mod engine;
 mod graph;
+mod pg_catalog;
 mod pipeline;
 mod predicates;
 mod retained;
