@@ -195,6 +195,20 @@ impl Error {
         }
     }
 
+    /// Where in the statement `sql` this error applies: a parse error's location; for an
+    /// error about a named object (an unknown column, a pattern variable named twice, ...) the
+    /// first whole-word, case-insensitive mention in `sql` of the first name its message
+    /// quotes (`column "x"`, `stream "s"`).
+    pub fn location_in(&self, sql: &str) -> Option<Location> {
+        match self {
+            Error::Parse { location, .. } => *location,
+            Error::Catalog { message, .. } | Error::Plan { message, .. } => {
+                find_word(sql, message.split('"').nth(1)?)
+            }
+            _ => None,
+        }
+    }
+
     /// An I/O error with what saql was doing.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
@@ -299,8 +313,60 @@ impl fmt::Display for WithSource<'_> {
     }
 }
 
+/// The location of the first whole-word, case-insensitive (ASCII) occurrence of `word` in
+/// `text`.
+fn find_word(text: &str, word: &str) -> Option<Location> {
+    if word.is_empty() {
+        return None;
+    }
+    // ASCII lowercasing keeps byte offsets.
+    let lower = text.to_ascii_lowercase();
+    let needle = word.to_ascii_lowercase();
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut from = 0;
+    while let Some(pos) = lower[from..].find(&needle) {
+        let at = from + pos;
+        let before = lower[..at].chars().last();
+        let after = lower[at + needle.len()..].chars().next();
+        if !before.is_some_and(is_ident) && !after.is_some_and(is_ident) {
+            let prefix = &text[..at];
+            let line = prefix.matches('\n').count() as u64 + 1;
+            let column = prefix.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u64 + 1;
+            return Some(Location { line, column });
+        }
+        from = at + needle.len();
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn location_in_points_at_the_quoted_name() {
+        let sql = "SELECT Amount_total, amount\nFROM events WHERE AMOUNT > 1";
+        let e = Error::plan("42703", "column \"amount\" does not exist");
+        // Not inside Amount_total; case-insensitive.
+        assert_eq!(
+            e.location_in(sql),
+            Some(Location {
+                line: 1,
+                column: 22
+            })
+        );
+        let e = Error::plan("42703", "column \"events\" does not exist");
+        assert_eq!(e.location_in(sql), Some(Location { line: 2, column: 6 }));
+        let e = Error::plan("42703", "column \"nowhere\" does not exist");
+        assert_eq!(e.location_in(sql), None);
+        // Errors about input rows do not point into the statement.
+        let e = Error::InvalidInput {
+            sqlstate: "22P02",
+            message: "bad value for column \"amount\"".into(),
+            line: Some(3),
+            column: None,
+        };
+        assert_eq!(e.location_in(sql), None);
+    }
+
     use super::*;
 
     #[test]

@@ -380,6 +380,16 @@ async fn errors_carry_sqlstate_and_the_server_keeps_serving() {
         db.position(),
         Some(tokio_postgres::error::ErrorPosition::Original(_))
     ));
+    // An unknown column is pointed at (1-based characters), as PostgreSQL does.
+    let sql = "CREATE CONTINUOUS QUERY q AS SELECT host, nope FROM events";
+    let err = client.batch_execute(sql).await.unwrap_err();
+    assert_eq!(code(&err), "42703");
+    assert_eq!(
+        err.as_db_error().unwrap().position(),
+        Some(&tokio_postgres::error::ErrorPosition::Original(
+            sql.find("nope").unwrap() as u32 + 1
+        ))
+    );
 
     // A multi-row INSERT with one bad row applies nothing.
     let err = client

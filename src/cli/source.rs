@@ -50,20 +50,10 @@ pub fn describe(e: &saql::Error) -> String {
     format!("{e} [{}]", e.sqlstate())
 }
 
-/// Where in a statement an error points: at the parse location if it has one, at the first
-/// mention of a quoted name in the message (`column "x"`, `stream "s"`), else at the
-/// statement's start.
+/// Where in a statement an error points: where the error says it applies in the statement's
+/// text ([`saql::Error::location_in`]), else at the statement's start.
 pub fn locate(e: &saql::Error, s: &SourceStatement) -> Location {
-    if let Some(l) = e.location() {
-        return s.absolute(l);
-    }
-    let message = e.to_string();
-    if let Some(name) = message.split('"').nth(1) {
-        if let Some(at) = s.find_word(name) {
-            return at;
-        }
-    }
-    s.start
+    e.location_in(&s.text).map_or(s.start, |l| s.absolute(l))
 }
 
 /// One statement of a file: its text and where it starts.
@@ -89,34 +79,6 @@ impl SourceStatement {
                 column: inner.column,
             }
         }
-    }
-
-    /// The file location of the first whole-word, case-insensitive occurrence of `word`.
-    pub fn find_word(&self, word: &str) -> Option<Location> {
-        if word.is_empty() {
-            return None;
-        }
-        let lower = self.text.to_lowercase();
-        let needle = word.to_lowercase();
-        let is_ident = |c: char| c.is_alphanumeric() || c == '_';
-        let mut from = 0;
-        while let Some(pos) = lower[from..].find(&needle) {
-            let at = from + pos;
-            let before = lower[..at].chars().last();
-            let after = lower[at + needle.len()..].chars().next();
-            if !before.is_some_and(is_ident) && !after.is_some_and(is_ident) {
-                let prefix = &self.text[..at];
-                let line = prefix.matches('\n').count() as u64 + 1;
-                let column = prefix
-                    .rsplit('\n')
-                    .next()
-                    .map(|l| l.chars().count() as u64 + 1)
-                    .unwrap_or(1);
-                return Some(self.absolute(Location { line, column }));
-            }
-            from = at + needle.len().max(1);
-        }
-        None
     }
 }
 
@@ -205,12 +167,16 @@ mod tests {
             stmts[1].absolute(Location { line: 1, column: 6 }),
             Location { line: 4, column: 8 }
         );
+        // An error about the stream "s" points at the word s, not at the s of "SELECT".
+        let missing = saql::Error::plan("42P01", "stream \"s\" does not exist");
         assert_eq!(
-            stmts[0].find_word("s"),
-            Some(Location {
+            locate(&missing, &stmts[0]),
+            Location {
                 line: 2,
                 column: 19
-            })
+            }
         );
+        let other = saql::Error::Execution("failed".into());
+        assert_eq!(locate(&other, &stmts[0]), stmts[0].start);
     }
 }

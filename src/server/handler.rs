@@ -42,11 +42,11 @@ use crate::Engine;
 /// is still there.
 const HEARTBEAT: Duration = Duration::from_secs(1);
 
-/// Converts an engine error to a Postgres error with SQLSTATE and, for syntax errors, the
-/// 1-based character position in `query`.
+/// Converts an engine error to a Postgres error with SQLSTATE and, where it applies to a
+/// place in `query` (a syntax error, an unknown name), the 1-based character position.
 pub fn pg_error(e: &Error, query: &str) -> PgWireError {
     let mut info = ErrorInfo::new("ERROR".into(), e.sqlstate().into(), e.to_string());
-    match e.location() {
+    match e.location_in(query) {
         Some(loc) => {
             info.position = Some(char_position(query, loc.line, loc.column).to_string());
         }
