@@ -1,10 +1,11 @@
 //! Predicates shared by the filters at the root of a stream's operator tree. Each filter's
 //! `WHERE` is split into its conjuncts; a conjunct that compares columns with constants (the
-//! atoms: `op = 'write'`, `amount > 5000`, `host IN (...)`, and AND/OR/NOT of them) is
-//! evaluated once per batch for every filter that has it, and the equalities of one text
-//! column with several constants (`host = 'a'`, `host = 'b'`, ... across queries) are answered
-//! together by one hash lookup per row instead of one comparison per constant. A filter keeps
-//! the rows where all its atoms are true, then evaluates the rest of its predicate on those.
+//! atoms: `op = 'write'`, `amount > 5000`, `host IN (...)`, and AND/OR/NOT of them) that
+//! several filters have is evaluated once per batch for all of them, and the equalities of
+//! one text column with several constants (`host = 'a'`, `host = 'b'`, ... across queries) are
+//! answered together by one lookup per row instead of one comparison per constant. A filter
+//! evaluates the atoms only it has itself, over the whole batch while few rows are ruled out
+//! and then on the rows kept, and the rest of its predicate on the rows its atoms keep.
 //!
 //! Only atoms are shared because evaluating them on every row cannot fail where the filter's
 //! own evaluation (which may skip rows) would not: they read no more than a column and a
