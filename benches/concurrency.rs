@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::{drain, env_count, median, thousands};
+use common::{drain, env_count, median, query_stats, thousands};
 
 use std::collections::HashMap;
 use std::error::Error;
@@ -617,72 +617,6 @@ fn drain_all(
         drain(sub, |batch| spec.summarise(&batch, outcome))?;
     }
     Ok(())
-}
-
-/// A query's own counters, from `SHOW QUERIES`.
-struct QueryStats {
-    status: String,
-    rows_out: i64,
-    late_rows: i64,
-}
-
-impl QueryStats {
-    fn problems(&self, rows: u64) -> Vec<String> {
-        let mut problems = Vec::new();
-        if self.status != "running" {
-            problems.push(format!("query status is {:?}", self.status));
-        }
-        if self.rows_out != rows as i64 {
-            problems.push(format!(
-                "query counted {} rows out but the subscriber received {rows}",
-                self.rows_out
-            ));
-        }
-        if self.late_rows != 0 {
-            problems.push(format!("{} rows dropped as late", self.late_rows));
-        }
-        problems
-    }
-}
-
-/// Every query's counters by name.
-fn query_stats(engine: &Engine) -> BenchResult<HashMap<String, QueryStats>> {
-    let Some(StatementResult::Rows { batches, .. }) =
-        block_on(engine.execute("SHOW QUERIES"))?.pop()
-    else {
-        return Err("SHOW QUERIES returned no rows".into());
-    };
-    let mut stats = HashMap::new();
-    for batch in &batches {
-        let column = |name: &str| -> BenchResult<ArrayRef> {
-            Ok(batch.column(batch.schema().index_of(name)?).clone())
-        };
-        let (name, status) = (column("name")?, column("status")?);
-        let (rows_out, late_rows) = (column("rows_out")?, column("late_rows")?);
-        let text = |c: &ArrayRef, what: &str| -> BenchResult<StringArray> {
-            c.as_string_opt::<i32>()
-                .cloned()
-                .ok_or_else(|| format!("SHOW QUERIES {what} is not text").into())
-        };
-        let int = |c: &ArrayRef, what: &str| -> BenchResult<Int64Array> {
-            c.as_primitive_opt::<Int64Type>()
-                .cloned()
-                .ok_or_else(|| format!("SHOW QUERIES {what} is not BIGINT").into())
-        };
-        let (name, status) = (text(&name, "name")?, text(&status, "status")?);
-        let (rows_out, late_rows) = (int(&rows_out, "rows_out")?, int(&late_rows, "late_rows")?);
-        for i in 0..batch.num_rows() {
-            stats.insert(
-                name.value(i).to_string(),
-                QueryStats {
-                    status: status.value(i).to_string(),
-                    rows_out: rows_out.value(i),
-                    late_rows: late_rows.value(i),
-                },
-            );
-        }
-    }
-    Ok(stats)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{drain, env_count, thousands};
+use common::{drain, env_count, query_stats, thousands, QueryStats};
 
 use std::collections::HashMap;
 use std::error::Error;
@@ -331,69 +331,18 @@ fn run_query(sql: &str, input: &[RecordBatch], workers: usize) -> BenchResult<Qu
     Ok(QueryOutput {
         seconds,
         batches,
-        stats: QueryStats::of(&engine)?,
+        stats: stats_of_one(&engine)?,
     })
 }
 
-/// The query's own counters, from `SHOW QUERIES`.
-struct QueryStats {
-    status: String,
-    rows_out: i64,
-    late_rows: i64,
-}
-
-impl QueryStats {
-    fn of(engine: &Engine) -> BenchResult<QueryStats> {
-        let Some(StatementResult::Rows { batches, .. }) =
-            block_on(engine.execute("SHOW QUERIES"))?.pop()
-        else {
-            return Err("SHOW QUERIES returned no rows".into());
-        };
-        let batch = match batches.as_slice() {
-            [b] if b.num_rows() == 1 => b,
-            _ => return Err("SHOW QUERIES should list exactly one query".into()),
-        };
-        let column = |name: &str| {
-            batch
-                .schema()
-                .index_of(name)
-                .map(|i| batch.column(i).clone())
-        };
-        let status = column("status")?;
-        let status = status
-            .as_string_opt::<i32>()
-            .ok_or("SHOW QUERIES status is not text")?;
-        let int = |name: &str| -> BenchResult<i64> {
-            let c = column(name)?;
-            let values = c
-                .as_primitive_opt::<Int64Type>()
-                .ok_or_else(|| format!("SHOW QUERIES {name} is not BIGINT"))?;
-            Ok(values.value(0))
-        };
-        Ok(QueryStats {
-            status: status.value(0).to_string(),
-            rows_out: int("rows_out")?,
-            late_rows: int("late_rows")?,
-        })
+/// The counters of the engine's one query.
+fn stats_of_one(engine: &Engine) -> BenchResult<QueryStats> {
+    let stats = query_stats(engine)?;
+    if stats.len() != 1 {
+        return Err("SHOW QUERIES should list exactly one query".into());
     }
-
-    /// Ways in which the counters disagree with a healthy run that delivered `rows`.
-    fn problems(&self, rows: usize) -> Vec<String> {
-        let mut problems = Vec::new();
-        if self.status != "running" {
-            problems.push(format!("query status is {:?}", self.status));
-        }
-        if self.rows_out != rows as i64 {
-            problems.push(format!(
-                "query counted {} rows out but the subscriber received {rows}",
-                self.rows_out
-            ));
-        }
-        if self.late_rows != 0 {
-            problems.push(format!("{} rows dropped as late", self.late_rows));
-        }
-        problems
-    }
+    let one = stats.into_values().next();
+    one.ok_or_else(|| "SHOW QUERIES listed no query".into())
 }
 
 /// The non-null values of column `i`, which must be of type `T`.
@@ -425,7 +374,7 @@ enum Check {
 
 /// (a): the filter keeps exactly the rows it should.
 fn check_filter(out: &QueryOutput, input: &Input) -> BenchResult<Vec<String>> {
-    let mut problems = out.stats.problems(out.rows());
+    let mut problems = out.stats.problems(out.rows() as u64);
     let mut amount = 0;
     for b in &out.batches {
         amount += values::<Int64Type>(b, 2)?.iter().sum::<i64>();
@@ -443,7 +392,7 @@ fn check_filter(out: &QueryOutput, input: &Input) -> BenchResult<Vec<String>> {
 
 /// (b): every group agrees with the hand-written loop.
 fn check_tumble(out: &QueryOutput, expected: &[GroupRow]) -> BenchResult<Vec<String>> {
-    let mut problems = out.stats.problems(out.rows());
+    let mut problems = out.stats.problems(out.rows() as u64);
     let mut got = group_rows(&out.batches)?;
     got.sort_by_key(|g| (g.window_end, g.key));
     let sum = |rows: &[GroupRow]| rows.iter().map(|g| g.sum).sum::<i64>();
@@ -472,7 +421,7 @@ fn check_tumble(out: &QueryOutput, expected: &[GroupRow]) -> BenchResult<Vec<Str
 
 /// (c): every event is counted in six windows.
 fn check_hop(out: &QueryOutput, input: &Input) -> BenchResult<Vec<String>> {
-    let mut problems = out.stats.problems(out.rows());
+    let mut problems = out.stats.problems(out.rows() as u64);
     let (count, sum) = group_rows(&out.batches)?
         .iter()
         .fold((0, 0), |(c, s), g| (c + g.count, s + g.sum));
@@ -490,7 +439,7 @@ fn check_hop(out: &QueryOutput, input: &Input) -> BenchResult<Vec<String>> {
 /// (e): the flagged groups are those whose SUM has a z-score above the threshold among the
 /// sums of their window (population standard deviation), with the same scores.
 fn check_outliers(out: &QueryOutput, groups: &[GroupRow]) -> BenchResult<Vec<String>> {
-    let mut problems = out.stats.problems(out.rows());
+    let mut problems = out.stats.problems(out.rows() as u64);
     // Reference: z-scores per window over the loop's groups, sorted by (window_end, key).
     let mut want = Vec::new();
     let mut borderline = Vec::new();

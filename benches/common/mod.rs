@@ -1,11 +1,18 @@
 //! What the benchmarks share: reading sizes from the environment, medians, printing counts,
-//! and draining a subscription.
+//! draining a subscription, and checking the queries' own counters.
 
 // Each bench uses only part of it.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
+use std::error::Error;
+
+use datafusion::arrow::array::{ArrayRef, AsArray, Int64Array, StringArray};
+use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::record_batch::RecordBatch;
+use futures::executor::block_on;
 use saql::runtime::SubscriptionEvent;
+use saql::{Engine, StatementResult};
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::Receiver;
 
@@ -67,4 +74,71 @@ pub fn drain<E: From<String>>(
             }
         }
     }
+}
+
+/// A query's own counters, from `SHOW QUERIES`.
+pub struct QueryStats {
+    pub status: String,
+    pub rows_out: i64,
+    pub late_rows: i64,
+}
+
+impl QueryStats {
+    /// Ways in which the counters disagree with a healthy run that delivered `rows`.
+    pub fn problems(&self, rows: u64) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.status != "running" {
+            problems.push(format!("query status is {:?}", self.status));
+        }
+        if self.rows_out != rows as i64 {
+            problems.push(format!(
+                "query counted {} rows out but the subscriber received {rows}",
+                self.rows_out
+            ));
+        }
+        if self.late_rows != 0 {
+            problems.push(format!("{} rows dropped as late", self.late_rows));
+        }
+        problems
+    }
+}
+
+/// Every query's counters by name.
+pub fn query_stats(engine: &Engine) -> Result<HashMap<String, QueryStats>, Box<dyn Error>> {
+    let Some(StatementResult::Rows { batches, .. }) =
+        block_on(engine.execute("SHOW QUERIES"))?.pop()
+    else {
+        return Err("SHOW QUERIES returned no rows".into());
+    };
+    let mut stats = HashMap::new();
+    for batch in &batches {
+        let column = |name: &str| -> Result<ArrayRef, Box<dyn Error>> {
+            Ok(batch.column(batch.schema().index_of(name)?).clone())
+        };
+        let (name, status) = (column("name")?, column("status")?);
+        let (rows_out, late_rows) = (column("rows_out")?, column("late_rows")?);
+        let text = |c: &ArrayRef, what: &str| -> Result<StringArray, Box<dyn Error>> {
+            c.as_string_opt::<i32>()
+                .cloned()
+                .ok_or_else(|| format!("SHOW QUERIES {what} is not text").into())
+        };
+        let int = |c: &ArrayRef, what: &str| -> Result<Int64Array, Box<dyn Error>> {
+            c.as_primitive_opt::<Int64Type>()
+                .cloned()
+                .ok_or_else(|| format!("SHOW QUERIES {what} is not BIGINT").into())
+        };
+        let (name, status) = (text(&name, "name")?, text(&status, "status")?);
+        let (rows_out, late_rows) = (int(&rows_out, "rows_out")?, int(&late_rows, "late_rows")?);
+        for i in 0..batch.num_rows() {
+            stats.insert(
+                name.value(i).to_string(),
+                QueryStats {
+                    status: status.value(i).to_string(),
+                    rows_out: rows_out.value(i),
+                    late_rows: late_rows.value(i),
+                },
+            );
+        }
+    }
+    Ok(stats)
 }

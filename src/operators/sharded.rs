@@ -87,6 +87,44 @@ fn in_order(batches: &[RecordBatch], column: usize) -> Result<RecordBatch> {
     Ok(take_record_batch(&all, &UInt32Array::from(order))?)
 }
 
+/// Runs `work` on each replica with its input (one thread each when `parallel`), and returns
+/// their output batches, replica by replica.
+fn run_each<T: Send>(
+    replicas: &mut [Box<dyn Operator>],
+    inputs: Vec<T>,
+    parallel: bool,
+    work: impl Fn(&mut Box<dyn Operator>, T) -> Result<Vec<RecordBatch>> + Sync,
+) -> Result<Vec<RecordBatch>> {
+    let work = &work;
+    let results: Vec<Result<Vec<RecordBatch>>> = if parallel {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = replicas
+                .iter_mut()
+                .zip(inputs)
+                .map(|(op, input)| s.spawn(move || work(op, input)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::Internal("a worker panicked".into())))
+                })
+                .collect()
+        })
+    } else {
+        replicas
+            .iter_mut()
+            .zip(inputs)
+            .map(|(op, input)| work(op, input))
+            .collect()
+    };
+    let mut out = Vec::new();
+    for r in results {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
 impl Operator for Sharded {
     fn name(&self) -> &'static str {
         self.replicas[0].name()
@@ -99,64 +137,18 @@ impl Operator for Sharded {
     fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
         let parts = self.split(&batch)?;
         let parallel = batch.num_rows() >= PARALLEL_ROWS;
-        let results: Vec<Result<Vec<RecordBatch>>> = if parallel {
-            std::thread::scope(|s| {
-                let handles: Vec<_> = self
-                    .replicas
-                    .iter_mut()
-                    .zip(parts)
-                    .map(|(op, part)| {
-                        s.spawn(move || match part {
-                            Some(b) => op.process_batch(b),
-                            None => Ok(vec![]),
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join()
-                            .unwrap_or_else(|_| Err(Error::Internal("a worker panicked".into())))
-                    })
-                    .collect()
-            })
-        } else {
-            self.replicas
-                .iter_mut()
-                .zip(parts)
-                .map(|(op, part)| match part {
-                    Some(b) => op.process_batch(b),
-                    None => Ok(vec![]),
-                })
-                .collect()
-        };
-        let mut out = Vec::new();
-        for r in results {
-            out.extend(r?);
-        }
-        Ok(out)
+        run_each(&mut self.replicas, parts, parallel, |op, part| match part {
+            Some(b) => op.process_batch(b),
+            None => Ok(vec![]),
+        })
     }
 
     fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
         // Operators that hold rows for the watermark (patterns, history) do their work here.
-        let results: Vec<Result<Vec<RecordBatch>>> = std::thread::scope(|s| {
-            let handles: Vec<_> = self
-                .replicas
-                .iter_mut()
-                .map(|op| s.spawn(move || op.on_watermark(watermark)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(Error::Internal("a worker panicked".into())))
-                })
-                .collect()
-        });
-        let mut out = Vec::new();
-        for r in results {
-            out.extend(r?);
-        }
+        let ticks = vec![(); self.replicas.len()];
+        let out = run_each(&mut self.replicas, ticks, true, |op, ()| {
+            op.on_watermark(watermark)
+        })?;
         // Each replica emits in window order; keep that order across them.
         match self.replicas[0].emit_order() {
             Some(column) if out.len() > 1 => Ok(vec![in_order(&out, column)?]),
