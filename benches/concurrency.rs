@@ -123,7 +123,11 @@ impl Spec {
                 host: (round * 7) % HOSTS,
             },
             2 => Spec::HostTumble {
-                minutes: if (round / OPS.len()) % 2 == 0 { 1 } else { 5 },
+                minutes: if (round / OPS.len()).is_multiple_of(2) {
+                    1
+                } else {
+                    5
+                },
                 op: (1 + round) % OPS.len(),
             },
             _ => Spec::KeyTumble {

@@ -104,6 +104,8 @@ impl Error {
             Error::Execution(_) => "XX000",
             Error::Canceled => "57014",
             Error::ResourceLimit(_) => "53000",
+            // A full disk is a resource limit the writer can act on.
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => "53100",
             Error::Io { .. } => "58030",
             Error::Internal(_) => "XX000",
         }

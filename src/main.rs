@@ -26,9 +26,24 @@ enum Command {
         /// Address to listen on.
         #[arg(long, env = "SAQL_LISTEN", default_value = "127.0.0.1:5433")]
         listen: String,
-        /// Where the catalog is kept.
+        /// Where the catalog, the ingest log and the checkpoints are kept.
         #[arg(long, env = "SAQL_DATA_DIR", default_value = "saql-data")]
         data_dir: PathBuf,
+        /// When accepted rows reach the disk: `always` (fsync before acknowledging, shared by
+        /// concurrent writers), `interval` (the same, fsyncs gathered every 2 ms: group
+        /// commit), `off` (the OS decides: survives a killed process, not a power cut).
+        #[arg(long, env = "SAQL_FSYNC", default_value = "interval")]
+        fsync: saql::runtime::wal::FsyncPolicy,
+        /// Seconds between checkpoints; 0 takes them only on CHECKPOINT.
+        #[arg(long, default_value_t = 60)]
+        checkpoint_interval: u64,
+        /// Checkpoints kept; the log is kept from the oldest of them on.
+        #[arg(long, default_value_t = 2)]
+        keep_checkpoints: usize,
+        /// Start even if the ingest log has a corrupt frame before its end, keeping the log up
+        /// to that frame (the frames after it are lost).
+        #[arg(long)]
+        salvage_log: bool,
         /// Recent rows kept per stream and per query for ad hoc SELECT.
         #[arg(long, default_value_t = 10_000)]
         retain_rows: usize,
@@ -85,15 +100,27 @@ fn main() -> ExitCode {
         Command::Serve {
             listen,
             data_dir,
+            fsync,
+            checkpoint_interval,
+            keep_checkpoints,
+            salvage_log,
             retain_rows,
             workers,
             demo,
             queries,
         } => match cli::serve::serve(
             listen,
-            data_dir,
-            retain_rows,
-            workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            saql::EngineConfig {
+                data_dir: Some(data_dir),
+                retain_rows,
+                workers: workers
+                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+                fsync,
+                checkpoint_interval: (checkpoint_interval > 0)
+                    .then(|| std::time::Duration::from_secs(checkpoint_interval)),
+                keep_checkpoints,
+                salvage_log,
+            },
             demo.then_some(queries),
         ) {
             Ok(()) => ExitCode::SUCCESS,

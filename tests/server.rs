@@ -23,6 +23,7 @@ impl Server {
             data_dir: data_dir.map(|p| p.to_path_buf()),
             retain_rows: 1000,
             workers: 2,
+            ..EngineConfig::default()
         })
         .expect("engine opens");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

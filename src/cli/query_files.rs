@@ -152,6 +152,7 @@ impl QueryFiles {
             data_dir: None,
             retain_rows: 0,
             workers: 1,
+            ..EngineConfig::default()
         };
         let engine = Engine::open(config).map_err(|e| vec![format!("saql: {e}")])?;
         let mut problems = Vec::new();

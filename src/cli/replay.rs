@@ -139,6 +139,8 @@ impl<'a> Replay<'a> {
             let stmt = saql::sql::Statement::Subscribe {
                 query: Ident::with_quote('"', q.as_str()),
                 copy: false,
+                from: None,
+                seq: false,
             };
             match futures::executor::block_on(engine.execute_statement(stmt, &[]))? {
                 StatementResult::Subscribe(s) => subscriptions.push(s),

@@ -10,18 +10,13 @@ use saql::{Engine, EngineConfig};
 /// Runs the server until Ctrl-C.
 pub fn serve(
     listen: String,
-    data_dir: PathBuf,
-    retain_rows: usize,
-    workers: usize,
+    config: EngineConfig,
     demo_queries: Option<PathBuf>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Runtime::new()?;
+    let data_dir = config.data_dir.clone().unwrap_or_default();
     runtime.block_on(async move {
-        let engine = Engine::open(EngineConfig {
-            data_dir: Some(data_dir.clone()),
-            retain_rows,
-            workers,
-        })?;
+        let engine = Engine::open(config)?;
         if let Some(dir) = &demo_queries {
             start_demo(&engine, dir).await?;
         }
@@ -88,7 +83,7 @@ async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::erro
             interval.tick().await;
             ticks += 1;
             let to = EventTime::now();
-            if ticks % 40 == 0 {
+            if ticks.is_multiple_of(40) {
                 generator.inject(
                     attacks[next_attack % attacks.len()],
                     to.plus(Duration::from_millis(100)),

@@ -12,7 +12,7 @@ pub mod pattern;
 pub mod project;
 pub mod session_window;
 pub mod sharded;
-mod snapshot;
+pub(crate) mod snapshot;
 pub mod window_aggregate;
 
 use std::sync::Arc;

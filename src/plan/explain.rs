@@ -78,7 +78,7 @@ fn humantime(ms: u128) -> String {
         ("min", 60_000),
         ("s", 1000),
     ] {
-        if ms >= n && ms % n == 0 {
+        if ms >= n && ms.is_multiple_of(n) {
             return format!("{}{unit}", ms / n);
         }
     }

@@ -1,31 +1,34 @@
-//! The engine: executes statements against the catalog, feeds each stream's batches through
-//! the queries that read it, advances watermarks and hands results to subscribers. It needs
-//! no network and no async runtime except for ad hoc `SELECT`, which DataFusion runs.
+//! The engine: executes statements against the catalog and hands each stream's rows to its
+//! [`StreamHub`]. The catalog is read-mostly behind one `RwLock`; every stream is a hub with
+//! its own lock holding its watermark, its queries' operators and their outputs, so a busy
+//! stream never stalls another. Locks are always taken in the order catalog, hub, output.
+//! Ad hoc SQL lives in `adhoc`, SHOW and EXPLAIN answers in `show`. The engine needs no
+//! network and no async runtime except for ad hoc `SELECT`, which DataFusion runs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::datasource::MemTable;
-use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion::sql::sqlparser::ast::{self as sq, Expr, Value, VisitMut, VisitorMut};
+use datafusion::sql::sqlparser::ast as sq;
 use tokio::sync::mpsc;
 
-use super::graph::{OperatorGraph, Outputs};
-use super::pg_catalog::{self, Relation};
-use super::pipeline::{QueryRuntime, SubscriptionEvent};
-use super::stream::StreamRuntime;
+use super::adhoc;
+use super::checkpoint::Written;
+use super::hub::{Hub, StreamHub};
+use super::output::{QueryOutput, SubscriptionEvent};
+use super::recovery::{self, Durability};
+use super::show;
+use super::wal::{FsyncPolicy, Record, DEFAULT_GROUP_COMMIT};
 use crate::error::{Error, Result};
 use crate::operators::{Operator, Sharded};
 use crate::plan::catalog::{normalize, normalize_object};
 use crate::plan::{plan_continuous, Catalog, QueryPlan, StreamDef};
 use crate::sources::csv::{CopyDecoder, CopyOptions};
 use crate::sources::insert;
-use crate::sql::{self, CopyFrom, CreateQuery, CreateStream, ExplainTarget, Statement};
+use crate::sql::{self, CopyFrom, CreateQuery, ExplainTarget, Statement};
 use crate::time::Watermark;
 
 /// How an engine is set up.
@@ -39,6 +42,15 @@ pub struct EngineConfig {
     /// by the hash of its key, when only stateless operators follow it. 1 runs every query
     /// on the calling thread, in the order a single operator would emit its rows.
     pub workers: usize,
+    /// When accepted rows reach the disk (with a data directory).
+    pub fsync: FsyncPolicy,
+    /// How often a checkpoint is taken (with a data directory); `None`: only by the
+    /// `CHECKPOINT` statement.
+    pub checkpoint_interval: Option<Duration>,
+    /// Checkpoints kept; the log is kept from the oldest of them on.
+    pub keep_checkpoints: usize,
+    /// Open a log with a corrupt frame by cutting it there, instead of refusing to start.
+    pub salvage_log: bool,
 }
 
 impl Default for EngineConfig {
@@ -47,6 +59,10 @@ impl Default for EngineConfig {
             data_dir: None,
             retain_rows: 10_000,
             workers: 1,
+            fsync: FsyncPolicy::Interval(DEFAULT_GROUP_COMMIT),
+            checkpoint_interval: Some(Duration::from_secs(60)),
+            keep_checkpoints: 2,
+            salvage_log: false,
         }
     }
 }
@@ -55,7 +71,7 @@ impl Default for EngineConfig {
 pub struct Subscription {
     /// The query's name.
     pub query: String,
-    /// Schema of its rows.
+    /// Schema of its rows (with a leading `seq` column if asked for).
     pub schema: SchemaRef,
     /// Whether the client asked for COPY framing (`COPY (SUBSCRIBE q) TO STDOUT`).
     pub copy: bool,
@@ -110,80 +126,230 @@ pub struct Description {
     pub schema: Option<SchemaRef>,
 }
 
-struct State {
-    catalog: Catalog,
-    streams: HashMap<String, StreamRuntime>,
-    queries: BTreeMap<String, QueryRuntime>,
-    /// Each stream's queries' operators, shared where they coincide.
-    graphs: HashMap<String, OperatorGraph>,
+/// What every session shares: the catalog and the hubs of its streams.
+pub(super) struct Shared {
+    /// Streams and queries as declared.
+    pub catalog: Catalog,
+    /// Each stream's hub, by name.
+    pub hubs: HashMap<String, Arc<StreamHub>>,
+    /// Each query's stream, by query name.
+    pub query_streams: BTreeMap<String, String>,
 }
 
 /// The streaming engine. Cheap to clone; clones share state.
 #[derive(Clone)]
 pub struct Engine {
-    state: Arc<Mutex<State>>,
+    shared: Arc<RwLock<Shared>>,
     config: Arc<EngineConfig>,
+    durability: Option<Arc<Durability>>,
 }
 
+/// Where earlier versions kept the catalog; read once into the log if there is no log yet.
 const CATALOG_FILE: &str = "catalog.sql";
 
 impl Engine {
-    /// Opens an engine, restoring streams and queries from the data directory if there is one.
+    /// Opens an engine. With a data directory: locks it, restores the newest checkpoint,
+    /// replays the ingest log after it, and takes checkpoints in the background.
     pub fn open(config: EngineConfig) -> Result<Engine> {
+        let durability = match &config.data_dir {
+            Some(dir) => Some(Arc::new(Durability::open(
+                dir,
+                config.fsync,
+                config.keep_checkpoints,
+                config.salvage_log,
+            )?)),
+            None => None,
+        };
         let engine = Engine {
-            state: Arc::new(Mutex::new(State {
+            shared: Arc::new(RwLock::new(Shared {
                 catalog: Catalog::default(),
-                streams: HashMap::new(),
-                queries: BTreeMap::new(),
-                graphs: HashMap::new(),
+                hubs: HashMap::new(),
+                query_streams: BTreeMap::new(),
             })),
             config: Arc::new(config),
+            durability,
         };
-        if let Some(dir) = &engine.config.data_dir {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-            let path = dir.join(CATALOG_FILE);
-            if path.exists() {
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-                let mut state = engine.lock();
-                for stmt in sql::parse(&text)? {
-                    match stmt {
-                        Statement::CreateStream(cs) => engine.create_stream(&mut state, &cs)?,
-                        Statement::CreateQuery(cq) => engine.create_query(&mut state, &cq)?,
-                        other => {
-                            return Err(Error::Internal(format!(
-                                "unexpected statement in {}: {other}",
-                                path.display()
-                            )))
-                        }
-                    }
-                }
+        if let Some(d) = &engine.durability {
+            engine.recover(d)?;
+            if let Some(every) = engine.config.checkpoint_interval {
+                engine.checkpoint_every(every)?;
             }
         }
         Ok(engine)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave state half-updated in a way we could
-        // repair; keep serving with what is there.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    /// Restores the newest checkpoint and replays the log after it.
+    fn recover(&self, d: &Durability) -> Result<()> {
+        let started = Instant::now();
+        let mut shared = self.write();
+        let manifest = d.checkpoints.latest()?;
+        if let Some(m) = &manifest {
+            for stmt in sql::parse(&m.catalog_sql)? {
+                self.ddl(&mut shared, stmt, false)?;
+            }
+            recovery::restore(&shared, &d.checkpoints, m)?;
+        } else if d.log.last_seq() == 0 {
+            self.import_catalog_file(&mut shared)?;
+        }
+        let catalog_seq = manifest.as_ref().map_or(0, |m| m.catalog_seq);
+        let after = manifest.as_ref().map_or(0, |m| m.covered());
+        let mut frames = 0u64;
+        d.log.replay(after, |seq, record| {
+            let position = |stream: &str| manifest.as_ref().map_or(0, |m| m.position(stream));
+            match record {
+                Record::Catalog { sql } if seq > catalog_seq => {
+                    for stmt in sql::parse(&sql)? {
+                        self.ddl(&mut shared, stmt, false)?;
+                    }
+                }
+                Record::Rows { stream, batch } if seq > position(&stream) => {
+                    if let Some(hub) = shared.hubs.get(&stream) {
+                        hub.lock().insert(&batch, Instant::now())?;
+                    }
+                }
+                Record::Watermark { stream, watermark } if seq > position(&stream) => {
+                    if let Some(hub) = shared.hubs.get(&stream) {
+                        hub.lock().advance(watermark);
+                    }
+                }
+                _ => return Ok(()),
+            }
+            frames += 1;
+            Ok(())
+        })?;
+        tracing::info!(
+            "recovered {} streams and {} queries: checkpoint {}, {frames} log frames replayed in {:?}",
+            shared.hubs.len(),
+            shared.query_streams.len(),
+            manifest.as_ref().map_or("none".to_string(), |m| m.epoch.to_string()),
+            started.elapsed()
+        );
+        Ok(())
     }
 
-    fn persist(&self, state: &State) -> Result<()> {
+    /// Reads a catalog kept by an earlier version as `catalog.sql` into the log.
+    fn import_catalog_file(&self, shared: &mut Shared) -> Result<()> {
         let Some(dir) = &self.config.data_dir else {
             return Ok(());
         };
         let path = dir.join(CATALOG_FILE);
-        let tmp = dir.join(format!("{CATALOG_FILE}.tmp"));
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(state.catalog.to_sql().as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &path)
+        if !path.exists() {
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        for stmt in sql::parse(&text)? {
+            self.ddl(shared, stmt, true)?;
+        }
+        std::fs::remove_file(&path)
+            .map_err(|e| Error::io(format!("removing {}", path.display()), e))
+    }
+
+    /// Starts the thread that takes a checkpoint every `every`; it ends with the engine.
+    fn checkpoint_every(&self, every: Duration) -> Result<()> {
+        let shared = Arc::downgrade(&self.shared);
+        let durability = self.durability.as_ref().map(Arc::downgrade);
+        let config = self.config.clone();
+        let upgrade = move |shared: &Weak<RwLock<Shared>>, d: &Option<Weak<Durability>>| {
+            Some(Engine {
+                shared: shared.upgrade()?,
+                config: config.clone(),
+                durability: Some(d.as_ref()?.upgrade()?),
+            })
         };
-        write().map_err(|e| Error::io(format!("writing {}", path.display()), e))
+        std::thread::Builder::new()
+            .name("saql-checkpoint".into())
+            .spawn(move || {
+                let mut waited = Duration::ZERO;
+                let step = Duration::from_millis(100).min(every);
+                loop {
+                    std::thread::sleep(step);
+                    waited += step;
+                    let Some(engine) = upgrade(&shared, &durability) else {
+                        return;
+                    };
+                    if waited < every {
+                        continue;
+                    }
+                    waited = Duration::ZERO;
+                    if let Err(e) = engine.checkpoint() {
+                        tracing::warn!("checkpoint failed: {e}");
+                    }
+                }
+            })
+            .map_err(|e| Error::io("starting the checkpoint thread", e))?;
+        Ok(())
+    }
+
+    /// Takes a checkpoint now: every hub's state is snapshotted under its own lock (ingest
+    /// into a stream pauses only while its operators copy their state), then written in the
+    /// calling thread, and the log behind the oldest kept checkpoint is removed.
+    pub fn checkpoint(&self) -> Result<Written> {
+        let Some(d) = &self.durability else {
+            return Err(Error::NotSupported(
+                "CHECKPOINT needs a data directory (--data-dir)".into(),
+            ));
+        };
+        let _one = d.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
+        let epoch = d.checkpoints.next_epoch()?;
+        let snapshot = {
+            let shared = self.read();
+            recovery::snapshot(&shared, &d.log, epoch, self.config.workers)?
+        };
+        d.log.sync()?;
+        let (written, oldest) = d.checkpoints.write(&snapshot)?;
+        d.log.truncate_through(oldest.covered())?;
+        Ok(written)
+    }
+
+    /// Appends a record to the log, if there is one; returns its sequence number.
+    fn log(&self, record: &Record) -> Result<Option<u64>> {
+        match &self.durability {
+            Some(d) => Ok(Some(d.log.append(record)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Waits until a logged record is durable.
+    fn durable(&self, seq: Option<u64>) -> Result<()> {
+        match (&self.durability, seq) {
+            (Some(d), Some(seq)) => d.log.wait_durable(seq),
+            _ => Ok(()),
+        }
+    }
+
+    // A panic while a lock was held cannot leave the catalog half-updated in a way we could
+    // repair; keep serving with what is there.
+    fn read(&self) -> RwLockReadGuard<'_, Shared> {
+        self.shared.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Shared> {
+        self.shared.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The hub of a stream.
+    fn hub(&self, stream: &str) -> Result<Arc<StreamHub>> {
+        self.read()
+            .hubs
+            .get(stream)
+            .cloned()
+            .ok_or_else(|| Error::undefined("stream", stream))
+    }
+
+    /// The hub of a query's stream, and the stream's name.
+    fn query_hub(&self, query: &str) -> Result<(Arc<StreamHub>, String)> {
+        let shared = self.read();
+        let stream = shared
+            .query_streams
+            .get(query)
+            .ok_or_else(|| Error::undefined("query", query))?;
+        let hub = shared
+            .hubs
+            .get(stream)
+            .cloned()
+            .ok_or_else(|| Error::undefined("stream", stream))?;
+        Ok((hub, stream.clone()))
     }
 
     /// Executes one or more statements; stops at the first error.
@@ -222,102 +388,68 @@ impl Engine {
     }
 
     fn execute_own(&self, stmt: Statement) -> Result<StatementResult> {
-        let mut state = self.lock();
         let tag = match stmt {
-            Statement::CreateStream(cs) => {
-                let name = normalize(&cs.name);
-                if cs.if_not_exists && state.catalog.stream(&name).is_some() {
-                    return Ok(StatementResult::Command("CREATE STREAM".into()));
-                }
-                self.create_stream(&mut state, &cs)?;
-                self.persist(&state)?;
-                "CREATE STREAM"
-            }
-            Statement::CreateQuery(cq) => {
-                let name = normalize(&cq.name);
-                if cq.if_not_exists && state.queries.contains_key(&name) {
-                    return Ok(StatementResult::Command("CREATE CONTINUOUS QUERY".into()));
-                }
-                self.create_query(&mut state, &cq)?;
-                self.persist(&state)?;
-                "CREATE CONTINUOUS QUERY"
-            }
-            Statement::DropStream { name, if_exists } => {
-                let name = normalize(&name);
-                if state.catalog.stream(&name).is_none() {
-                    if if_exists {
-                        return Ok(StatementResult::Command("DROP STREAM".into()));
-                    }
-                    return Err(Error::undefined("stream", &name));
-                }
-                let users: Vec<&String> = state
-                    .queries
-                    .values()
-                    .filter(|q| q.plan.stream.name == name)
-                    .map(|q| &q.name)
-                    .collect();
-                if !users.is_empty() {
-                    let list: Vec<String> = users.iter().map(|u| format!("\"{u}\"")).collect();
-                    return Err(Error::Catalog {
-                        sqlstate: "2BP01",
-                        message: format!(
-                            "cannot drop stream \"{name}\" because queries {} read it; drop them first",
-                            list.join(", ")
-                        ),
-                    });
-                }
-                state.catalog.remove_stream(&name);
-                state.streams.remove(&name);
-                state.graphs.remove(&name);
-                self.persist(&state)?;
-                "DROP STREAM"
-            }
-            Statement::DropQuery { name, if_exists } => {
-                let name = normalize(&name);
-                let Some(q) = state.queries.remove(&name) else {
-                    if if_exists {
-                        return Ok(StatementResult::Command("DROP QUERY".into()));
-                    }
-                    return Err(Error::undefined("query", &name));
+            Statement::CreateStream(_)
+            | Statement::CreateQuery(_)
+            | Statement::DropStream { .. }
+            | Statement::DropQuery { .. } => {
+                let seq = {
+                    let mut shared = self.write();
+                    self.ddl(&mut shared, stmt.clone(), true)?
                 };
-                if let Some(g) = state.graphs.get_mut(&q.plan.stream.name) {
-                    g.detach(&name, &q.path);
+                self.durable(seq)?;
+                match stmt {
+                    Statement::CreateStream(_) => "CREATE STREAM",
+                    Statement::CreateQuery(_) => "CREATE CONTINUOUS QUERY",
+                    Statement::DropStream { .. } => "DROP STREAM",
+                    _ => "DROP QUERY",
                 }
-                state.catalog.remove_query(&name);
-                self.persist(&state)?;
-                "DROP QUERY"
             }
-            Statement::ShowStreams => return Ok(show_streams(&state)),
-            Statement::ShowQueries => return Ok(show_queries(&mut state)),
-            Statement::Subscribe { query, copy } => {
+            Statement::Checkpoint => {
+                self.checkpoint()?;
+                "CHECKPOINT"
+            }
+            Statement::ShowStreams => return Ok(show::show_streams(&self.read())),
+            Statement::ShowQueries => return Ok(show::show_queries(&self.read())),
+            Statement::Subscribe {
+                query,
+                copy,
+                from,
+                seq,
+            } => {
                 let name = normalize(&query);
-                let q = state
+                let (hub, _) = self.query_hub(&name)?;
+                let hub = hub.lock();
+                let q = hub
                     .queries
-                    .get_mut(&name)
+                    .get(&name)
                     .ok_or_else(|| Error::undefined("query", &name))?;
+                let mut output = QueryOutput::lock(&q.output);
+                let events = output.subscribe(from, seq)?;
                 return Ok(StatementResult::Subscribe(Subscription {
                     query: name,
-                    schema: q.schema(),
+                    schema: output.subscriber_schema(seq),
                     copy,
-                    events: q.subscribe(),
+                    events,
                 }));
             }
-            Statement::CopyFrom(c) => return self.start_copy(&state, &c),
+            Statement::CopyFrom(c) => return self.start_copy(&c),
             Statement::Explain { json, target } => {
+                let shared = self.read();
                 let (query, clauses) = match target {
                     ExplainTarget::Create(cq) => (cq.query, cq.clauses),
                     ExplainTarget::Query(q, c) => (q, c),
                     ExplainTarget::Named(n) => {
                         let name = normalize(&n);
-                        let cq = state
+                        let cq = shared
                             .catalog
                             .query(&name)
                             .ok_or_else(|| Error::undefined("query", &name))?;
                         (cq.query.clone(), cq.clauses.clone())
                     }
                 };
-                let plan = plan_continuous(&query, &clauses, &state.catalog)?;
-                return Ok(explain_result(&plan, json));
+                let plan = plan_continuous(&query, &clauses, &shared.catalog)?;
+                return Ok(show::explain_result(&plan, json));
             }
             Statement::DeclareCursor { .. }
             | Statement::Fetch { .. }
@@ -331,48 +463,102 @@ impl Engine {
         Ok(StatementResult::Command(tag.into()))
     }
 
-    fn create_stream(&self, state: &mut State, cs: &CreateStream) -> Result<()> {
-        let def = StreamDef::try_new(cs)?;
-        let def = state.catalog.add_stream(def)?;
-        state.streams.insert(
-            def.name.clone(),
-            StreamRuntime::new(def, self.config.retain_rows),
-        );
-        Ok(())
+    /// Applies a catalog change: checks it, appends it to the log (`log`, unless it is being
+    /// replayed from there), then changes memory. Returns the log sequence number.
+    fn ddl(&self, shared: &mut Shared, stmt: Statement, log: bool) -> Result<Option<u64>> {
+        let logged = |engine: &Engine, sql: String| -> Result<Option<u64>> {
+            if log {
+                engine.log(&Record::Catalog { sql })
+            } else {
+                Ok(None)
+            }
+        };
+        match stmt {
+            Statement::CreateStream(cs) => {
+                let name = normalize(&cs.name);
+                if shared.catalog.stream(&name).is_some() && cs.if_not_exists {
+                    return Ok(None);
+                }
+                let def = StreamDef::try_new(&cs)?;
+                if shared.catalog.name_taken(&name) {
+                    return Err(Error::duplicate("relation", &name));
+                }
+                let seq = logged(self, Statement::CreateStream(cs).to_string())?;
+                let def = shared.catalog.add_stream(def)?;
+                let hub = StreamHub::new(def.clone(), self.config.retain_rows);
+                shared.hubs.insert(def.name.clone(), hub);
+                Ok(seq)
+            }
+            Statement::CreateQuery(cq) => {
+                let name = normalize(&cq.name);
+                if cq.if_not_exists && shared.query_streams.contains_key(&name) {
+                    return Ok(None);
+                }
+                if shared.catalog.name_taken(&name) {
+                    return Err(Error::duplicate("relation", &name));
+                }
+                let plan = self.plan_query(shared, &cq)?;
+                let stream = plan.stream.name.clone();
+                let hub = shared
+                    .hubs
+                    .get(&stream)
+                    .cloned()
+                    .ok_or_else(|| Error::undefined("stream", &stream))?;
+                let seq = logged(self, Statement::CreateQuery(cq.clone()).to_string())?;
+                shared.catalog.add_query(name.clone(), cq.clone())?;
+                hub.lock().attach(&name, cq, plan, self.config.retain_rows);
+                shared.query_streams.insert(name, stream);
+                Ok(seq)
+            }
+            Statement::DropStream { name, if_exists } => {
+                let name = normalize(&name);
+                if shared.catalog.stream(&name).is_none() {
+                    if if_exists {
+                        return Ok(None);
+                    }
+                    return Err(Error::undefined("stream", &name));
+                }
+                check_unused(shared, &name)?;
+                let seq = logged(self, format!("DROP STREAM {}", quoted(&name)))?;
+                shared.catalog.remove_stream(&name);
+                if let Some(hub) = shared.hubs.remove(&name) {
+                    hub.lock().dropped = true;
+                }
+                Ok(seq)
+            }
+            Statement::DropQuery { name, if_exists } => {
+                let name = normalize(&name);
+                let Some(stream) = shared.query_streams.get(&name).cloned() else {
+                    if if_exists {
+                        return Ok(None);
+                    }
+                    return Err(Error::undefined("query", &name));
+                };
+                let seq = logged(self, format!("DROP QUERY {}", quoted(&name)))?;
+                shared.query_streams.remove(&name);
+                if let Some(hub) = shared.hubs.get(&stream) {
+                    hub.lock().detach(&name);
+                }
+                shared.catalog.remove_query(&name);
+                Ok(seq)
+            }
+            other => Err(Error::Internal(format!("not a catalog change: {other}"))),
+        }
     }
 
-    fn create_query(&self, state: &mut State, cq: &CreateQuery) -> Result<()> {
-        let name = normalize(&cq.name);
-        if state.catalog.name_taken(&name) {
-            return Err(Error::duplicate("relation", &name));
-        }
-        let mut plan = plan_continuous(&cq.query, &cq.clauses, &state.catalog)?;
+    fn plan_query(&self, shared: &Shared, cq: &CreateQuery) -> Result<QueryPlan> {
+        let mut plan = plan_continuous(&cq.query, &cq.clauses, &shared.catalog)?;
         if self.config.workers > 1 {
             shard(&mut plan, self.config.workers, || {
-                plan_continuous(&cq.query, &cq.clauses, &state.catalog)
+                plan_continuous(&cq.query, &cq.clauses, &shared.catalog)
             })?;
         }
-        let watermark = state
-            .streams
-            .get(&plan.stream.name)
-            .map(|s| s.watermark)
-            .unwrap_or(Watermark::START);
-        state.catalog.add_query(name.clone(), cq.clone())?;
-        let operators = std::mem::take(&mut plan.operators);
-        let path = state
-            .graphs
-            .entry(plan.stream.name.clone())
-            .or_default()
-            .attach(&name, operators, &plan.explain, watermark);
-        let mut rt = QueryRuntime::new(name.clone(), cq.clone(), plan, self.config.retain_rows);
-        rt.path = path;
-        state.queries.insert(name, rt);
-        Ok(())
+        Ok(plan)
     }
 
-    fn start_copy(&self, state: &State, c: &CopyFrom) -> Result<StatementResult> {
+    fn start_copy(&self, c: &CopyFrom) -> Result<StatementResult> {
         let name = normalize_object(&c.stream);
-        let def = state.catalog.require_stream(&name)?;
+        let def = self.read().catalog.require_stream(&name)?.clone();
         let columns: Vec<usize> = if c.columns.is_empty() {
             (0..def.schema.fields().len()).collect()
         } else {
@@ -418,38 +604,44 @@ impl Engine {
         self.insert_batch(&copy.stream, batch)
     }
 
-    /// Appends rows to a stream and runs every query that reads it. The batch must have the
-    /// stream's schema. Returns the number of rows accepted.
+    /// Appends rows to a stream and runs every query that reads it, on the calling thread,
+    /// holding only the stream's own lock. The batch must have the stream's schema. Returns
+    /// the number of rows accepted.
+    /// With a data directory the rows are logged first and the call returns once they are
+    /// durable (per [`EngineConfig::fsync`]).
     pub fn insert_batch(&self, stream: &str, batch: RecordBatch) -> Result<u64> {
-        let mut state = self.lock();
-        let state = &mut *state;
-        let rt = state
-            .streams
-            .get_mut(stream)
-            .ok_or_else(|| Error::undefined("stream", stream))?;
-        if batch.schema().fields() != rt.def.schema.fields() {
-            return Err(Error::plan(
-                "42804",
-                format!("batch schema does not match stream \"{stream}\""),
-            ));
-        }
-        let n = batch.num_rows() as u64;
-        if n == 0 {
-            return Ok(0);
-        }
-        let advanced = rt.observe(&batch, Instant::now());
-        for q in state.queries.values_mut() {
-            if q.plan.stream.name == stream && q.failed.is_none() {
-                q.rows_in += n;
+        let hub = self.hub(stream)?;
+        let (n, seq) = {
+            let mut hub = hub.lock();
+            hub.check_batch(&batch)?;
+            if batch.num_rows() == 0 {
+                return Ok(0);
             }
-        }
-        if let Some(g) = state.graphs.get_mut(stream) {
-            dispatch(&mut state.queries, g.process(&batch));
-        }
-        if let Some(wm) = advanced {
-            advance_queries(state, stream, wm);
-        }
+            let seq = self.log(&Record::Rows {
+                stream: stream.to_string(),
+                batch: batch.clone(),
+            })?;
+            (hub.insert(&batch, Instant::now())?, seq)
+        };
+        self.durable(seq)?;
         Ok(n)
+    }
+
+    /// Moves a hub's watermark (logged, so that replay moves it at the same point).
+    fn advance_logged(&self, hub: &mut Hub, to: Watermark) {
+        if to <= hub.stream.watermark {
+            return;
+        }
+        let record = Record::Watermark {
+            stream: hub.stream.def.name.clone(),
+            watermark: to,
+        };
+        if let Err(e) = self.log(&record) {
+            // Not moving it is safe: windows close on the next rows or tick.
+            tracing::warn!("watermark of \"{}\" not moved: {e}", hub.stream.def.name);
+            return;
+        }
+        hub.advance(to);
     }
 
     /// Periodic housekeeping: advances the watermark of idle streams and forgets subscribers
@@ -460,38 +652,31 @@ impl Engine {
 
     /// [`Engine::tick`] at a given processing time (for tests).
     pub fn tick_at(&self, now: Instant) {
-        let mut state = self.lock();
-        let state = &mut *state;
-        let advanced: Vec<(String, Watermark)> = state
-            .streams
-            .iter_mut()
-            .filter_map(|(name, s)| s.idle_advance(now).map(|wm| (name.clone(), wm)))
-            .collect();
-        for (name, wm) in advanced {
-            advance_queries(state, &name, wm);
-        }
-        for q in state.queries.values_mut() {
-            q.subscribers();
+        for hub in self.hubs() {
+            let mut hub = hub.lock();
+            if let Some(wm) = hub.stream.idle_watermark(now) {
+                self.advance_logged(&mut hub, wm);
+            }
+            for q in hub.queries.values() {
+                QueryOutput::lock(&q.output).subscribers();
+            }
         }
     }
 
     /// Declares the end of all input: every watermark moves to the end, so every window closes.
     pub fn finish(&self) {
-        let mut state = self.lock();
-        let state = &mut *state;
-        let advanced: Vec<(String, Watermark)> = state
-            .streams
-            .iter_mut()
-            .filter_map(|(name, s)| s.advance(Watermark::END).map(|wm| (name.clone(), wm)))
-            .collect();
-        for (name, wm) in advanced {
-            advance_queries(state, &name, wm);
+        for hub in self.hubs() {
+            self.advance_logged(&mut hub.lock(), Watermark::END);
         }
+    }
+
+    fn hubs(&self) -> Vec<Arc<StreamHub>> {
+        self.read().hubs.values().cloned().collect()
     }
 
     /// The schema of a stream.
     pub fn stream_schema(&self, stream: &str) -> Result<SchemaRef> {
-        Ok(self.lock().catalog.require_stream(stream)?.schema.clone())
+        Ok(self.read().catalog.require_stream(stream)?.schema.clone())
     }
 
     /// Describes a statement without running it.
@@ -506,7 +691,7 @@ impl Engine {
                     let cols = insert::insert_columns(ins, &schema)?;
                     for row in insert::insert_rows(ins)? {
                         for (e, &c) in row.iter().zip(&cols) {
-                            if let Some(n) = placeholder_index(e) {
+                            if let Some(n) = adhoc::placeholder_index(e) {
                                 if params.len() < n {
                                     params.resize(n, DataType::Utf8);
                                 }
@@ -517,13 +702,11 @@ impl Engine {
                     None
                 }
                 sq::Statement::Query(_) => {
-                    params.resize(count_placeholders(s), DataType::Utf8);
-                    let (ctx, _) = self.select_context()?;
-                    let df_stmt = datafusion::sql::parser::Statement::Statement(s.clone());
-                    let plan = ctx.state().statement_to_plan(df_stmt).await?;
-                    Some(Arc::new(plan.schema().as_arrow().clone()))
+                    params.resize(adhoc::count_placeholders(s), DataType::Utf8);
+                    let ctx = adhoc::context(&self.read())?;
+                    Some(adhoc::select_schema(ctx, s).await?)
                 }
-                sq::Statement::ShowVariable { variable } => Some(show_schema(variable)),
+                sq::Statement::ShowVariable { variable } => Some(show::show_schema(variable)),
                 _ => None,
             },
             Statement::Explain { .. } => Some(Arc::new(Schema::new(vec![Field::new(
@@ -531,40 +714,22 @@ impl Engine {
                 DataType::Utf8,
                 true,
             )]))),
-            Statement::ShowStreams => Some(show_streams(&self.lock()).schema()),
-            Statement::ShowQueries => Some(show_queries(&mut self.lock()).schema()),
-            Statement::Subscribe { query, .. } => {
+            Statement::ShowStreams => Some(show::show_streams(&self.read()).schema()),
+            Statement::ShowQueries => Some(show::show_queries(&self.read()).schema()),
+            Statement::Subscribe { query, seq, .. } => {
                 let name = normalize(query);
-                let state = self.lock();
-                let q = state
+                let (hub, _) = self.query_hub(&name)?;
+                let hub = hub.lock();
+                let q = hub
                     .queries
                     .get(&name)
                     .ok_or_else(|| Error::undefined("query", &name))?;
-                Some(q.schema())
+                let schema = QueryOutput::lock(&q.output).subscriber_schema(*seq);
+                Some(schema)
             }
             _ => None,
         };
         Ok(Description { params, schema })
-    }
-
-    fn select_context(&self) -> Result<(SessionContext, ())> {
-        let config = SessionConfig::new()
-            .with_target_partitions(1)
-            .with_information_schema(true);
-        let ctx = SessionContext::new_with_config(config);
-        let state = self.lock();
-        for (name, s) in &state.streams {
-            let table = MemTable::try_new(s.def.schema.clone(), vec![s.recent.batches()])?;
-            ctx.register_table(name.as_str(), Arc::new(table))?;
-        }
-        for (name, q) in &state.queries {
-            let table = MemTable::try_new(q.schema(), vec![q.retained.batches()])?;
-            ctx.register_table(name.as_str(), Arc::new(table))?;
-        }
-        let streams = state.streams.keys().map(|n| Relation::Stream(n));
-        let queries = state.queries.keys().map(|n| Relation::Query(n));
-        pg_catalog::register(&ctx, streams.chain(queries))?;
-        Ok((ctx, ()))
     }
 
     async fn execute_sql(
@@ -577,47 +742,16 @@ impl Engine {
                 let target = insert::insert_target(&ins)?;
                 let schema = self.stream_schema(&target)?;
                 let batch = insert::insert_batch(&ins, &schema, params)?;
-                let n = self.insert_batch(&target, batch)?;
+                let engine = self.clone();
+                let n = off_async(move || engine.insert_batch(&target, batch)).await?;
                 Ok(StatementResult::Command(format!("INSERT 0 {n}")))
             }
             sq::Statement::Query(_) => {
-                let mut stmt = stmt;
-                if !params.is_empty() {
-                    bind_placeholders(&mut stmt, params);
-                }
-                pg_catalog::unqualify_functions(&mut stmt);
-                let catalog_query = pg_catalog::reads_catalog(&stmt);
-                let (ctx, _) = self.select_context()?;
-                let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
-                let plan = match ctx.state().statement_to_plan(df_stmt).await {
-                    Ok(plan) => plan,
-                    Err(_) if catalog_query => {
-                        return Err(Error::NotSupported(
-                            "saql's pg_catalog answers psql's \\d, \\dt and \\dm only; \
-                             SHOW STREAMS and SHOW QUERIES describe streams and queries"
-                                .into(),
-                        ))
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                let df = ctx.execute_logical_plan(plan).await?;
-                let schema = Arc::new(df.schema().as_arrow().clone());
-                let batches = df.collect().await?;
-                Ok(StatementResult::Rows { schema, batches })
+                let ctx = adhoc::context(&self.read())?;
+                adhoc::select(ctx, stmt, params).await
             }
             sq::Statement::Set(_) => Ok(StatementResult::Command("SET".into())),
-            sq::Statement::ShowVariable { variable } => {
-                let value = show_value(&variable);
-                let schema = show_schema(&variable);
-                let batch = RecordBatch::try_new(
-                    schema.clone(),
-                    vec![Arc::new(StringArray::from(vec![value]))],
-                )?;
-                Ok(StatementResult::Rows {
-                    schema,
-                    batches: vec![batch],
-                })
-            }
+            sq::Statement::ShowVariable { variable } => show::show_variable(&variable),
             sq::Statement::StartTransaction { .. } => Ok(StatementResult::Command("BEGIN".into())),
             sq::Statement::Commit { .. } => Ok(StatementResult::Command("COMMIT".into())),
             sq::Statement::Rollback { .. } => Ok(StatementResult::Command("ROLLBACK".into())),
@@ -628,6 +762,46 @@ impl Engine {
             ))),
         }
     }
+}
+
+/// Runs `work` (operators over a batch) off the async runtime's workers when there is one,
+/// so that a heavy statement never blocks other sessions' I/O.
+async fn off_async<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    #[cfg(feature = "server")]
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        return match handle.spawn_blocking(work).await {
+            Ok(result) => result,
+            Err(e) => Err(Error::Internal(format!("statement failed: {e}"))),
+        };
+    }
+    work()
+}
+
+/// Fails unless no query reads `name`.
+fn check_unused(shared: &Shared, name: &str) -> Result<()> {
+    let users: Vec<String> = shared
+        .query_streams
+        .iter()
+        .filter(|(_, s)| s.as_str() == name)
+        .map(|(q, _)| format!("\"{q}\""))
+        .collect();
+    if !users.is_empty() {
+        return Err(Error::Catalog {
+            sqlstate: "2BP01",
+            message: format!(
+                "cannot drop stream \"{name}\" because queries {} read it; drop them first",
+                users.join(", ")
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// A name as a quoted SQL identifier.
+fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// Spreads the plan's keyed operators over `workers` replicas each, where only stateless
@@ -660,26 +834,6 @@ fn shard(
     Ok(())
 }
 
-fn advance_queries(state: &mut State, stream: &str, wm: Watermark) {
-    if let Some(g) = state.graphs.get_mut(stream) {
-        dispatch(&mut state.queries, g.advance(wm));
-    }
-}
-
-/// Hands each query its results, or its failure.
-fn dispatch(queries: &mut BTreeMap<String, QueryRuntime>, outputs: Outputs) {
-    for (name, reason) in outputs.failed {
-        if let Some(q) = queries.get_mut(&name) {
-            q.deliver(Err(reason));
-        }
-    }
-    for (name, batches) in outputs.rows {
-        if let Some(q) = queries.get_mut(&name) {
-            q.deliver(Ok(batches));
-        }
-    }
-}
-
 fn ascii_option(c: char, what: &str) -> Result<u8> {
     if c.is_ascii() {
         Ok(c as u8)
@@ -693,233 +847,4 @@ fn ascii_option(c: char, what: &str) -> Result<u8> {
 
 fn first_words(s: &str) -> String {
     s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
-}
-
-fn placeholder_index(e: &Expr) -> Option<usize> {
-    match e {
-        Expr::Value(v) => match &v.value {
-            Value::Placeholder(p) => p.trim_start_matches('$').parse().ok().filter(|&n| n > 0),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-struct Placeholders<'a> {
-    params: &'a [Option<String>],
-    max: usize,
-}
-
-impl VisitorMut for Placeholders<'_> {
-    type Break = ();
-    fn post_visit_expr(&mut self, expr: &mut Expr) -> std::ops::ControlFlow<()> {
-        if let Some(n) = placeholder_index(expr) {
-            self.max = self.max.max(n);
-            if let Some(value) = self.params.get(n - 1) {
-                *expr = Expr::value(match value {
-                    Some(v) => Value::SingleQuotedString(v.clone()),
-                    None => Value::Null,
-                });
-            }
-        }
-        std::ops::ControlFlow::Continue(())
-    }
-}
-
-fn count_placeholders(stmt: &sq::Statement) -> usize {
-    let mut stmt = stmt.clone();
-    let mut v = Placeholders {
-        params: &[],
-        max: 0,
-    };
-    let _ = stmt.visit(&mut v);
-    v.max
-}
-
-fn bind_placeholders(stmt: &mut sq::Statement, params: &[Option<String>]) {
-    let mut v = Placeholders { params, max: 0 };
-    let _ = stmt.visit(&mut v);
-}
-
-fn show_schema(variable: &[sq::Ident]) -> SchemaRef {
-    let name = variable
-        .iter()
-        .map(|i| i.value.to_lowercase())
-        .collect::<Vec<_>>()
-        .join("_");
-    Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, false)]))
-}
-
-fn show_value(variable: &[sq::Ident]) -> String {
-    let name = variable
-        .iter()
-        .map(|i| i.value.to_lowercase())
-        .collect::<Vec<_>>()
-        .join(" ");
-    match name.as_str() {
-        "server_version" => "15.0".into(),
-        "server_encoding" | "client_encoding" => "UTF8".into(),
-        "datestyle" => "ISO, MDY".into(),
-        "timezone" | "time zone" => "UTC".into(),
-        "standard_conforming_strings" => "on".into(),
-        "transaction isolation level" | "transaction_isolation" => "read committed".into(),
-        "integer_datetimes" => "on".into(),
-        _ => String::new(),
-    }
-}
-
-fn text_column(values: Vec<String>) -> ArrayRef {
-    Arc::new(StringArray::from(values))
-}
-
-fn int_column(values: Vec<u64>) -> ArrayRef {
-    Arc::new(Int64Array::from(
-        values.into_iter().map(|v| v as i64).collect::<Vec<_>>(),
-    ))
-}
-
-fn rows_result(fields: Vec<(&str, DataType)>, columns: Vec<ArrayRef>) -> StatementResult {
-    let schema = Arc::new(Schema::new(
-        fields
-            .into_iter()
-            .map(|(n, t)| Field::new(n, t, true))
-            .collect::<Vec<_>>(),
-    ));
-    match RecordBatch::try_new(schema.clone(), columns) {
-        Ok(b) => StatementResult::Rows {
-            schema,
-            batches: vec![b],
-        },
-        Err(_) => StatementResult::Rows {
-            schema,
-            batches: vec![],
-        },
-    }
-}
-
-impl StatementResult {
-    fn schema(&self) -> SchemaRef {
-        match self {
-            StatementResult::Rows { schema, .. } => schema.clone(),
-            _ => Arc::new(Schema::empty()),
-        }
-    }
-}
-
-/// EXPLAIN's result: one text column `QUERY PLAN`, a row per line (or one row of JSON), as
-/// PostgreSQL returns it.
-fn explain_result(plan: &crate::plan::QueryPlan, json: bool) -> StatementResult {
-    let lines: Vec<String> = if json {
-        vec![serde_json::to_string_pretty(&plan.explain_json()).unwrap_or_default()]
-    } else {
-        plan.explain_text().lines().map(str::to_string).collect()
-    };
-    rows_result(
-        vec![("QUERY PLAN", DataType::Utf8)],
-        vec![text_column(lines)],
-    )
-}
-
-fn show_streams(state: &State) -> StatementResult {
-    let mut names = Vec::new();
-    let mut columns = Vec::new();
-    let mut watermarks = Vec::new();
-    let mut rows_in = Vec::new();
-    let mut late = Vec::new();
-    let mut ddl = Vec::new();
-    for s in state.catalog.streams() {
-        let rt = state.streams.get(&s.name);
-        names.push(s.name.clone());
-        columns.push(
-            s.ddl
-                .columns
-                .iter()
-                .map(|c| format!("{} {}", normalize(&c.name), c.data_type))
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
-        watermarks.push(rt.map(|r| r.watermark.to_string()).unwrap_or_default());
-        rows_in.push(rt.map(|r| r.rows_in).unwrap_or(0));
-        late.push(rt.map(|r| r.late_rows).unwrap_or(0));
-        ddl.push(s.ddl.to_string());
-    }
-    rows_result(
-        vec![
-            ("name", DataType::Utf8),
-            ("columns", DataType::Utf8),
-            ("watermark", DataType::Utf8),
-            ("rows_in", DataType::Int64),
-            ("late_rows", DataType::Int64),
-            ("definition", DataType::Utf8),
-        ],
-        vec![
-            text_column(names),
-            text_column(columns),
-            text_column(watermarks),
-            int_column(rows_in),
-            int_column(late),
-            text_column(ddl),
-        ],
-    )
-}
-
-fn show_queries(state: &mut State) -> StatementResult {
-    let mut names = Vec::new();
-    let mut streams = Vec::new();
-    let mut status = Vec::new();
-    let mut rows_in = Vec::new();
-    let mut rows_out = Vec::new();
-    let mut late = Vec::new();
-    let mut watermarks = Vec::new();
-    let mut subscribers = Vec::new();
-    let mut defs = Vec::new();
-    for q in state.queries.values_mut() {
-        names.push(q.name.clone());
-        streams.push(q.plan.stream.name.clone());
-        status.push(match &q.failed {
-            None => "running".to_string(),
-            Some(e) => format!("failed: {e}"),
-        });
-        rows_in.push(q.rows_in);
-        rows_out.push(q.rows_out);
-        late.push(
-            state
-                .graphs
-                .get(&q.plan.stream.name)
-                .map_or(0, |g| g.late_rows(&q.path)),
-        );
-        watermarks.push(
-            state
-                .streams
-                .get(&q.plan.stream.name)
-                .map(|s| s.watermark.to_string())
-                .unwrap_or_default(),
-        );
-        subscribers.push(q.subscribers() as u64);
-        defs.push(sql::query_sql(&q.def.query, &q.def.clauses));
-    }
-    rows_result(
-        vec![
-            ("name", DataType::Utf8),
-            ("stream", DataType::Utf8),
-            ("status", DataType::Utf8),
-            ("rows_in", DataType::Int64),
-            ("rows_out", DataType::Int64),
-            ("late_rows", DataType::Int64),
-            ("watermark", DataType::Utf8),
-            ("subscribers", DataType::Int64),
-            ("definition", DataType::Utf8),
-        ],
-        vec![
-            text_column(names),
-            text_column(streams),
-            text_column(status),
-            int_column(rows_in),
-            int_column(rows_out),
-            int_column(late),
-            text_column(watermarks),
-            int_column(subscribers),
-            text_column(defs),
-        ],
-    )
 }

@@ -8,11 +8,13 @@
 //! A query attached to existing nodes shares their state as it stands (e.g. a window already
 //! half full); the nodes it adds start empty. Batches flow depth-first, so every query sees
 //! its results in the order its own chain would produce them.
-
-use std::collections::HashMap;
+//!
+//! The node that produces a query's results holds the query's [`OutputHandle`] and delivers
+//! to it directly; a failing node fails the outputs of every query below it.
 
 use datafusion::arrow::record_batch::RecordBatch;
 
+use super::output::{OutputHandle, QueryOutput};
 use super::predicates::{AtomValues, SharedPredicates, SplitPredicate};
 use crate::error::Error;
 use crate::operators::filter;
@@ -25,22 +27,13 @@ struct Node {
     signature: String,
     op: Box<dyn Operator>,
     children: Vec<usize>,
-    /// Queries whose results are this node's output.
-    sinks: Vec<String>,
+    /// Queries whose results are this node's output, with where those results go.
+    sinks: Vec<(String, OutputHandle)>,
     /// Queries whose path runs through this node.
     users: usize,
     failed: bool,
     /// A root filter's predicate, split into atoms shared with the other root filters.
     split: Option<SplitPredicate>,
-}
-
-/// What a batch or a watermark produced, per query.
-#[derive(Default)]
-pub struct Outputs {
-    /// Result batches by query name, in order.
-    pub rows: HashMap<String, Vec<RecordBatch>>,
-    /// Queries whose operators failed, with the error message.
-    pub failed: Vec<(String, String)>,
 }
 
 /// The operator tree of one stream's queries.
@@ -49,20 +42,22 @@ pub struct OperatorGraph {
     nodes: Vec<Option<Node>>,
     roots: Vec<usize>,
     /// Queries without operators: their results are the stream's rows.
-    passthrough: Vec<String>,
+    passthrough: Vec<(String, OutputHandle)>,
     /// The atoms of the root filters' predicates, each evaluated once per batch.
     predicates: SharedPredicates,
 }
 
 impl OperatorGraph {
     /// Adds a query's operators, sharing every leading operator that an existing path already
-    /// runs; advances the new nodes to `watermark`. Returns the query's path of node ids.
+    /// runs; advances the new nodes to `watermark`. The query's results go to `output`.
+    /// Returns the query's path of node ids.
     pub fn attach(
         &mut self,
         query: &str,
         operators: Vec<Box<dyn Operator>>,
         explain: &[ExplainNode],
         watermark: Watermark,
+        output: OutputHandle,
     ) -> Vec<usize> {
         let shareable = operators.len() == explain.len();
         let mut path = Vec::new();
@@ -121,18 +116,19 @@ impl OperatorGraph {
             path.push(id);
             parent = Some(id);
         }
+        let sink = (query.to_string(), output);
         match path.last() {
-            Some(&last) => self.node_mut(last).sinks.push(query.to_string()),
-            None => self.passthrough.push(query.to_string()),
+            Some(&last) => self.node_mut(last).sinks.push(sink),
+            None => self.passthrough.push(sink),
         }
         path
     }
 
     /// Removes a query; nodes no other query uses are dropped with their state.
     pub fn detach(&mut self, query: &str, path: &[usize]) {
-        self.passthrough.retain(|q| q != query);
+        self.passthrough.retain(|(q, _)| q != query);
         if let Some(&last) = path.last() {
-            self.node_mut(last).sinks.retain(|q| q != query);
+            self.node_mut(last).sinks.retain(|(q, _)| q != query);
         }
         for (i, &id) in path.iter().enumerate().rev() {
             let n = self.node_mut(id);
@@ -149,33 +145,39 @@ impl OperatorGraph {
         }
     }
 
+    /// The state of node `id`, for a checkpoint.
+    pub fn snapshot_node(&mut self, id: usize) -> crate::error::Result<Vec<u8>> {
+        self.node_mut(id).op.snapshot()
+    }
+
+    /// Restores node `id` from a checkpoint's snapshot of the same operator.
+    pub fn restore_node(&mut self, id: usize, snapshot: &[u8]) -> crate::error::Result<()> {
+        self.node_mut(id).op.restore(snapshot)
+    }
+
     /// Rows dropped as late along a path.
     pub fn late_rows(&self, path: &[usize]) -> u64 {
         path.iter().map(|&id| self.node(id).op.late_rows()).sum()
     }
 
     /// Feeds a batch of the stream's rows to every query.
-    pub fn process(&mut self, batch: &RecordBatch) -> Outputs {
-        let mut out = Outputs::default();
-        for q in &self.passthrough {
-            out.rows.entry(q.clone()).or_default().push(batch.clone());
+    pub fn process(&mut self, batch: &RecordBatch) {
+        for (_, output) in &self.passthrough {
+            QueryOutput::lock(output).deliver(std::slice::from_ref(batch));
         }
         let atoms = (!self.predicates.is_empty()).then(|| self.predicates.evaluate(batch));
         for root in self.roots.clone() {
             match &atoms {
-                Some(atoms) if self.node(root).split.is_some() => {
-                    self.select(root, batch, atoms, &mut out)
-                }
-                _ => self.push(root, vec![batch.clone()], &mut out),
+                Some(atoms) if self.node(root).split.is_some() => self.select(root, batch, atoms),
+                _ => self.push(root, vec![batch.clone()]),
             }
         }
-        out
     }
 
     /// Runs a batch through a root filter whose shared atoms are evaluated (`atoms`), and on
     /// down. When the filter's rows go only to children that can pick the rows they read out
     /// of the whole batch, the filter itself copies nothing.
-    fn select(&mut self, id: usize, batch: &RecordBatch, atoms: &AtomValues, out: &mut Outputs) {
+    fn select(&mut self, id: usize, batch: &RecordBatch, atoms: &AtomValues) {
         let node = self.node(id);
         if node.failed {
             return;
@@ -186,7 +188,7 @@ impl OperatorGraph {
             .expect("selected nodes have a split predicate");
         let selection = match atoms.select(&self.predicates, split, batch) {
             Ok(selection) => selection,
-            Err(e) => return self.fail(id, e, out),
+            Err(e) => return self.fail(id, e),
         };
         let mut children = node.children.clone();
         if node.sinks.is_empty() && selection.rest.is_empty() {
@@ -200,8 +202,8 @@ impl OperatorGraph {
                     .op
                     .process_selected(batch, &selection.mask)
                 {
-                    Some(Ok(produced)) => self.emit(child, produced, out),
-                    Some(Err(e)) => self.fail(child, e, out),
+                    Some(Ok(produced)) => self.emit(child, produced),
+                    Some(Err(e)) => self.fail(child, e),
                     None => rest.push(child),
                 }
             }
@@ -220,36 +222,34 @@ impl OperatorGraph {
             Ok(kept)
         });
         match kept {
-            Ok(produced) => self.emit_to(id, &children, produced, out),
-            Err(e) => self.fail(id, e, out),
+            Ok(produced) => self.emit_to(id, &children, produced),
+            Err(e) => self.fail(id, e),
         }
     }
 
     /// Advances every node to `watermark`; what a node emits passes through its subtree
     /// before its children advance.
-    pub fn advance(&mut self, watermark: Watermark) -> Outputs {
-        let mut out = Outputs::default();
+    pub fn advance(&mut self, watermark: Watermark) {
         for root in self.roots.clone() {
-            self.advance_node(root, watermark, &mut out);
+            self.advance_node(root, watermark);
         }
-        out
     }
 
-    fn advance_node(&mut self, id: usize, watermark: Watermark, out: &mut Outputs) {
+    fn advance_node(&mut self, id: usize, watermark: Watermark) {
         if self.node(id).failed {
             return;
         }
         match self.node_mut(id).op.on_watermark(watermark) {
-            Ok(emitted) => self.emit(id, emitted, out),
-            Err(e) => return self.fail(id, e, out),
+            Ok(emitted) => self.emit(id, emitted),
+            Err(e) => return self.fail(id, e),
         }
         for child in self.node(id).children.clone() {
-            self.advance_node(child, watermark, out);
+            self.advance_node(child, watermark);
         }
     }
 
     /// Runs `batches` through node `id` and on down its subtree.
-    fn push(&mut self, id: usize, batches: Vec<RecordBatch>, out: &mut Outputs) {
+    fn push(&mut self, id: usize, batches: Vec<RecordBatch>) {
         if self.node(id).failed {
             return;
         }
@@ -257,53 +257,43 @@ impl OperatorGraph {
         for b in batches {
             match self.node_mut(id).op.process_batch(b) {
                 Ok(o) => produced.extend(o),
-                Err(e) => return self.fail(id, e, out),
+                Err(e) => return self.fail(id, e),
             }
         }
-        self.emit(id, produced, out);
+        self.emit(id, produced);
     }
 
     /// Hands a node's output to its queries and its children.
-    fn emit(&mut self, id: usize, batches: Vec<RecordBatch>, out: &mut Outputs) {
+    fn emit(&mut self, id: usize, batches: Vec<RecordBatch>) {
         let children = self.node(id).children.clone();
-        self.emit_to(id, &children, batches, out);
+        self.emit_to(id, &children, batches);
     }
 
     /// Hands a node's output to its queries and to `children`, some or all of its own.
-    fn emit_to(
-        &mut self,
-        id: usize,
-        children: &[usize],
-        batches: Vec<RecordBatch>,
-        out: &mut Outputs,
-    ) {
+    fn emit_to(&mut self, id: usize, children: &[usize], batches: Vec<RecordBatch>) {
         if batches.is_empty() {
             return;
         }
-        for q in &self.node(id).sinks {
-            out.rows
-                .entry(q.clone())
-                .or_default()
-                .extend(batches.iter().cloned());
+        for (_, output) in &self.node(id).sinks {
+            QueryOutput::lock(output).deliver(&batches);
         }
         for &child in children {
-            self.push(child, batches.clone(), out);
+            self.push(child, batches.clone());
         }
     }
 
     /// Stops a node; every query below it fails with the error.
-    fn fail(&mut self, id: usize, error: Error, out: &mut Outputs) {
+    fn fail(&mut self, id: usize, error: Error) {
         self.node_mut(id).failed = true;
-        let mut queries = Vec::new();
+        let message = error.to_string();
         let mut stack = vec![id];
         while let Some(n) = stack.pop() {
             let node = self.node(n);
-            queries.extend(node.sinks.iter().cloned());
+            for (_, output) in &node.sinks {
+                QueryOutput::lock(output).fail(message.clone());
+            }
             stack.extend(node.children.iter().copied());
         }
-        let message = error.to_string();
-        out.failed
-            .extend(queries.into_iter().map(|q| (q, message.clone())));
     }
 
     fn insert(&mut self, node: Node) -> usize {
@@ -363,7 +353,7 @@ mod tests {
         .unwrap()
     }
 
-    fn attach(g: &mut OperatorGraph, name: &str, sql: &str) -> Vec<usize> {
+    fn attach(g: &mut OperatorGraph, name: &str, sql: &str) -> (Vec<usize>, OutputHandle) {
         let cat = catalog();
         let crate::sql::Statement::Sql(stmt) = crate::sql::parse_one(sql).unwrap() else {
             panic!("not a query")
@@ -373,7 +363,15 @@ mod tests {
         };
         let mut plan = plan_query(&q, &cat).unwrap();
         let ops = std::mem::take(&mut plan.operators);
-        g.attach(name, ops, &plan.explain, Watermark::START)
+        let output = QueryOutput::handle(name, plan.schema.clone(), 100);
+        let path = g.attach(name, ops, &plan.explain, Watermark::START, output.clone());
+        (path, output)
+    }
+
+    fn results(output: &OutputHandle) -> Vec<RecordBatch> {
+        let out = QueryOutput::lock(output);
+        assert_eq!(out.failed(), None);
+        out.retained()
     }
 
     fn live(g: &OperatorGraph) -> usize {
@@ -402,13 +400,13 @@ mod tests {
     #[test]
     fn identical_queries_share_every_node_and_get_the_same_rows() {
         let mut g = OperatorGraph::default();
-        let a = attach(&mut g, "a", SUM);
+        let (a, out_a) = attach(&mut g, "a", SUM);
         let nodes = live(&g);
-        let b = attach(&mut g, "b", SUM);
+        let (b, out_b) = attach(&mut g, "b", SUM);
         assert_eq!(a, b, "the second query reuses the first one's nodes");
         assert_eq!(live(&g), nodes);
         // Same filter, another aggregate: shares the filter only.
-        let c = attach(
+        let (c, out_c) = attach(
             &mut g,
             "c",
             "SELECT k, window_end, MAX(v) AS top FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
@@ -418,12 +416,11 @@ mod tests {
         assert_ne!(c[1], a[1]);
 
         g.process(&batch(&[(0, 1, 5), (1, 1, 7), (2, 2, 1), (3, 2, 4)]));
-        let out = g.advance(Watermark(EventTime(20 * 1_000_000_000)));
-        assert!(out.failed.is_empty());
-        let rows = |q: &str| out.rows[q].iter().map(|b| b.num_rows()).sum::<usize>();
-        assert_eq!(rows("a"), 2);
-        assert_eq!(out.rows["a"], out.rows["b"]);
-        assert_eq!(rows("c"), 2);
+        g.advance(Watermark(EventTime(20 * 1_000_000_000)));
+        let rows = |q: &OutputHandle| results(q).iter().map(|b| b.num_rows()).sum::<usize>();
+        assert_eq!(rows(&out_a), 2);
+        assert_eq!(results(&out_a), results(&out_b));
+        assert_eq!(rows(&out_c), 2);
 
         // Dropping one sharer keeps the nodes; dropping the last frees them.
         g.detach("a", &a);
@@ -437,23 +434,23 @@ mod tests {
     #[test]
     fn a_query_added_later_starts_fresh_where_it_does_not_share() {
         let mut g = OperatorGraph::default();
-        let a = attach(&mut g, "a", SUM);
+        let (a, out_a) = attach(&mut g, "a", SUM);
         g.process(&batch(&[(0, 1, 5)]));
-        let b = attach(
+        let (b, out_b) = attach(
             &mut g,
             "b",
             "SELECT k, window_end, COUNT(*) AS n FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
              WHERE v > 1 GROUP BY k, window_start, window_end",
         );
         g.process(&batch(&[(1, 1, 6)]));
-        let out = g.advance(Watermark(EventTime(20 * 1_000_000_000)));
-        let total = out.rows["a"][0]
+        g.advance(Watermark(EventTime(20 * 1_000_000_000)));
+        let total = results(&out_a)[0]
             .column(2)
             .as_any()
             .downcast_ref::<Int64Array>()
             .unwrap()
             .value(0);
-        let n = out.rows["b"][0]
+        let n = results(&out_b)[0]
             .column(2)
             .as_any()
             .downcast_ref::<Int64Array>()

@@ -1,13 +1,19 @@
-//! Running queries: per-stream state (watermark, counters, recent rows), per-query pipelines
-//! with their subscribers and retained results, and the [`engine::Engine`] that ties them to
-//! the catalog and executes statements.
+//! Running queries: each stream is a [`hub::StreamHub`] with its own lock, holding its
+//! watermark, the operator graph of the queries that read it and their outputs; the
+//! [`engine::Engine`] ties the hubs to the catalog and executes statements.
 
+mod adhoc;
+mod checkpoint;
 pub mod engine;
 mod graph;
+mod hub;
+mod output;
 mod pg_catalog;
-mod pipeline;
 mod predicates;
+mod recovery;
 mod retained;
+mod show;
 mod stream;
+pub mod wal;
 
-pub use pipeline::SubscriptionEvent;
+pub use output::{SubscriptionEvent, SEQ_COLUMN};

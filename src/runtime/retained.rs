@@ -55,9 +55,14 @@ impl Retained {
     }
 
     /// Number of retained rows.
-    #[cfg(test)]
     pub fn rows(&self) -> usize {
         self.rows
+    }
+
+    /// Forgets every row.
+    pub fn clear(&mut self) {
+        self.batches.clear();
+        self.rows = 0;
     }
 }
 

@@ -69,16 +69,16 @@ impl StreamRuntime {
     }
 
     /// After the idle timeout without input, the watermark follows processing time from the
-    /// largest event time seen: `max_event_time + (now - last_arrival)`. Returns the new
-    /// watermark if it advances.
-    pub fn idle_advance(&mut self, now: Instant) -> Option<Watermark> {
+    /// largest event time seen: `max_event_time + (now - last_arrival)`. Returns that
+    /// watermark if it is later than the current one (without moving to it).
+    pub fn idle_watermark(&self, now: Instant) -> Option<Watermark> {
         let timeout = self.def.idle_timeout?;
         let max = self.max_event_time?;
         let idle = now.saturating_duration_since(self.last_arrival);
         if idle < timeout {
             return None;
         }
-        self.advance(Watermark(max.plus(idle)))
+        Some(Watermark(max.plus(idle))).filter(|&wm| wm > self.watermark)
     }
 
     /// Moves the watermark forward to `to` if that is later; returns it if it moved.

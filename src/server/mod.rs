@@ -41,6 +41,7 @@ pub async fn run(
             }
         })
     };
+    let mut connections = tokio::task::JoinSet::new();
     let accept = async {
         loop {
             let permit = limit
@@ -51,7 +52,8 @@ pub async fn run(
             let (socket, peer) = listener.accept().await?;
             let _ = socket.set_nodelay(true);
             let handlers = Arc::new(handler::Connection::new(engine.clone(), manager.clone()));
-            tokio::spawn(async move {
+            while connections.try_join_next().is_some() {}
+            connections.spawn(async move {
                 if let Err(e) = pgwire::tokio::process_socket(socket, None, handlers).await {
                     tracing::debug!("connection from {peer} ended: {e}");
                 }
@@ -66,5 +68,9 @@ pub async fn run(
         _ = shutdown => Ok(()),
     };
     ticker.abort();
+    let _ = ticker.await;
+    // Connections hold the engine: end them, so that a caller that drops its own handle
+    // closes the engine (and frees its data directory) when this returns.
+    connections.shutdown().await;
     result
 }

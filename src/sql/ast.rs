@@ -32,12 +32,19 @@ pub enum Statement {
     ShowStreams,
     /// `SHOW QUERIES`
     ShowQueries,
-    /// `SUBSCRIBE [TO] name`, also `COPY (SUBSCRIBE name) TO STDOUT`
+    /// `CHECKPOINT`: write a checkpoint of all state now (as PostgreSQL's CHECKPOINT does).
+    Checkpoint,
+    /// `SUBSCRIBE [TO] name [FROM n] [WITH SEQ]`, also `COPY (SUBSCRIBE name ...) TO STDOUT`
     Subscribe {
         /// The continuous query whose results to stream.
         query: Ident,
         /// Whether the rows go out as COPY data rather than as a result set.
         copy: bool,
+        /// Resume after this result sequence number: retained rows numbered above it come
+        /// first, then live rows.
+        from: Option<u64>,
+        /// Prepend each row's sequence number as a `seq` column.
+        seq: bool,
     },
     /// `COPY stream [(cols)] FROM STDIN [WITH (FORMAT csv, HEADER true, ...)]`
     CopyFrom(CopyFrom),
@@ -356,9 +363,25 @@ impl fmt::Display for Statement {
             }
             Statement::ShowStreams => f.write_str("SHOW STREAMS"),
             Statement::ShowQueries => f.write_str("SHOW QUERIES"),
-            Statement::Subscribe { query, copy: false } => write!(f, "SUBSCRIBE {query}"),
-            Statement::Subscribe { query, copy: true } => {
-                write!(f, "COPY (SUBSCRIBE {query}) TO STDOUT")
+            Statement::Checkpoint => f.write_str("CHECKPOINT"),
+            Statement::Subscribe {
+                query,
+                copy,
+                from,
+                seq,
+            } => {
+                let mut target = format!("SUBSCRIBE {query}");
+                if let Some(n) = from {
+                    target.push_str(&format!(" FROM {n}"));
+                }
+                if *seq {
+                    target.push_str(" WITH SEQ");
+                }
+                if *copy {
+                    write!(f, "COPY ({target}) TO STDOUT")
+                } else {
+                    f.write_str(&target)
+                }
             }
             Statement::CopyFrom(c) => c.fmt(f),
             Statement::DeclareCursor { name, target } => {
@@ -443,7 +466,7 @@ impl fmt::Display for WatermarkDef {
                 (1_000_000, "SECOND"),
             ]
             .into_iter()
-            .find(|(size, _)| micros % size == 0)
+            .find(|(size, _)| micros.is_multiple_of(*size))
             .map_or((micros, "MICROSECOND"), |(size, unit)| {
                 (micros / size, unit)
             });

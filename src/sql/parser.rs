@@ -309,6 +309,10 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         parser.next_token();
         return Ok(Statement::ShowQueries);
     }
+    if is_word(&first, "CHECKPOINT") {
+        parser.next_token();
+        return Ok(Statement::Checkpoint);
+    }
     if is_word(&first, "EXPLAIN") {
         parser.next_token();
         return parse_explain(parser);
@@ -333,7 +337,13 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         parser.next_token();
         parse_word(parser, "TO");
         let query = parser.parse_identifier()?;
-        return Ok(Statement::Subscribe { query, copy: false });
+        let (from, seq) = parse_subscribe_options(parser)?;
+        return Ok(Statement::Subscribe {
+            query,
+            copy: false,
+            from,
+            seq,
+        });
     }
     if is_word(&first, "COPY")
         && second.token == Token::LParen
@@ -344,11 +354,17 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         parser.next_token();
         parse_word(parser, "TO");
         let query = parser.parse_identifier()?;
+        let (from, seq) = parse_subscribe_options(parser)?;
         parser.expect_token(&Token::RParen)?;
         parser.expect_keyword_is(Keyword::TO)?;
         parser.expect_keyword_is(Keyword::STDOUT)?;
         skip_copy_out_options(parser)?;
-        return Ok(Statement::Subscribe { query, copy: true });
+        return Ok(Statement::Subscribe {
+            query,
+            copy: true,
+            from,
+            seq,
+        });
     }
     let stmt = parser.parse_statement()?;
     match stmt {
@@ -640,9 +656,13 @@ fn parse_declare(parser: &mut Parser) -> Result<Statement> {
     parser.expect_keyword_is(Keyword::FOR)?;
     let target = if parse_word(parser, "SUBSCRIBE") {
         parse_word(parser, "TO");
+        let query = parser.parse_identifier()?;
+        let (from, seq) = parse_subscribe_options(parser)?;
         Statement::Subscribe {
-            query: parser.parse_identifier()?,
+            query,
             copy: false,
+            from,
+            seq,
         }
     } else {
         Statement::Sql(Box::new(sq::Statement::Query(parser.parse_query()?)))
@@ -651,6 +671,30 @@ fn parse_declare(parser: &mut Parser) -> Result<Statement> {
         name,
         target: Box::new(target),
     })
+}
+
+/// `[FROM n] [WITH SEQ]` after `SUBSCRIBE q`, in either order.
+fn parse_subscribe_options(parser: &mut Parser) -> Result<(Option<u64>, bool)> {
+    let (mut from, mut seq) = (None, false);
+    loop {
+        if from.is_none() && parser.parse_keyword(Keyword::FROM) {
+            let tok = parser.next_token();
+            match &tok.token {
+                Token::Number(n, _) if n.parse::<u64>().is_ok() => from = n.parse().ok(),
+                _ => {
+                    return Err(error_at(
+                        &tok,
+                        format!("expected a result sequence number, found \"{}\"", tok.token),
+                    ))
+                }
+            }
+        } else if !seq && parser.parse_keyword(Keyword::WITH) {
+            expect_word(parser, "SEQ")?;
+            seq = true;
+        } else {
+            return Ok((from, seq));
+        }
+    }
 }
 
 fn parse_fetch(parser: &mut Parser) -> Result<Statement> {

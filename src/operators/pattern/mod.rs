@@ -394,12 +394,23 @@ impl PatternMatcher {
     }
 
     /// Ends threads that the watermark (or the end of input) leaves no row to take.
+    /// Partitions are visited in key order, so that the matches this completes come out in
+    /// the same order in every run (a restarted engine must number its results as the one
+    /// before the crash did).
     fn expire(&mut self, wm: i64) -> Result<()> {
         let prog = &self.m.program;
-        for part in self.partitions.values_mut() {
-            if part.threads.is_empty() {
+        let mut live: Vec<&[u8]> = self
+            .partitions
+            .iter()
+            .filter(|(_, p)| !p.threads.is_empty())
+            .map(|(k, _)| k.as_ref())
+            .collect();
+        live.sort_unstable();
+        let live: Vec<Box<[u8]>> = live.into_iter().map(Box::from).collect();
+        for key in live {
+            let Some(part) = self.partitions.get_mut(&key) else {
                 continue;
-            }
+            };
             let before = part.threads.len();
             part.threads.retain(|t| {
                 prog.inst(t.pc) == Inst::Match

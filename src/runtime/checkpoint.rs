@@ -1,0 +1,224 @@
+//! Checkpoints: the engine's whole state at one point of the ingest log, so that a restart
+//! replays only the log after it. A checkpoint is `ckpt/epoch-N/` holding `manifest.json`
+//! (the catalog as SQL, each stream's log position and watermark, each query's result
+//! sequence number) and one file per piece of state (operator snapshots, retained rows).
+//! It is written under `epoch-N.tmp`, every file fsynced, then renamed: a directory named
+//! `epoch-N` is always complete.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::wal::sync_dir;
+use crate::error::{Error, Result};
+
+/// What a checkpoint holds besides its state files.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Checkpoint number, increasing.
+    pub epoch: u64,
+    /// Worker replicas per keyed operator when it was taken; their snapshots need as many.
+    pub workers: usize,
+    /// The catalog (streams, then queries in creation order) as SQL.
+    pub catalog_sql: String,
+    /// Catalog changes up to this log sequence number are in `catalog_sql`.
+    pub catalog_seq: u64,
+    /// Per stream.
+    pub streams: Vec<StreamState>,
+    /// Per query.
+    pub queries: Vec<QueryState>,
+}
+
+/// A stream's state at the checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StreamState {
+    /// Stream name.
+    pub name: String,
+    /// Its log frames up to this sequence number are in the checkpoint.
+    pub position: u64,
+    /// Watermark in nanoseconds.
+    pub watermark: i64,
+    /// Largest event time seen, in nanoseconds.
+    pub max_event_time: Option<i64>,
+    /// Rows accepted.
+    pub rows_in: u64,
+    /// Rows that arrived behind the watermark.
+    pub late_rows: u64,
+    /// File with the recent rows kept for ad hoc SELECT.
+    pub recent: String,
+}
+
+/// A query's state at the checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueryState {
+    /// Query name.
+    pub name: String,
+    /// Rows offered to it.
+    pub rows_in: u64,
+    /// Result rows produced: the sequence number of the last one.
+    pub rows_out: u64,
+    /// File with its retained results.
+    pub retained: String,
+    /// The state file of each operator on its path, source first (shared operators name the
+    /// same file).
+    pub operators: Vec<String>,
+}
+
+/// A checkpoint taken in memory, ready to be written.
+pub struct Snapshot {
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// State files by name.
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+/// Where checkpoints live, how many are kept.
+pub struct CheckpointStore {
+    dir: PathBuf,
+    keep: usize,
+}
+
+/// What writing a checkpoint took.
+#[derive(Debug, Clone, Copy)]
+pub struct Written {
+    /// Its epoch.
+    pub epoch: u64,
+    /// Bytes of state written.
+    pub bytes: u64,
+}
+
+impl CheckpointStore {
+    /// Checkpoints in `dir`, keeping the newest `keep` (at least 1).
+    pub fn new(dir: PathBuf, keep: usize) -> Result<CheckpointStore> {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        Ok(CheckpointStore {
+            dir,
+            keep: keep.max(1),
+        })
+    }
+
+    /// The epochs on disk, oldest first (complete ones only).
+    fn epochs(&self) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        let entries = std::fs::read_dir(&self.dir)
+            .map_err(|e| Error::io(format!("listing {}", self.dir.display()), e))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if let Some(tmp) = name.strip_suffix(".tmp") {
+                // Left by a crash while writing: never complete.
+                if tmp.starts_with("epoch-") {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+                continue;
+            }
+            if let Some(n) = name.strip_prefix("epoch-").and_then(|n| n.parse().ok()) {
+                out.push(n);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn epoch_dir(&self, epoch: u64) -> PathBuf {
+        self.dir.join(format!("epoch-{epoch}"))
+    }
+
+    /// The newest checkpoint whose manifest reads back, if any.
+    pub fn latest(&self) -> Result<Option<Manifest>> {
+        for epoch in self.epochs()?.into_iter().rev() {
+            let path = self.epoch_dir(epoch).join("manifest.json");
+            match std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
+            {
+                Some(m) => return Ok(Some(m)),
+                None => tracing::warn!(
+                    "checkpoint {} is unreadable; trying an older one",
+                    path.display()
+                ),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The next epoch number.
+    pub fn next_epoch(&self) -> Result<u64> {
+        Ok(self.epochs()?.last().map_or(1, |e| e + 1))
+    }
+
+    /// Reads a state file of checkpoint `epoch`.
+    pub fn read(&self, epoch: u64, file: &str) -> Result<Vec<u8>> {
+        let path = self.epoch_dir(epoch).join(file);
+        std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))
+    }
+
+    /// Writes a snapshot atomically and removes checkpoints beyond the newest `keep`.
+    /// Returns the oldest kept manifest, whose positions bound what the log must keep.
+    pub fn write(&self, snapshot: &Snapshot) -> Result<(Written, Manifest)> {
+        let epoch = snapshot.manifest.epoch;
+        let tmp = self.dir.join(format!("epoch-{epoch}.tmp"));
+        let io = |what: &str, p: &Path, e| Error::io(format!("{what} {}", p.display()), e);
+        std::fs::create_dir_all(&tmp).map_err(|e| io("creating", &tmp, e))?;
+        let mut bytes = 0;
+        let manifest = serde_json::to_vec_pretty(&snapshot.manifest)
+            .map_err(|e| Error::Internal(format!("encoding a checkpoint manifest: {e}")))?;
+        let files = snapshot
+            .files
+            .iter()
+            .map(|(n, b)| (n.as_str(), b.as_slice()))
+            .chain([("manifest.json", manifest.as_slice())]);
+        for (name, data) in files {
+            let path = tmp.join(name);
+            write_synced(&path, data).map_err(|e| io("writing", &path, e))?;
+            bytes += data.len() as u64;
+        }
+        sync_dir(&tmp)?;
+        let dest = self.epoch_dir(epoch);
+        std::fs::rename(&tmp, &dest).map_err(|e| io("renaming", &tmp, e))?;
+        sync_dir(&self.dir)?;
+        let epochs = self.epochs()?;
+        let excess = epochs.len().saturating_sub(self.keep);
+        for old in &epochs[..excess] {
+            let path = self.epoch_dir(*old);
+            std::fs::remove_dir_all(&path).map_err(|e| io("removing", &path, e))?;
+        }
+        let oldest = epochs[excess];
+        let path = self.epoch_dir(oldest).join("manifest.json");
+        let oldest = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
+            .ok_or_else(|| Error::Internal(format!("cannot read back {}", path.display())))?;
+        Ok((Written { epoch, bytes }, oldest))
+    }
+}
+
+impl Manifest {
+    /// The log position up to which every frame is covered by this checkpoint: frames at or
+    /// below it may be removed from the log.
+    pub fn covered(&self) -> u64 {
+        self.streams
+            .iter()
+            .map(|s| s.position)
+            .chain([self.catalog_seq])
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Where replay must begin: a stream's frames after its position, the catalog's after
+    /// `catalog_seq`.
+    pub fn position(&self, stream: &str) -> u64 {
+        self.streams
+            .iter()
+            .find(|s| s.name == stream)
+            .map_or(0, |s| s.position)
+    }
+}
+
+fn write_synced(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(data)?;
+    f.sync_all()
+}

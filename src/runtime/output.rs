@@ -1,0 +1,278 @@
+//! Where a continuous query's results go: its subscribers and its retained rows. Every result
+//! row gets the query's next sequence number (1, 2, ...), so a subscriber that lost its
+//! connection, or outlived a server restart, resumes after the last number it saw with no gap
+//! and no duplicate (`SUBSCRIBE q FROM n`). The operator graph holds an [`OutputHandle`] in the
+//! node that produces the query's rows and delivers to it directly.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use datafusion::arrow::array::{ArrayRef, Int64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use tokio::sync::mpsc;
+
+use super::retained::Retained;
+use crate::error::{Error, Result};
+
+/// What a subscriber receives.
+#[derive(Debug, Clone)]
+pub enum SubscriptionEvent {
+    /// New result rows.
+    Rows(RecordBatch),
+    /// The query failed and will produce nothing more.
+    Failed(String),
+}
+
+/// How many batches a subscriber may fall behind before it is disconnected.
+pub const SUBSCRIBER_BACKLOG: usize = 4096;
+
+/// The name of the sequence-number column a subscriber can ask for (`WITH SEQ`).
+pub const SEQ_COLUMN: &str = "seq";
+
+/// A query's output, shared between the graph node producing it and the engine.
+pub type OutputHandle = Arc<Mutex<QueryOutput>>;
+
+struct Subscriber {
+    tx: mpsc::Sender<SubscriptionEvent>,
+    /// Prepend the `seq` column.
+    with_seq: bool,
+}
+
+/// A query's results: counters, retained rows, subscribers.
+pub struct QueryOutput {
+    name: String,
+    schema: SchemaRef,
+    /// Result rows produced so far; the last row's sequence number.
+    rows_out: u64,
+    failed: Option<String>,
+    retained: Retained,
+    subscribers: Vec<Subscriber>,
+}
+
+impl QueryOutput {
+    /// A handle for a query with no results yet.
+    pub fn handle(name: &str, schema: SchemaRef, retain_rows: usize) -> OutputHandle {
+        Arc::new(Mutex::new(QueryOutput {
+            name: name.to_string(),
+            schema,
+            rows_out: 0,
+            failed: None,
+            retained: Retained::new(retain_rows),
+            subscribers: Vec::new(),
+        }))
+    }
+
+    /// Locks a handle; a panic elsewhere while it was held leaves counters that are still
+    /// usable.
+    pub fn lock(handle: &OutputHandle) -> MutexGuard<'_, QueryOutput> {
+        handle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Result rows produced so far, which is also the sequence number of the last one.
+    pub fn rows_out(&self) -> u64 {
+        self.rows_out
+    }
+
+    /// Why the query stopped, if it failed.
+    pub fn failed(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// The retained result rows, oldest first.
+    pub fn retained(&self) -> Vec<RecordBatch> {
+        self.retained.batches()
+    }
+
+    /// The schema a subscriber sees: the query's, after a `seq` column if it asked for one.
+    pub fn subscriber_schema(&self, with_seq: bool) -> SchemaRef {
+        if !with_seq {
+            return self.schema.clone();
+        }
+        let mut fields = vec![Field::new(SEQ_COLUMN, DataType::Int64, false)];
+        fields.extend(self.schema.fields().iter().map(|f| f.as_ref().clone()));
+        Arc::new(Schema::new(fields))
+    }
+
+    /// Adds a subscriber. With `from`, it first receives the retained rows numbered after
+    /// `from` (an error if some of those are no longer retained), then live rows.
+    pub fn subscribe(
+        &mut self,
+        from: Option<u64>,
+        with_seq: bool,
+    ) -> Result<mpsc::Receiver<SubscriptionEvent>> {
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_BACKLOG);
+        if let Some(from) = from {
+            let first_retained = self.rows_out - self.retained.rows() as u64 + 1;
+            if from + 1 < first_retained {
+                return Err(Error::invalid_input(
+                    "22023",
+                    format!(
+                        "query \"{}\" keeps results from seq {first_retained} on (--retain-rows); \
+                         rows {} to {} are gone: resume from {} or later",
+                        self.name,
+                        from + 1,
+                        first_retained - 1,
+                        first_retained - 1
+                    ),
+                ));
+            }
+            let mut seq = first_retained;
+            for b in self.retained.batches() {
+                let n = b.num_rows() as u64;
+                if seq + n > from + 1 {
+                    let skip = (from + 1).saturating_sub(seq) as usize;
+                    let part = b.slice(skip, b.num_rows() - skip);
+                    let first = seq + skip as u64;
+                    let event = SubscriptionEvent::Rows(numbered(&part, first, with_seq)?);
+                    if tx.try_send(event).is_err() {
+                        return Err(Error::ResourceLimit(format!(
+                            "resuming \"{}\" from seq {from} would queue more than \
+                             {SUBSCRIBER_BACKLOG} batches",
+                            self.name
+                        )));
+                    }
+                }
+                seq += n;
+            }
+        }
+        if let Some(reason) = &self.failed {
+            let _ = tx.try_send(SubscriptionEvent::Failed(reason.clone()));
+        }
+        self.subscribers.push(Subscriber { tx, with_seq });
+        Ok(rx)
+    }
+
+    /// Live subscribers, after dropping those whose client went away.
+    pub fn subscribers(&mut self) -> usize {
+        self.subscribers.retain(|s| !s.tx.is_closed());
+        self.subscribers.len()
+    }
+
+    /// Numbers new result rows and hands them to the subscribers and the retained rows.
+    pub fn deliver(&mut self, batches: &[RecordBatch]) {
+        if self.failed.is_some() {
+            return;
+        }
+        for b in batches {
+            if b.num_rows() == 0 {
+                continue;
+            }
+            let first = self.rows_out + 1;
+            self.rows_out += b.num_rows() as u64;
+            self.retained.push(b);
+            let name = &self.name;
+            self.subscribers.retain(|s| {
+                let rows = match numbered(b, first, s.with_seq) {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        tracing::warn!("numbering results of \"{name}\": {e}");
+                        return false;
+                    }
+                };
+                // A subscriber that fell too far behind is cut off rather than letting
+                // memory grow without bound; its client sees the stream end.
+                s.tx.try_send(SubscriptionEvent::Rows(rows)).is_ok()
+            });
+        }
+    }
+
+    /// Marks the query failed and tells its subscribers.
+    pub fn fail(&mut self, reason: String) {
+        if self.failed.is_some() {
+            return;
+        }
+        tracing::warn!("query \"{}\" failed: {reason}", self.name);
+        for s in self.subscribers.drain(..) {
+            let message = format!("query \"{}\" failed: {reason}", self.name);
+            let _ = s.tx.try_send(SubscriptionEvent::Failed(message));
+        }
+        self.failed = Some(reason);
+    }
+
+    /// The state a checkpoint keeps: the row count and the retained rows.
+    pub fn snapshot(&self) -> (u64, Vec<RecordBatch>) {
+        (self.rows_out, self.retained.batches())
+    }
+
+    /// Restores what [`QueryOutput::snapshot`] returned.
+    pub fn restore(&mut self, rows_out: u64, retained: &[RecordBatch]) {
+        self.rows_out = rows_out;
+        self.retained.clear();
+        for b in retained {
+            self.retained.push(b);
+        }
+    }
+}
+
+/// `batch` with a leading `seq` column numbered from `first`, if asked for.
+fn numbered(batch: &RecordBatch, first: u64, with_seq: bool) -> Result<RecordBatch> {
+    if !with_seq {
+        return Ok(batch.clone());
+    }
+    let seq: ArrayRef = Arc::new(Int64Array::from_iter_values(
+        (0..batch.num_rows() as i64).map(|i| first as i64 + i),
+    ));
+    let mut fields = vec![Field::new(SEQ_COLUMN, DataType::Int64, false)];
+    fields.extend(batch.schema().fields().iter().map(|f| f.as_ref().clone()));
+    let mut columns = vec![seq];
+    columns.extend(batch.columns().iter().cloned());
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::Int64Type;
+
+    fn batch(values: std::ops::Range<i64>) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+        RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(values))]).unwrap()
+    }
+
+    fn seqs(rx: &mut mpsc::Receiver<SubscriptionEvent>) -> Vec<i64> {
+        let mut out = Vec::new();
+        while let Ok(SubscriptionEvent::Rows(b)) = rx.try_recv() {
+            out.extend(b.column(0).as_primitive::<Int64Type>().values().iter());
+        }
+        out
+    }
+
+    #[test]
+    fn resuming_subscribers_get_each_row_once_after_their_last_seq() {
+        let h = QueryOutput::handle("q", batch(0..1).schema(), 5);
+        let mut out = QueryOutput::lock(&h);
+        out.deliver(&[batch(0..3), batch(3..7)]);
+        assert_eq!(out.rows_out(), 7);
+        // Rows 3..=7 are retained (5 rows).
+        let mut rx = out.subscribe(Some(4), true).unwrap();
+        out.deliver(&[batch(7..9)]);
+        assert_eq!(seqs(&mut rx), vec![5, 6, 7, 8, 9]);
+        let mut rx = out.subscribe(Some(9), true).unwrap();
+        assert!(seqs(&mut rx).is_empty());
+        let err = out.subscribe(Some(2), true).unwrap_err();
+        assert!(err.to_string().contains("from seq 5"), "{err}");
+        // Resuming from the last row that fell out of retention is still exact.
+        let mut rx = out.subscribe(Some(4), true).unwrap();
+        assert_eq!(seqs(&mut rx), vec![5, 6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn restore_continues_the_numbering() {
+        let h = QueryOutput::handle("q", batch(0..1).schema(), 10);
+        let (rows, kept) = {
+            let mut out = QueryOutput::lock(&h);
+            out.deliver(&[batch(0..4)]);
+            out.snapshot()
+        };
+        let h2 = QueryOutput::handle("q", batch(0..1).schema(), 10);
+        let mut out = QueryOutput::lock(&h2);
+        out.restore(rows, &kept);
+        let mut rx = out.subscribe(Some(2), true).unwrap();
+        out.deliver(&[batch(4..5)]);
+        assert_eq!(seqs(&mut rx), vec![3, 4, 5]);
+    }
+}

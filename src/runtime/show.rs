@@ -1,0 +1,210 @@
+//! Answers that describe the engine rather than run a query: `SHOW STREAMS`, `SHOW QUERIES`,
+//! `SHOW <variable>` as a PostgreSQL client expects it, and EXPLAIN's result set.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::sql::sqlparser::ast as sq;
+
+use super::engine::{Shared, StatementResult};
+use super::output::QueryOutput;
+use crate::plan::catalog::normalize;
+use crate::sql;
+
+pub(super) fn show_schema(variable: &[sq::Ident]) -> SchemaRef {
+    let name = variable
+        .iter()
+        .map(|i| i.value.to_lowercase())
+        .collect::<Vec<_>>()
+        .join("_");
+    Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, false)]))
+}
+
+pub(super) fn show_value(variable: &[sq::Ident]) -> String {
+    let name = variable
+        .iter()
+        .map(|i| i.value.to_lowercase())
+        .collect::<Vec<_>>()
+        .join(" ");
+    match name.as_str() {
+        "server_version" => "15.0".into(),
+        "server_encoding" | "client_encoding" => "UTF8".into(),
+        "datestyle" => "ISO, MDY".into(),
+        "timezone" | "time zone" => "UTC".into(),
+        "standard_conforming_strings" => "on".into(),
+        "transaction isolation level" | "transaction_isolation" => "read committed".into(),
+        "integer_datetimes" => "on".into(),
+        _ => String::new(),
+    }
+}
+
+fn text_column(values: Vec<String>) -> ArrayRef {
+    Arc::new(StringArray::from(values))
+}
+
+fn int_column(values: Vec<u64>) -> ArrayRef {
+    Arc::new(Int64Array::from(
+        values.into_iter().map(|v| v as i64).collect::<Vec<_>>(),
+    ))
+}
+
+fn rows_result(fields: Vec<(&str, DataType)>, columns: Vec<ArrayRef>) -> StatementResult {
+    let schema = Arc::new(Schema::new(
+        fields
+            .into_iter()
+            .map(|(n, t)| Field::new(n, t, true))
+            .collect::<Vec<_>>(),
+    ));
+    match RecordBatch::try_new(schema.clone(), columns) {
+        Ok(b) => StatementResult::Rows {
+            schema,
+            batches: vec![b],
+        },
+        Err(_) => StatementResult::Rows {
+            schema,
+            batches: vec![],
+        },
+    }
+}
+
+impl StatementResult {
+    pub(super) fn schema(&self) -> SchemaRef {
+        match self {
+            StatementResult::Rows { schema, .. } => schema.clone(),
+            _ => Arc::new(Schema::empty()),
+        }
+    }
+}
+
+/// EXPLAIN's result: one text column `QUERY PLAN`, a row per line (or one row of JSON), as
+/// PostgreSQL returns it.
+pub(super) fn explain_result(plan: &crate::plan::QueryPlan, json: bool) -> StatementResult {
+    let lines: Vec<String> = if json {
+        vec![serde_json::to_string_pretty(&plan.explain_json()).unwrap_or_default()]
+    } else {
+        plan.explain_text().lines().map(str::to_string).collect()
+    };
+    rows_result(
+        vec![("QUERY PLAN", DataType::Utf8)],
+        vec![text_column(lines)],
+    )
+}
+
+/// `SHOW STREAMS`: each stream's columns, watermark and counters.
+pub(super) fn show_streams(shared: &Shared) -> StatementResult {
+    let mut names = Vec::new();
+    let mut columns = Vec::new();
+    let mut watermarks = Vec::new();
+    let mut rows_in = Vec::new();
+    let mut late = Vec::new();
+    let mut ddl = Vec::new();
+    for s in shared.catalog.streams() {
+        let hub = shared.hubs.get(&s.name).map(|h| h.lock());
+        let rt = hub.as_ref().map(|h| &h.stream);
+        names.push(s.name.clone());
+        columns.push(
+            s.ddl
+                .columns
+                .iter()
+                .map(|c| format!("{} {}", normalize(&c.name), c.data_type))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        watermarks.push(rt.map(|r| r.watermark.to_string()).unwrap_or_default());
+        rows_in.push(rt.map(|r| r.rows_in).unwrap_or(0));
+        late.push(rt.map(|r| r.late_rows).unwrap_or(0));
+        ddl.push(s.ddl.to_string());
+    }
+    rows_result(
+        vec![
+            ("name", DataType::Utf8),
+            ("columns", DataType::Utf8),
+            ("watermark", DataType::Utf8),
+            ("rows_in", DataType::Int64),
+            ("late_rows", DataType::Int64),
+            ("definition", DataType::Utf8),
+        ],
+        vec![
+            text_column(names),
+            text_column(columns),
+            text_column(watermarks),
+            int_column(rows_in),
+            int_column(late),
+            text_column(ddl),
+        ],
+    )
+}
+
+/// `SHOW QUERIES`: each query's stream, status, counters and subscribers, by name.
+pub(super) fn show_queries(shared: &Shared) -> StatementResult {
+    let mut names = Vec::new();
+    let mut streams = Vec::new();
+    let mut status = Vec::new();
+    let mut rows_in = Vec::new();
+    let mut rows_out = Vec::new();
+    let mut late = Vec::new();
+    let mut watermarks = Vec::new();
+    let mut subscribers = Vec::new();
+    let mut defs = Vec::new();
+    for (name, stream) in &shared.query_streams {
+        let Some(hub) = shared.hubs.get(stream) else {
+            continue;
+        };
+        let hub = hub.lock();
+        let Some(q) = hub.queries.get(name) else {
+            continue;
+        };
+        let mut output = QueryOutput::lock(&q.output);
+        names.push(name.clone());
+        streams.push(stream.clone());
+        status.push(match output.failed() {
+            None => "running".to_string(),
+            Some(e) => format!("failed: {e}"),
+        });
+        rows_in.push(q.rows_in);
+        rows_out.push(output.rows_out());
+        late.push(hub.graph.late_rows(&q.path));
+        watermarks.push(hub.stream.watermark.to_string());
+        subscribers.push(output.subscribers() as u64);
+        defs.push(sql::query_sql(&q.def.query, &q.def.clauses));
+    }
+    rows_result(
+        vec![
+            ("name", DataType::Utf8),
+            ("stream", DataType::Utf8),
+            ("status", DataType::Utf8),
+            ("rows_in", DataType::Int64),
+            ("rows_out", DataType::Int64),
+            ("late_rows", DataType::Int64),
+            ("watermark", DataType::Utf8),
+            ("subscribers", DataType::Int64),
+            ("definition", DataType::Utf8),
+        ],
+        vec![
+            text_column(names),
+            text_column(streams),
+            text_column(status),
+            int_column(rows_in),
+            int_column(rows_out),
+            int_column(late),
+            text_column(watermarks),
+            int_column(subscribers),
+            text_column(defs),
+        ],
+    )
+}
+
+/// `SHOW <variable>`: one row, one column named after the variable.
+pub(super) fn show_variable(variable: &[sq::Ident]) -> crate::Result<StatementResult> {
+    let schema = show_schema(variable);
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(StringArray::from(vec![show_value(variable)]))],
+    )?;
+    Ok(StatementResult::Rows {
+        schema,
+        batches: vec![batch],
+    })
+}

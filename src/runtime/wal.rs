@@ -1,0 +1,662 @@
+//! The ingest log: every accepted batch, every watermark moved by processing time and every
+//! catalog change, appended in the order the engine applied them, so that a restart replays
+//! exactly what happened after the last checkpoint.
+//!
+//! Files are `wal/seg-<first seq>.log`, each a run of frames
+//! `len u32 | crc32 u32 | seq u64 | kind u8 | stream len u16 | stream | payload`, where `len`
+//! counts the bytes after the CRC and the CRC covers them. Payloads: an Arrow IPC stream of the
+//! rows, a watermark in nanoseconds, or the SQL of a catalog change.
+//!
+//! Durability follows [`FsyncPolicy`]: a writer that must not lose its rows waits for a
+//! background thread that fsyncs on behalf of every writer waiting at that moment (group
+//! commit). A frame cut short by a crash at the end of the newest segment is truncated at
+//! open; a bad frame anywhere else stops the open, naming the file and offset, unless the
+//! caller salvages the log up to it.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Cursor, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use datafusion::arrow::ipc::reader::StreamReader;
+use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::arrow::record_batch::RecordBatch;
+
+use crate::error::{Error, Result};
+use crate::time::{EventTime, Watermark};
+
+/// When appended frames reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// A writer returns once an fsync covering its frame is done; writers waiting together
+    /// share one fsync.
+    Always,
+    /// As `Always`, but fsyncs start at most once per interval, so that many small writers
+    /// share each one (group commit).
+    Interval(Duration),
+    /// Never fsync: frames reach the OS at once (a killed process loses nothing), the disk
+    /// when the OS decides (a power cut loses the last seconds).
+    Off,
+}
+
+impl std::str::FromStr for FsyncPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "always" => Ok(FsyncPolicy::Always),
+            "interval" => Ok(FsyncPolicy::Interval(DEFAULT_GROUP_COMMIT)),
+            "off" => Ok(FsyncPolicy::Off),
+            other => Err(format!(
+                "unknown fsync policy \"{other}\": use always, interval or off"
+            )),
+        }
+    }
+}
+
+/// How long the group-commit thread gathers writers before an fsync, by default.
+pub const DEFAULT_GROUP_COMMIT: Duration = Duration::from_millis(2);
+
+/// A new segment starts once the current one is this large.
+const SEGMENT_BYTES: u64 = 64 << 20;
+
+const KIND_ROWS: u8 = 1;
+const KIND_WATERMARK: u8 = 2;
+const KIND_CATALOG: u8 = 3;
+
+/// What a frame holds.
+#[derive(Debug, Clone)]
+pub enum Record {
+    /// Rows accepted into a stream.
+    Rows {
+        /// The stream.
+        stream: String,
+        /// Its rows, with the stream's schema.
+        batch: RecordBatch,
+    },
+    /// A stream's watermark moved without rows (idle timeout, end of input).
+    Watermark {
+        /// The stream.
+        stream: String,
+        /// Where it moved.
+        watermark: Watermark,
+    },
+    /// A catalog change, as SQL.
+    Catalog {
+        /// The statement.
+        sql: String,
+    },
+}
+
+struct Writer {
+    file: File,
+    path: PathBuf,
+    size: u64,
+    /// Sequence number of the last frame written.
+    last_seq: u64,
+}
+
+#[derive(Default)]
+struct SyncState {
+    written: u64,
+    durable: u64,
+    error: Option<String>,
+    closed: bool,
+}
+
+struct Syncer {
+    state: Mutex<SyncState>,
+    /// Signalled when frames are written (for the syncer) and when they are durable.
+    changed: Condvar,
+}
+
+/// The append-only log of one data directory.
+pub struct IngestLog {
+    dir: PathBuf,
+    policy: FsyncPolicy,
+    writer: Mutex<Writer>,
+    syncer: Arc<Syncer>,
+}
+
+/// Where a frame that could not be read starts.
+#[derive(Debug)]
+struct BadFrame {
+    path: PathBuf,
+    offset: u64,
+    reason: String,
+}
+
+impl IngestLog {
+    /// Opens the log in `dir` (created if missing): truncates a torn frame at the end of the
+    /// newest segment; a bad frame anywhere else is an error naming the file and offset, or,
+    /// with `salvage`, the end of the log (later frames and segments are removed).
+    pub fn open(dir: &Path, policy: FsyncPolicy, salvage: bool) -> Result<Arc<IngestLog>> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let segments = segments(dir)?;
+        let mut last_seq = 0;
+        let mut tail: Option<(PathBuf, u64)> = None;
+        for (i, (first, path)) in segments.iter().enumerate() {
+            let newest = i + 1 == segments.len();
+            let scan = scan(path, |seq, _| {
+                last_seq = seq;
+                Ok(())
+            })?;
+            match scan {
+                Ok(end) => tail = Some((path.clone(), end)),
+                Err(bad) if newest && bad.reason == TORN || salvage => {
+                    tracing::warn!(
+                        "ingest log: {} at {} offset {}; the log ends there",
+                        bad.reason,
+                        bad.path.display(),
+                        bad.offset
+                    );
+                    truncate(&bad.path, bad.offset)?;
+                    for (_, later) in &segments[i + 1..] {
+                        std::fs::remove_file(later)
+                            .map_err(|e| Error::io(format!("removing {}", later.display()), e))?;
+                    }
+                    tail = Some((path.clone(), bad.offset));
+                    break;
+                }
+                Err(bad) => {
+                    return Err(Error::Internal(format!(
+                        "ingest log is corrupt: {} at {} offset {} (frames after it would be \
+                         lost; start with --salvage-log to keep the log up to that offset)",
+                        bad.reason,
+                        bad.path.display(),
+                        bad.offset
+                    )))
+                }
+            }
+            if *first > last_seq + 1 && last_seq > 0 {
+                return Err(Error::Internal(format!(
+                    "ingest log is missing frames before {}",
+                    path.display()
+                )));
+            }
+        }
+        let (path, size) = match tail {
+            Some(t) => t,
+            None => (segment_path(dir, 1), 0),
+        };
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        let syncer = Arc::new(Syncer {
+            state: Mutex::new(SyncState {
+                written: last_seq,
+                durable: last_seq,
+                ..SyncState::default()
+            }),
+            changed: Condvar::new(),
+        });
+        let log = Arc::new(IngestLog {
+            dir: dir.to_path_buf(),
+            policy,
+            writer: Mutex::new(Writer {
+                file,
+                path,
+                size,
+                last_seq,
+            }),
+            syncer,
+        });
+        if policy != FsyncPolicy::Off {
+            let weak = Arc::downgrade(&log);
+            std::thread::Builder::new()
+                .name("saql-fsync".into())
+                .spawn(move || group_commit(weak))
+                .map_err(|e| Error::io("starting the fsync thread", e))?;
+        }
+        Ok(log)
+    }
+
+    fn lock_writer(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_sync(&self) -> MutexGuard<'_, SyncState> {
+        self.syncer.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The sequence number of the last frame appended.
+    pub fn last_seq(&self) -> u64 {
+        self.lock_writer().last_seq
+    }
+
+    /// Appends a frame and hands it to the OS; returns its sequence number. Nothing is
+    /// appended if this fails (a partial frame is cut off again).
+    pub fn append(&self, record: &Record) -> Result<u64> {
+        let mut w = self.lock_writer();
+        let seq = w.last_seq + 1;
+        let frame = encode(seq, record)?;
+        if w.size > 0 && w.size + frame.len() as u64 > SEGMENT_BYTES {
+            self.roll(&mut w, seq)?;
+        }
+        if let Err(e) = w.file.write_all(&frame) {
+            // Leave no partial frame behind: a later frame would follow garbage.
+            let _ = w.file.set_len(w.size);
+            return Err(Error::io(format!("writing {}", w.path.display()), e));
+        }
+        w.size += frame.len() as u64;
+        w.last_seq = seq;
+        drop(w);
+        let mut s = self.lock_sync();
+        s.written = seq;
+        if self.policy == FsyncPolicy::Off {
+            s.durable = seq;
+        }
+        self.syncer.changed.notify_all();
+        Ok(seq)
+    }
+
+    /// Starts a new segment whose first frame will be `seq`, after making the old one durable.
+    fn roll(&self, w: &mut Writer, seq: u64) -> Result<()> {
+        w.file
+            .sync_data()
+            .map_err(|e| Error::io(format!("syncing {}", w.path.display()), e))?;
+        let path = segment_path(&self.dir, seq);
+        w.file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        sync_dir(&self.dir)?;
+        w.path = path;
+        w.size = 0;
+        Ok(())
+    }
+
+    /// Waits until frame `seq` is as durable as the policy promises.
+    pub fn wait_durable(&self, seq: u64) -> Result<()> {
+        let mut s = self.lock_sync();
+        loop {
+            if let Some(e) = &s.error {
+                return Err(Error::Io {
+                    context: "syncing the ingest log".into(),
+                    source: std::io::Error::other(e.clone()),
+                });
+            }
+            if s.durable >= seq {
+                return Ok(());
+            }
+            s = self
+                .syncer
+                .changed
+                .wait(s)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Makes everything appended so far durable, whatever the policy.
+    pub fn sync(&self) -> Result<()> {
+        let w = self.lock_writer();
+        w.file
+            .sync_data()
+            .map_err(|e| Error::io(format!("syncing {}", w.path.display()), e))
+    }
+
+    /// Removes whole segments whose frames are all at or below `seq`.
+    pub fn truncate_through(&self, seq: u64) -> Result<()> {
+        let current = self.lock_writer().path.clone();
+        let segments = segments(&self.dir)?;
+        for pair in segments.windows(2) {
+            let ((_, path), (next_first, _)) = (&pair[0], &pair[1]);
+            if *next_first <= seq + 1 && *path != current {
+                std::fs::remove_file(path)
+                    .map_err(|e| Error::io(format!("removing {}", path.display()), e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `apply` with every frame after `after`, in order.
+    pub fn replay(
+        &self,
+        after: u64,
+        mut apply: impl FnMut(u64, Record) -> Result<()>,
+    ) -> Result<()> {
+        let _w = self.lock_writer();
+        let segments = segments(&self.dir)?;
+        for (i, (_, path)) in segments.iter().enumerate() {
+            if let Some((next_first, _)) = segments.get(i + 1) {
+                if *next_first <= after + 1 {
+                    continue;
+                }
+            }
+            let scan = scan(path, |seq, body| {
+                if seq > after {
+                    apply(seq, decode(body)?)?;
+                }
+                Ok(())
+            })?;
+            if let Err(bad) = scan {
+                return Err(Error::Internal(format!(
+                    "ingest log: {} at {} offset {}",
+                    bad.reason,
+                    bad.path.display(),
+                    bad.offset
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Total bytes in the log's segments.
+    pub fn bytes(&self) -> u64 {
+        segments(&self.dir)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|(_, p)| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+}
+
+impl Drop for IngestLog {
+    fn drop(&mut self) {
+        let mut s = self.lock_sync();
+        s.closed = true;
+        self.syncer.changed.notify_all();
+    }
+}
+
+/// The group-commit loop: waits for written frames, fsyncs once for all of them, wakes their
+/// writers. Ends when the log is dropped.
+fn group_commit(log: std::sync::Weak<IngestLog>) {
+    loop {
+        let Some(log) = log.upgrade() else {
+            return;
+        };
+        let target = {
+            let mut s = log.lock_sync();
+            while s.written <= s.durable && !s.closed {
+                let (next, _) = log
+                    .syncer
+                    .changed
+                    .wait_timeout(s, Duration::from_millis(200))
+                    .unwrap_or_else(|p| p.into_inner());
+                s = next;
+                if s.written <= s.durable && Arc::strong_count(&log) == 1 {
+                    return;
+                }
+            }
+            if s.closed {
+                return;
+            }
+            s.written
+        };
+        if let FsyncPolicy::Interval(gather) = log.policy {
+            std::thread::sleep(gather);
+        }
+        // Frames written up to now are covered by this fsync, some beyond `target` too.
+        let (file, written) = {
+            let w = log.lock_writer();
+            (w.file.try_clone(), w.last_seq)
+        };
+        let result = file.and_then(|f| f.sync_data());
+        let mut s = log.lock_sync();
+        match result {
+            Ok(()) => s.durable = s.durable.max(written.max(target)),
+            Err(e) => s.error = Some(e.to_string()),
+        }
+        log.syncer.changed.notify_all();
+    }
+}
+
+const TORN: &str = "a frame cut short";
+
+/// Reads a segment's frames, calling `each` with every frame's sequence number and body.
+/// Returns the offset after the last good frame, or where the first bad one starts.
+fn scan(
+    path: &Path,
+    mut each: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<std::result::Result<u64, BadFrame>> {
+    let bytes =
+        std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let mut pos = 0usize;
+    let bad = |offset: usize, reason: &str| BadFrame {
+        path: path.to_path_buf(),
+        offset: offset as u64,
+        reason: reason.to_string(),
+    };
+    while pos < bytes.len() {
+        let Some(header) = bytes.get(pos..pos + 8) else {
+            return Ok(Err(bad(pos, TORN)));
+        };
+        let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
+        let Some(body) = bytes.get(pos + 8..pos + 8 + len) else {
+            return Ok(Err(bad(pos, TORN)));
+        };
+        if crc32fast::hash(body) != crc || len < 11 {
+            // A bad checksum on the very last frame is a write the crash cut short.
+            let last = pos + 8 + len == bytes.len();
+            return Ok(Err(bad(
+                pos,
+                if last {
+                    TORN
+                } else {
+                    "a frame with a bad checksum"
+                },
+            )));
+        }
+        let seq = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+        each(seq, body)?;
+        pos += 8 + len;
+    }
+    Ok(Ok(pos as u64))
+}
+
+fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
+    let (kind, stream, payload) = match record {
+        Record::Rows { stream, batch } => {
+            let mut out = Vec::new();
+            let mut writer = StreamWriter::try_new(&mut out, &batch.schema())?;
+            writer.write(batch)?;
+            writer.finish()?;
+            drop(writer);
+            (KIND_ROWS, stream.as_str(), out)
+        }
+        Record::Watermark { stream, watermark } => (
+            KIND_WATERMARK,
+            stream.as_str(),
+            watermark.0 .0.to_le_bytes().to_vec(),
+        ),
+        Record::Catalog { sql } => (KIND_CATALOG, "", sql.as_bytes().to_vec()),
+    };
+    let stream_len = u16::try_from(stream.len())
+        .map_err(|_| Error::invalid_input("42622", "stream name too long for the ingest log"))?;
+    let mut body = Vec::with_capacity(11 + stream.len() + payload.len());
+    body.extend_from_slice(&seq.to_le_bytes());
+    body.push(kind);
+    body.extend_from_slice(&stream_len.to_le_bytes());
+    body.extend_from_slice(stream.as_bytes());
+    body.extend_from_slice(&payload);
+    let len = u32::try_from(body.len()).map_err(|_| {
+        Error::ResourceLimit("a single batch over 4 GiB cannot be logged: split the COPY".into())
+    })?;
+    let mut frame = Vec::with_capacity(8 + body.len());
+    frame.extend_from_slice(&len.to_le_bytes());
+    frame.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+fn decode(body: &[u8]) -> Result<Record> {
+    let bad = || Error::Internal("ingest log frame with a bad layout".into());
+    let kind = *body.get(8).ok_or_else(bad)?;
+    let stream_len = u16::from_le_bytes(
+        body.get(9..11)
+            .ok_or_else(bad)?
+            .try_into()
+            .map_err(|_| bad())?,
+    ) as usize;
+    let stream = std::str::from_utf8(body.get(11..11 + stream_len).ok_or_else(bad)?)
+        .map_err(|_| bad())?
+        .to_string();
+    let payload = &body[11 + stream_len..];
+    Ok(match kind {
+        KIND_ROWS => {
+            let mut reader = StreamReader::try_new(Cursor::new(payload), None)?;
+            let batch = reader.next().ok_or_else(bad)??;
+            Record::Rows { stream, batch }
+        }
+        KIND_WATERMARK => Record::Watermark {
+            stream,
+            watermark: Watermark(EventTime(i64::from_le_bytes(
+                payload.try_into().map_err(|_| bad())?,
+            ))),
+        },
+        KIND_CATALOG => Record::Catalog {
+            sql: String::from_utf8(payload.to_vec()).map_err(|_| bad())?,
+        },
+        _ => return Err(bad()),
+    })
+}
+
+fn segment_path(dir: &Path, first_seq: u64) -> PathBuf {
+    dir.join(format!("seg-{first_seq:012}.log"))
+}
+
+/// The segments in `dir`, by first sequence number.
+fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let mut out = Vec::new();
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(first) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("seg-"))
+            .and_then(|n| n.strip_suffix(".log"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        out.push((first, entry.path()));
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn truncate(path: &Path, len: u64) -> Result<()> {
+    let f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    f.set_len(len)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| Error::io(format!("truncating {}", path.display()), e))
+}
+
+/// Makes a directory's entries (new, renamed or removed files) durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(format!("syncing {}", dir.display()), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::Int64Array;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+
+    fn rows(values: std::ops::Range<i64>) -> Record {
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(values))])
+                .unwrap();
+        Record::Rows {
+            stream: "s".into(),
+            batch,
+        }
+    }
+
+    fn replayed(log: &IngestLog, after: u64) -> Vec<(u64, usize)> {
+        let mut out = Vec::new();
+        log.replay(after, |seq, r| {
+            out.push((
+                seq,
+                match r {
+                    Record::Rows { batch, .. } => batch.num_rows(),
+                    Record::Watermark { .. } => 0,
+                    Record::Catalog { sql } => sql.len(),
+                },
+            ));
+            Ok(())
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn frames_come_back_in_order_after_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Always, false).unwrap();
+        let a = log.append(&rows(0..3)).unwrap();
+        log.wait_durable(a).unwrap();
+        let sql = "CREATE STREAM s (x BIGINT)".to_string();
+        log.append(&Record::Catalog { sql: sql.clone() }).unwrap();
+        let c = log.append(&rows(0..5)).unwrap();
+        log.wait_durable(c).unwrap();
+        drop(log);
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Off, false).unwrap();
+        assert_eq!(log.last_seq(), 3);
+        assert_eq!(replayed(&log, 0), vec![(1, 3), (2, sql.len()), (3, 5)]);
+        assert_eq!(replayed(&log, 2), vec![(3, 5)]);
+        assert_eq!(log.append(&rows(0..1)).unwrap(), 4);
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_off_and_a_corrupt_middle_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Off, false).unwrap();
+        for i in 0..3 {
+            log.append(&rows(0..(i + 1))).unwrap();
+        }
+        drop(log);
+        let path = segment_path(dir.path(), 1);
+        let full = std::fs::read(&path).unwrap();
+        // Cut the last frame in half: the log opens with two frames.
+        std::fs::write(&path, &full[..full.len() - 10]).unwrap();
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Off, false).unwrap();
+        assert_eq!(replayed(&log, 0).len(), 2);
+        assert_eq!(log.append(&rows(0..7)).unwrap(), 3);
+        drop(log);
+        // Flip a byte inside the first frame: refused, then salvaged to nothing.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[20] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = IngestLog::open(dir.path(), FsyncPolicy::Off, false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("offset 0") && err.contains("seg-000000000001.log"),
+            "{err}"
+        );
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Off, true).unwrap();
+        assert!(replayed(&log, 0).is_empty());
+    }
+
+    #[test]
+    fn whole_segments_behind_a_checkpoint_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Off, false).unwrap();
+        log.append(&rows(0..1)).unwrap();
+        {
+            let mut w = log.lock_writer();
+            log.roll(&mut w, 2).unwrap();
+        }
+        log.append(&rows(0..2)).unwrap();
+        log.append(&rows(0..3)).unwrap();
+        log.truncate_through(2).unwrap();
+        assert_eq!(segments(dir.path()).unwrap().len(), 1);
+        assert_eq!(replayed(&log, 0), vec![(2, 2), (3, 3)]);
+    }
+}

@@ -1,0 +1,279 @@
+//! Durability through the library: random inserts, checkpoints and restarts (each restart
+//! drops the engine without a final checkpoint, as a crash would, and opens the same data
+//! directory again) give every query exactly the rows an uninterrupted run gives, numbered
+//! the same, when a subscriber resumes after the last sequence number it saw.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Int64Array, RecordBatch, TimestampNanosecondArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::arrow::util::display::array_value_to_string;
+use proptest::prelude::*;
+use saql::runtime::wal::FsyncPolicy;
+use saql::runtime::SubscriptionEvent;
+use saql::{Engine, EngineConfig, StatementResult, Subscription};
+
+const STREAM: &str = "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
+                      WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)";
+
+/// A windowed aggregate, a pattern, an outlier model and a plain filter.
+const QUERIES: [(&str, &str); 4] = [
+    (
+        "win",
+        "SELECT k, window_end, COUNT(*) AS n, SUM(v) AS total \
+         FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end",
+    ),
+    (
+        "pat",
+        "SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts \
+         MEASURES FIRST(up.v) AS first_v, LAST(up.v) AS last_v, COUNT(up.*) AS n \
+         PATTERN (up{3,}) WITHIN INTERVAL '30' SECOND DEFINE up AS v > PREV(v))",
+    ),
+    (
+        "out",
+        "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
+         GROUP BY k, window_start, window_end OUTLIER ZSCORE(1.5) ON (total)",
+    ),
+    ("big", "SELECT ts, k, v FROM s WHERE v > 80"),
+];
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// Rows as (seconds, key, value).
+    Insert(Vec<(i64, i64, i64)>),
+    Checkpoint,
+    Restart,
+}
+
+fn batch(rows: &[(i64, i64, i64)]) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
+        Field::new("k", DataType::Int64, true),
+        Field::new("v", DataType::Int64, true),
+    ]));
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(TimestampNanosecondArray::from_iter_values(
+                rows.iter().map(|r| r.0 * 1_000_000_000),
+            )),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+        ],
+    )
+    .unwrap()
+}
+
+/// Each query's rows as text, keyed by sequence number.
+type Seen = BTreeMap<&'static str, Vec<(i64, String)>>;
+
+struct Consumer {
+    subs: Vec<(&'static str, Subscription)>,
+}
+
+impl Consumer {
+    fn subscribe(engine: &Engine, seen: &Seen) -> Consumer {
+        let mut subs = Vec::new();
+        for (name, _) in QUERIES {
+            let from = seen.get(name).and_then(|r| r.last()).map_or(0, |r| r.0);
+            let sql = format!("SUBSCRIBE {name} FROM {from} WITH SEQ");
+            match engine.execute_blocking(&sql).unwrap().remove(0) {
+                StatementResult::Subscribe(s) => subs.push((name, s)),
+                _ => panic!("not a subscription"),
+            }
+        }
+        Consumer { subs }
+    }
+
+    fn drain(&mut self, seen: &mut Seen) {
+        for (name, sub) in &mut self.subs {
+            while let Ok(event) = sub.events.try_recv() {
+                let b = match event {
+                    SubscriptionEvent::Rows(b) => b,
+                    SubscriptionEvent::Failed(e) => panic!("{name} failed: {e}"),
+                };
+                let seqs = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                for row in 0..b.num_rows() {
+                    let text: Vec<String> = (1..b.num_columns())
+                        .map(|c| array_value_to_string(b.column(c), row).unwrap())
+                        .collect();
+                    seen.entry(name)
+                        .or_default()
+                        .push((seqs.value(row), text.join("|")));
+                }
+            }
+        }
+    }
+}
+
+fn open(dir: Option<&std::path::Path>, fsync: FsyncPolicy) -> Engine {
+    Engine::open(EngineConfig {
+        data_dir: dir.map(|d| d.to_path_buf()),
+        fsync,
+        checkpoint_interval: None,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
+fn create(engine: &Engine) {
+    engine.execute_blocking(STREAM).unwrap();
+    for (name, sql) in QUERIES {
+        engine
+            .execute_blocking(&format!("CREATE CONTINUOUS QUERY {name} AS {sql}"))
+            .unwrap();
+    }
+}
+
+/// Runs the steps; with a data directory, restarts where the steps say.
+fn run(steps: &[Step], dir: Option<&std::path::Path>, fsync: FsyncPolicy) -> Seen {
+    let mut seen = Seen::new();
+    let mut engine = open(dir, fsync);
+    create(&engine);
+    let mut consumer = Consumer::subscribe(&engine, &seen);
+    for step in steps {
+        match step {
+            Step::Insert(rows) => {
+                engine.insert_batch("s", batch(rows)).unwrap();
+            }
+            Step::Checkpoint if dir.is_some() => {
+                engine.execute_blocking("CHECKPOINT").unwrap();
+            }
+            Step::Restart if dir.is_some() => {
+                consumer.drain(&mut seen);
+                drop(consumer);
+                drop(engine);
+                engine = open(dir, fsync);
+                consumer = Consumer::subscribe(&engine, &seen);
+            }
+            _ => {}
+        }
+        consumer.drain(&mut seen);
+    }
+    engine.finish();
+    consumer.drain(&mut seen);
+    seen
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    let rows = prop::collection::vec((0i64..4, 0i64..3, 0i64..100), 1..12);
+    let step = prop_oneof![
+        6 => rows.prop_map(Step::Insert),
+        1 => Just(Step::Checkpoint),
+        2 => Just(Step::Restart),
+    ];
+    prop::collection::vec(step, 1..30).prop_map(|steps| {
+        // Event time moves on by a second a batch, with up to 3 s of disorder within one.
+        let mut t = 0;
+        steps
+            .into_iter()
+            .map(|s| match s {
+                Step::Insert(rows) => {
+                    t += 1 + rows.len() as i64 / 3;
+                    Step::Insert(rows.into_iter().map(|(d, k, v)| (t + d, k, v)).collect())
+                }
+                other => other,
+            })
+            .collect()
+    })
+}
+
+fn check(seen: &Seen, expected: &Seen) {
+    for (name, _) in QUERIES {
+        let got = seen.get(name).cloned().unwrap_or_default();
+        let want = expected.get(name).cloned().unwrap_or_default();
+        let numbers: Vec<i64> = got.iter().map(|r| r.0).collect();
+        let dense: Vec<i64> = (1..=got.len() as i64).collect();
+        assert_eq!(
+            numbers, dense,
+            "{name}: sequence numbers with a gap or a duplicate"
+        );
+        assert_eq!(got, want, "{name}: rows differ from the uninterrupted run");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+    #[test]
+    fn restarts_give_the_uninterrupted_results_exactly_once(steps in steps()) {
+        let expected = run(&steps, None, FsyncPolicy::Off);
+        let dir = tempfile::tempdir().unwrap();
+        let seen = run(&steps, Some(dir.path()), FsyncPolicy::Off);
+        check(&seen, &expected);
+    }
+}
+
+#[test]
+fn a_restart_between_every_batch_with_fsync_always_loses_nothing() {
+    let mut steps = Vec::new();
+    for i in 0..20i64 {
+        let rows: Vec<_> = (0..5)
+            .map(|j| (i * 2 + j % 3, j % 2, (i * 37 + j * 11) % 100))
+            .collect();
+        steps.push(Step::Insert(rows));
+        steps.push(if i % 4 == 0 {
+            Step::Checkpoint
+        } else {
+            Step::Restart
+        });
+    }
+    let expected = run(&steps, None, FsyncPolicy::Off);
+    assert!(
+        expected.values().map(Vec::len).sum::<usize>() > 20,
+        "the queries produce rows"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let seen = run(&steps, Some(dir.path()), FsyncPolicy::Always);
+    check(&seen, &expected);
+}
+
+#[test]
+fn a_second_engine_on_the_same_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = open(Some(dir.path()), FsyncPolicy::Off);
+    let err = Engine::open(EngineConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..EngineConfig::default()
+    })
+    .err()
+    .expect("refused");
+    assert!(
+        err.to_string().contains("in use by another saql process"),
+        "{err}"
+    );
+}
+
+#[test]
+fn checkpoints_bound_the_log_and_recovery_replays_only_after_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(Some(dir.path()), FsyncPolicy::Off);
+    create(&engine);
+    for i in 0..50 {
+        engine
+            .insert_batch("s", batch(&[(i, i % 3, i % 100)]))
+            .unwrap();
+    }
+    engine.execute_blocking("CHECKPOINT").unwrap();
+    engine.execute_blocking("CHECKPOINT").unwrap();
+    let ckpts: Vec<_> = std::fs::read_dir(dir.path().join("ckpt"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(ckpts.len(), 2, "{ckpts:?}");
+    let rows_in = |e: &Engine| match e.execute_blocking("SHOW STREAMS").unwrap().remove(0) {
+        StatementResult::Rows { batches, .. } => {
+            array_value_to_string(batches[0].column(3), 0).unwrap()
+        }
+        _ => panic!("no rows"),
+    };
+    assert_eq!(rows_in(&engine), "50");
+    drop(engine);
+    let engine = open(Some(dir.path()), FsyncPolicy::Off);
+    assert_eq!(
+        rows_in(&engine),
+        "50",
+        "counters come back from the checkpoint"
+    );
+}
