@@ -645,6 +645,32 @@ mod tests {
     }
 
     #[test]
+    fn a_full_disk_fails_the_writer_with_53100_and_leaves_the_log_recoverable() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Always, false).unwrap();
+        let first = log.append(&rows(0..3)).unwrap();
+        log.wait_durable(first).unwrap();
+        // The next segment lands on a device that is always full.
+        let full = segment_path(dir.path(), 2);
+        std::os::unix::fs::symlink("/dev/full", &full).unwrap();
+        {
+            let mut w = log.lock_writer();
+            log.roll(&mut w, 2).unwrap();
+        }
+        let err = log.append(&rows(0..4)).unwrap_err();
+        assert_eq!(err.sqlstate(), "53100", "{err}");
+        assert_eq!(log.last_seq(), 1, "nothing was appended");
+        drop(log);
+        // Space is freed: the log opens with what was acknowledged and takes new frames.
+        std::fs::remove_file(&full).unwrap();
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Always, false).unwrap();
+        assert_eq!(replayed(&log, 0), vec![(1, 3)]);
+        let next = log.append(&rows(0..5)).unwrap();
+        log.wait_durable(next).unwrap();
+        assert_eq!(replayed(&log, 0), vec![(1, 3), (2, 5)]);
+    }
+
+    #[test]
     fn whole_segments_behind_a_checkpoint_are_removed() {
         let dir = tempfile::tempdir().unwrap();
         let log = IngestLog::open(dir.path(), FsyncPolicy::Off, false).unwrap();
