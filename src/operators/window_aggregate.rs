@@ -735,7 +735,7 @@ mod tests {
             .unwrap();
             let plan = crate::plan(sql, &catalog).unwrap();
             Run {
-                ops: plan.operators,
+                ops: plan.build_operators().unwrap(),
                 out: Vec::new(),
             }
         }

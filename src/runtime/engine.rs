@@ -20,9 +20,8 @@ use super::pg_catalog::{self, Relation};
 use super::pipeline::{QueryRuntime, SubscriptionEvent};
 use super::stream::StreamRuntime;
 use crate::error::{Error, Result};
-use crate::operators::{Operator, Sharded};
 use crate::plan::catalog::{normalize, normalize_object};
-use crate::plan::{plan_continuous, Catalog, QueryPlan, StreamDef};
+use crate::plan::{plan_continuous, Catalog, OperatorSpec, QueryPlan, StreamDef};
 use crate::sources::csv::{CopyDecoder, CopyOptions};
 use crate::sources::insert;
 use crate::sql::{self, CopyFrom, CreateQuery, CreateStream, ExplainTarget, Statement};
@@ -348,22 +347,19 @@ impl Engine {
         }
         let mut plan = plan_continuous(&cq.query, &cq.clauses, &state.catalog)?;
         if self.config.workers > 1 {
-            shard(&mut plan, self.config.workers, || {
-                plan_continuous(&cq.query, &cq.clauses, &state.catalog)
-            })?;
+            shard(&mut plan, self.config.workers)?;
         }
         let watermark = state
             .streams
             .get(&plan.stream.name)
             .map(|s| s.watermark)
             .unwrap_or(Watermark::START);
-        state.catalog.add_query(name.clone(), cq.clone())?;
-        let operators = std::mem::take(&mut plan.operators);
         let path = state
             .graphs
             .entry(plan.stream.name.clone())
             .or_default()
-            .attach(&name, operators, &plan.explain, watermark);
+            .attach(&name, plan.specs.clone(), watermark)?;
+        state.catalog.add_query(name.clone(), cq.clone())?;
         let mut rt = QueryRuntime::new(name.clone(), cq.clone(), plan, self.config.retain_rows);
         rt.path = path;
         state.queries.insert(name, rt);
@@ -632,30 +628,17 @@ impl Engine {
 
 /// Spreads the plan's keyed operators over `workers` replicas each, where only stateless
 /// operators follow (an OUTLIER, INVARIANT or history over the results needs them whole, in
-/// order). `replan` plans the same query again, for fresh replicas.
-fn shard(
-    plan: &mut QueryPlan,
-    workers: usize,
-    replan: impl Fn() -> Result<QueryPlan>,
-) -> Result<()> {
-    let stateless = |op: &dyn Operator| matches!(op.name(), "Filter" | "Project");
-    for i in 0..plan.operators.len() {
-        if !plan.operators[i + 1..]
-            .iter()
-            .all(|op| stateless(op.as_ref()))
-        {
+/// order). The replicas are built from the operator's spec.
+fn shard(plan: &mut QueryPlan, workers: usize) -> Result<()> {
+    for i in 0..plan.specs.len() {
+        if !plan.specs[i + 1..].iter().all(OperatorSpec::is_stateless) {
             continue;
         }
-        let Some(keys) = plan.operators[i].shard_keys() else {
+        if plan.specs[i].build()?.shard_keys().is_none() {
             continue;
-        };
-        let mut replicas = Vec::with_capacity(workers);
-        replicas.push(plan.operators.remove(i));
-        for _ in 1..workers {
-            replicas.push(replan()?.operators.swap_remove(i));
         }
-        plan.operators
-            .insert(i, Box::new(Sharded::try_new(replicas, keys)?));
+        let spec = plan.specs[i].clone();
+        plan.specs[i] = spec.sharded(workers);
     }
     Ok(())
 }

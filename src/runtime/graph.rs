@@ -1,7 +1,7 @@
 //! Shared work across the queries of a stream (SAQL's master-dependent queries, generalised):
 //! the operator chains of all queries on a stream form one tree. Queries whose chains begin
-//! with the same operators (same expressions, keys, windows and output schema, as EXPLAIN shows
-//! them) share those nodes, so an identical predicate or projection is evaluated once per
+//! with the same operators (equal [`OperatorSpec`]s: same expressions, keys, windows and
+//! schemas) share those nodes, so an identical predicate or projection is evaluated once per
 //! batch and an identical window aggregate is computed once, however many queries use it.
 //! Each query is a path from a root to the node that produces its results.
 //!
@@ -14,15 +14,15 @@ use std::collections::HashMap;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use super::predicates::{AtomValues, SharedPredicates, SplitPredicate};
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::operators::filter;
 use crate::operators::Operator;
-use crate::plan::explain::ExplainNode;
+use crate::plan::OperatorSpec;
 use crate::time::Watermark;
 
 struct Node {
-    /// What the operator computes; equal signatures under one parent compute the same.
-    signature: String,
+    /// What the operator computes; equal specs under one parent compute the same.
+    spec: OperatorSpec,
     op: Box<dyn Operator>,
     children: Vec<usize>,
     /// Queries whose results are this node's output.
@@ -55,77 +55,70 @@ pub struct OperatorGraph {
 }
 
 impl OperatorGraph {
-    /// Adds a query's operators, sharing every leading operator that an existing path already
-    /// runs; advances the new nodes to `watermark`. Returns the query's path of node ids.
+    /// Adds a query's operators, sharing every leading operator whose spec equals one that an
+    /// existing path already runs there; builds the others from their specs and advances them
+    /// to `watermark`. Returns the query's path of node ids.
     pub fn attach(
         &mut self,
         query: &str,
-        operators: Vec<Box<dyn Operator>>,
-        explain: &[ExplainNode],
+        specs: Vec<OperatorSpec>,
         watermark: Watermark,
-    ) -> Vec<usize> {
-        let shareable = operators.len() == explain.len();
+    ) -> Result<Vec<usize>> {
         let mut path = Vec::new();
         let mut parent: Option<usize> = None;
-        let mut fresh = false;
-        for (i, op) in operators.into_iter().enumerate() {
-            let signature = if shareable {
-                signature(&explain[i], op.as_ref())
-            } else {
-                // Never equal to another: a query whose EXPLAIN does not describe each
-                // operator keeps its own.
-                format!("{query}#{i}")
-            };
+        for spec in &specs {
             let siblings = match parent {
                 None => &self.roots,
                 Some(p) => &self.node(p).children,
             };
-            let existing = if fresh {
-                None
-            } else {
-                siblings.iter().copied().find(|&id| {
-                    let n = self.node(id);
-                    n.signature == signature && !n.failed
-                })
-            };
-            let id = match existing {
-                Some(id) => id,
-                None => {
-                    fresh = true;
-                    let mut op = op;
-                    if watermark > Watermark::START {
-                        // A fresh operator holds nothing for the watermark to complete.
-                        let _ = op.on_watermark(watermark);
-                    }
-                    let split = match (parent, op.predicate()) {
-                        (None, Some(predicate)) => self.predicates.register(&predicate),
-                        _ => None,
-                    };
-                    let id = self.insert(Node {
-                        signature,
-                        op,
-                        children: Vec::new(),
-                        sinks: Vec::new(),
-                        users: 0,
-                        failed: false,
-                        split,
-                    });
-                    match parent {
-                        None => self.roots.push(id),
-                        Some(p) => self.node_mut(p).children.push(id),
-                    }
-                    id
-                }
-            };
-            self.node_mut(id).users += 1;
+            let existing = siblings.iter().copied().find(|&id| {
+                let n = self.node(id);
+                n.spec == *spec && !n.failed
+            });
+            let Some(id) = existing else { break };
             path.push(id);
             parent = Some(id);
+        }
+        // Build every new operator before changing the graph, so that a failure leaves it
+        // as it was.
+        let shared = path.len();
+        let fresh = specs[shared..]
+            .iter()
+            .map(OperatorSpec::build)
+            .collect::<Result<Vec<_>>>()?;
+        for (spec, mut op) in specs.into_iter().skip(shared).zip(fresh) {
+            if watermark > Watermark::START {
+                // A fresh operator holds nothing for the watermark to complete.
+                let _ = op.on_watermark(watermark);
+            }
+            let split = match (parent, op.predicate()) {
+                (None, Some(predicate)) => self.predicates.register(&predicate),
+                _ => None,
+            };
+            let id = self.insert(Node {
+                spec,
+                op,
+                children: Vec::new(),
+                sinks: Vec::new(),
+                users: 0,
+                failed: false,
+                split,
+            });
+            match parent {
+                None => self.roots.push(id),
+                Some(p) => self.node_mut(p).children.push(id),
+            }
+            path.push(id);
+            parent = Some(id);
+        }
+        for &id in &path {
+            self.node_mut(id).users += 1;
         }
         match path.last() {
             Some(&last) => self.node_mut(last).sinks.push(query.to_string()),
             None => self.passthrough.push(query.to_string()),
         }
-        path
+        Ok(path)
     }
 
     /// Removes a query; nodes no other query uses are dropped with their state.
@@ -328,23 +321,6 @@ impl OperatorGraph {
     }
 }
 
-/// The EXPLAIN node and the output schema: two operators with equal signatures under the same
-/// parent compute the same rows.
-fn signature(explain: &ExplainNode, op: &dyn Operator) -> String {
-    let props: Vec<String> = explain
-        .properties
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    format!(
-        "{}|{}|{}|{:?}",
-        op.name(),
-        explain.operator,
-        props.join(";"),
-        op.schema().fields()
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -371,9 +347,8 @@ mod tests {
         let datafusion::sql::sqlparser::ast::Statement::Query(q) = *stmt else {
             panic!("not a query")
         };
-        let mut plan = plan_query(&q, &cat).unwrap();
-        let ops = std::mem::take(&mut plan.operators);
-        g.attach(name, ops, &plan.explain, Watermark::START)
+        let plan = plan_query(&q, &cat).unwrap();
+        g.attach(name, plan.specs, Watermark::START).unwrap()
     }
 
     fn live(g: &OperatorGraph) -> usize {
