@@ -417,3 +417,271 @@ fn nanos(d: Duration) -> Result<i64> {
     }
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::hash_map::DefaultHasher;
+    use std::collections::BTreeSet;
+    use std::hash::{Hash, Hasher};
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
+    use datafusion::arrow::record_batch::RecordBatch;
+
+    use super::*;
+    use crate::plan::{Catalog, QueryPlan};
+    use crate::time::{EventTime, Watermark};
+
+    const SEC: i64 = 1_000_000_000;
+
+    /// Together they plan every kind of operator.
+    const QUERIES: &[&str] = &[
+        "SELECT host, v * 2 AS w FROM s WHERE v > 1 AND host <> 'x'",
+        "SELECT host, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
+         WHERE v > 1 GROUP BY host, window_start, window_end",
+        "SELECT k, window_end, COUNT(DISTINCT v) AS d \
+         FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) \
+         GROUP BY k, window_start, window_end",
+        "SELECT k, window_start, window_end, COUNT(*) AS n \
+         FROM SESSION(s, ts, INTERVAL '2' SECOND) GROUP BY k, window_start, window_end",
+        "SELECT k, ts, v, LAG(v, 1, 0) OVER (PARTITION BY k ORDER BY ts) AS prev, \
+         AVG(v) OVER (PARTITION BY k ORDER BY ts ROWS 2 PRECEDING) AS recent FROM s",
+        "SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts \
+         MEASURES FIRST(a.ts) AS t0, COUNT(*) AS n PATTERN (a b+) \
+         WITHIN INTERVAL '10' SECOND DEFINE a AS v < 3, b AS b.v > a.v)",
+        "SELECT ts, k, v FROM s INVARIANT SET (v) PER (k) TRAINING INTERVAL '20' SECOND ONLINE",
+        "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
+         GROUP BY k, window_start, window_end OUTLIER ZSCORE(1) ON (total) HAVING is_outlier",
+    ];
+
+    fn plan(sql: &str) -> QueryPlan {
+        let catalog = Catalog::from_sql(
+            "CREATE STREAM s (ts TIMESTAMP NOT NULL, host TEXT, k BIGINT, v BIGINT, \
+             WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)",
+        )
+        .unwrap();
+        crate::plan(&format!("CREATE CONTINUOUS QUERY q AS {sql}"), &catalog)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    fn hash(spec: &OperatorSpec) -> u64 {
+        let mut h = DefaultHasher::new();
+        spec.hash(&mut h);
+        h.finish()
+    }
+
+    /// The operator of the first spec where two plans differ, if any.
+    fn first_difference(a: &QueryPlan, b: &QueryPlan) -> Option<&'static str> {
+        a.specs
+            .iter()
+            .zip(&b.specs)
+            .find(|(x, y)| x != y)
+            .map(|(x, _)| x.name())
+    }
+
+    fn batch(schema: SchemaRef) -> RecordBatch {
+        let rows: [(i64, &str, i64, i64); 12] = [
+            (0, "a", 1, 1),
+            (1, "b", 2, 5),
+            (2, "a", 1, 2),
+            (3, "b", 2, 1),
+            (4, "a", 1, 7),
+            (5, "c", 3, 4),
+            (11, "a", 1, 3),
+            (12, "b", 2, 9),
+            (13, "c", 3, 2),
+            (25, "a", 1, 8),
+            (26, "b", 2, 1),
+            (40, "a", 1, 10),
+        ];
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(TimestampNanosecondArray::from_iter_values(
+                    rows.iter().map(|r| r.0 * SEC),
+                )),
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.3))),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// Runs `batch` through a chain of operators, then a watermark past all of it.
+    fn run(mut ops: Vec<Box<dyn Operator>>, batch: RecordBatch) -> Vec<RecordBatch> {
+        let mut out = Vec::new();
+        let mut pass = |ops: &mut [Box<dyn Operator>], from: usize, batches: Vec<RecordBatch>| {
+            let mut batches = batches;
+            for op in ops[from..].iter_mut() {
+                let mut next = Vec::new();
+                for b in batches {
+                    next.extend(op.process_batch(b).unwrap());
+                }
+                batches = next;
+            }
+            out.extend(batches);
+        };
+        pass(&mut ops, 0, vec![batch]);
+        let end = Watermark(EventTime(100 * SEC));
+        for i in 0..ops.len() {
+            let emitted = ops[i].on_watermark(end).unwrap();
+            pass(&mut ops, i + 1, emitted);
+        }
+        out
+    }
+
+    #[test]
+    fn the_same_query_planned_twice_gives_equal_specs() {
+        let mut kinds = BTreeSet::new();
+        for sql in QUERIES {
+            let (a, b) = (plan(sql), plan(sql));
+            assert_eq!(a.specs, b.specs, "{sql}");
+            for (x, y) in a.specs.iter().zip(&b.specs) {
+                assert_eq!(hash(x), hash(y), "{sql}");
+                kinds.insert(x.name());
+            }
+        }
+        let all = [
+            "Filter",
+            "Project",
+            "WindowAggregate",
+            "SessionWindow",
+            "History",
+            "MatchRecognize",
+            "Invariant",
+            "Outlier",
+        ];
+        assert_eq!(kinds, all.into_iter().collect());
+        // Spacing, keyword case and the query's name are not part of what it computes.
+        let lower = plan("select host,   v * 2 as w from s\n where v > 1 and host <> 'x'");
+        assert_eq!(lower.specs, plan(QUERIES[0]).specs);
+    }
+
+    #[test]
+    fn queries_that_compute_different_things_get_unequal_specs() {
+        let tumble = |body: &str| {
+            format!(
+                "SELECT host, k, window_end, {body} FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
+                 WHERE v > 1 GROUP BY host, k, window_start, window_end"
+            )
+        };
+        let pattern = |define_b: &str| {
+            format!(
+                "SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts \
+                 MEASURES COUNT(*) AS n PATTERN (a b+) DEFINE a AS v < 3, b AS {define_b})"
+            )
+        };
+        let cases: Vec<(String, String, &str)> = vec![
+            // A constant.
+            (
+                "SELECT host FROM s WHERE v > 1".into(),
+                "SELECT host FROM s WHERE v > 2".into(),
+                "Filter",
+            ),
+            // A window size.
+            (
+                tumble("SUM(v) AS x"),
+                tumble("SUM(v) AS x").replace("'10'", "'20'"),
+                "WindowAggregate",
+            ),
+            // An aggregate, under the same name.
+            (
+                tumble("SUM(v) AS x"),
+                tumble("MAX(v) AS x"),
+                "WindowAggregate",
+            ),
+            (
+                tumble("COUNT(v) AS x"),
+                tumble("COUNT(DISTINCT v) AS x"),
+                "WindowAggregate",
+            ),
+            // The order of the keys (the same result columns, in another group layout).
+            (
+                tumble("SUM(v) AS x"),
+                tumble("SUM(v) AS x").replace("BY host, k,", "BY k, host,"),
+                "WindowAggregate",
+            ),
+            // A pattern's DEFINE.
+            (
+                pattern("b.v > a.v"),
+                pattern("b.v >= a.v"),
+                "MatchRecognize",
+            ),
+            // A history offset.
+            (
+                "SELECT k, ts, LAG(v, 1) OVER (PARTITION BY k ORDER BY ts) AS p FROM s".into(),
+                "SELECT k, ts, LAG(v, 2) OVER (PARTITION BY k ORDER BY ts) AS p FROM s".into(),
+                "History",
+            ),
+            // An outlier method's parameter.
+            (
+                QUERIES[7].into(),
+                QUERIES[7].replace("ZSCORE(1)", "ZSCORE(2)"),
+                "Outlier",
+            ),
+            // An invariant's training.
+            (
+                QUERIES[6].into(),
+                QUERIES[6].replace("'20'", "'30'"),
+                "Invariant",
+            ),
+        ];
+        for (a, b, differs) in &cases {
+            let (pa, pb) = (plan(a), plan(b));
+            assert_ne!(pa.specs, pb.specs, "{a}\n{b}");
+            assert_eq!(first_difference(&pa, &pb), Some(*differs), "{a}\n{b}");
+        }
+    }
+
+    #[test]
+    fn equal_specs_explain_alike() {
+        let mut sql: Vec<String> = QUERIES.iter().map(|q| q.to_string()).collect();
+        // Same leading operators as some of the queries above, then others.
+        sql.push("SELECT host FROM s WHERE v > 1 AND host <> 'x'".into());
+        sql.push(
+            "SELECT host, window_end, MAX(v) AS top FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
+             WHERE v > 1 GROUP BY host, window_start, window_end"
+                .into(),
+        );
+        // Spelled differently, computing the same: kept apart, and explained apart.
+        sql.push("SELECT host FROM s WHERE v > 1 + 1".into());
+        sql.push("SELECT host FROM s WHERE v > 2".into());
+        let specs: Vec<OperatorSpec> = sql.iter().chain(&sql).flat_map(|q| plan(q).specs).collect();
+        let mut equal_pairs = 0;
+        for x in &specs {
+            for y in &specs {
+                if x == y {
+                    equal_pairs += 1;
+                    assert_eq!(hash(x), hash(y));
+                    assert_eq!(x.explain(), y.explain(), "{x:?}");
+                }
+            }
+        }
+        assert!(
+            equal_pairs > specs.len(),
+            "some specs of different queries are equal"
+        );
+        let (a, b) = (plan(&sql[sql.len() - 2]), plan(&sql[sql.len() - 1]));
+        assert_ne!(a.specs[0], b.specs[0]);
+        assert_ne!(a.specs[0].explain(), b.specs[0].explain());
+    }
+
+    #[test]
+    fn operators_built_twice_from_one_spec_compute_alike() {
+        for sql in QUERIES {
+            let p = plan(sql);
+            let input = batch(p.stream.schema.clone());
+            let first = run(p.build_operators().unwrap(), input.clone());
+            let second = run(p.build_operators().unwrap(), input.clone());
+            assert!(first.iter().any(|b| b.num_rows() > 0), "{sql}: no output");
+            assert_eq!(first, second, "{sql}");
+        }
+        // Replicas too, built from the spec they shard.
+        let p = plan(QUERIES[3]);
+        let sharded = p.specs[0].clone().sharded(3);
+        let input = batch(p.stream.schema.clone());
+        let build = || vec![sharded.build().unwrap()];
+        assert_eq!(run(build(), input.clone()), run(build(), input));
+    }
+}
