@@ -66,53 +66,59 @@ impl OperatorGraph {
     ) -> Result<Vec<usize>> {
         let mut path = Vec::new();
         let mut parent: Option<usize> = None;
-        for spec in &specs {
+        let mut fresh = false;
+        for spec in specs {
             let siblings = match parent {
                 None => &self.roots,
                 Some(p) => &self.node(p).children,
             };
-            let existing = siblings.iter().copied().find(|&id| {
-                let n = self.node(id);
-                n.spec == *spec && !n.failed
-            });
-            let Some(id) = existing else { break };
-            path.push(id);
-            parent = Some(id);
-        }
-        // Build every new operator before changing the graph, so that a failure leaves it
-        // as it was.
-        let shared = path.len();
-        let fresh = specs[shared..]
-            .iter()
-            .map(OperatorSpec::build)
-            .collect::<Result<Vec<_>>>()?;
-        for (spec, mut op) in specs.into_iter().skip(shared).zip(fresh) {
-            if watermark > Watermark::START {
-                // A fresh operator holds nothing for the watermark to complete.
-                let _ = op.on_watermark(watermark);
-            }
-            let split = match (parent, op.predicate()) {
-                (None, Some(predicate)) => self.predicates.register(&predicate),
-                _ => None,
+            let existing = if fresh {
+                None
+            } else {
+                siblings.iter().copied().find(|&id| {
+                    let n = self.node(id);
+                    n.spec == spec && !n.failed
+                })
             };
-            let id = self.insert(Node {
-                spec,
-                op,
-                children: Vec::new(),
-                sinks: Vec::new(),
-                users: 0,
-                failed: false,
-                split,
-            });
-            match parent {
-                None => self.roots.push(id),
-                Some(p) => self.node_mut(p).children.push(id),
-            }
+            let id = match existing {
+                Some(id) => id,
+                None => {
+                    fresh = true;
+                    let mut op = match spec.build() {
+                        Ok(op) => op,
+                        Err(e) => {
+                            // Leave the graph as it was.
+                            self.detach(query, &path);
+                            return Err(e);
+                        }
+                    };
+                    if watermark > Watermark::START {
+                        // A fresh operator holds nothing for the watermark to complete.
+                        let _ = op.on_watermark(watermark);
+                    }
+                    let split = match (parent, op.predicate()) {
+                        (None, Some(predicate)) => self.predicates.register(&predicate),
+                        _ => None,
+                    };
+                    let id = self.insert(Node {
+                        spec,
+                        op,
+                        children: Vec::new(),
+                        sinks: Vec::new(),
+                        users: 0,
+                        failed: false,
+                        split,
+                    });
+                    match parent {
+                        None => self.roots.push(id),
+                        Some(p) => self.node_mut(p).children.push(id),
+                    }
+                    id
+                }
+            };
+            self.node_mut(id).users += 1;
             path.push(id);
             parent = Some(id);
-        }
-        for &id in &path {
-            self.node_mut(id).users += 1;
         }
         match path.last() {
             Some(&last) => self.node_mut(last).sinks.push(query.to_string()),
@@ -407,6 +413,23 @@ mod tests {
         g.detach("c", &c);
         assert_eq!(live(&g), 0);
         assert!(g.roots.is_empty());
+    }
+
+    #[test]
+    fn a_failed_attach_leaves_the_graph_as_it_was() {
+        let mut g = OperatorGraph::default();
+        let a = attach(&mut g, "a", SUM);
+        let nodes = live(&g);
+        // Shares the filter and the aggregate, then fails to build its projection (one
+        // replica of an operator without keys is not sharding).
+        let cat = catalog();
+        let mut specs = crate::plan(SUM, &cat).unwrap().specs;
+        let last = specs.pop().unwrap();
+        specs.push(last.sharded(1));
+        assert!(g.attach("b", specs, Watermark::START).is_err());
+        assert_eq!(live(&g), nodes);
+        g.detach("a", &a);
+        assert_eq!(live(&g), 0, "the shared nodes have the users they had");
     }
 
     #[test]
