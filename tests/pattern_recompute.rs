@@ -359,9 +359,9 @@ proptest! {
             let saql::sql::Statement::CreateQuery(cq) =
                 saql::sql::parse_one(&format!("CREATE CONTINUOUS QUERY q AS {sql}")).unwrap()
             else { panic!("query") };
-            let mut plan = saql::plan::plan_continuous(&cq.query, &cq.clauses, &catalog).unwrap();
-            assert_eq!(plan.operators.len(), 2, "pattern, then SELECT *'s projection");
-            plan.operators.remove(0)
+            let plan = saql::plan::plan_continuous(&cq.query, &cq.clauses, &catalog).unwrap();
+            assert_eq!(plan.specs.len(), 2, "pattern, then SELECT *'s projection");
+            plan.specs[0].build().unwrap()
         };
         let feed = |op: &mut Box<dyn Operator>, rows: &[Row], out: &mut Vec<_>| {
             for chunk in rows.chunks(5) {

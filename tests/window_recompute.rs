@@ -222,7 +222,7 @@ impl Chain {
         };
         let plan = saql::plan::plan_continuous(&cq.query, &cq.clauses, &catalog).unwrap();
         Chain {
-            ops: plan.operators,
+            ops: plan.build_operators().unwrap(),
             out: Vec::new(),
         }
     }

@@ -10,7 +10,6 @@ use datafusion::physical_plan::PhysicalExpr;
 
 use super::Operator;
 use crate::error::{Error, Result};
-use crate::time::Watermark;
 
 /// Keeps rows whose predicate evaluates to true (NULL counts as false, as in SQL).
 pub struct Filter {
@@ -64,18 +63,6 @@ impl Operator for Filter {
     fn predicate(&self) -> Option<Arc<dyn PhysicalExpr>> {
         Some(self.predicate.clone())
     }
-
-    fn on_watermark(&mut self, _watermark: Watermark) -> Result<Vec<RecordBatch>> {
-        Ok(vec![])
-    }
-
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
-        Ok(vec![])
-    }
-
-    fn restore(&mut self, _snapshot: &[u8]) -> Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -109,6 +96,8 @@ mod tests {
             .unwrap();
         assert_eq!(xs.values().to_vec(), vec![3, 5]);
         let snap = f.snapshot().unwrap();
+        assert!(snap.is_empty(), "a filter keeps no state");
         f.restore(&snap).unwrap();
+        assert!(f.restore(&[1]).is_err(), "state it never had is refused");
     }
 }

@@ -6,6 +6,7 @@
 //! history (the first rows of a partition) gives NULL, or LAG's default.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
@@ -22,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::time::Watermark;
 
 /// An aggregate over a frame of history.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum HistoryAgg {
     /// COUNT of non-NULL values.
     Count,
@@ -87,7 +88,7 @@ impl HistoryAgg {
 }
 
 /// Where a frame starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FrameStart {
     /// `UNBOUNDED PRECEDING`: all history (kept as the values themselves: unbounded state, so
     /// prefer a bounded frame on long-lived streams).
@@ -99,7 +100,7 @@ pub enum FrameStart {
 }
 
 /// One history column.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum HistoryFn {
     /// `LAG(arg, offset, default)`.
     Lag {
@@ -128,6 +129,26 @@ pub struct HistoryColumn {
     pub arg: Arc<dyn PhysicalExpr>,
     /// Output type.
     pub data_type: DataType,
+}
+
+// Written out: a derived comparison of a bare `Arc<dyn PhysicalExpr>` field does not compile
+// (rust-lang/rust#31740), and Hash must agree with it.
+impl PartialEq for HistoryColumn {
+    fn eq(&self, other: &Self) -> bool {
+        self.function == other.function
+            && Arc::eq(&self.arg, &other.arg)
+            && self.data_type == other.data_type
+    }
+}
+
+impl Eq for HistoryColumn {}
+
+impl Hash for HistoryColumn {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.function.hash(state);
+        self.arg.hash(state);
+        self.data_type.hash(state);
+    }
 }
 
 #[derive(Default)]

@@ -22,7 +22,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::physical_plan::PhysicalExpr;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::time::Watermark;
 
 pub use filter::Filter;
@@ -45,8 +45,9 @@ pub use window_aggregate::WindowAggregate;
 ///   result that the watermark completes (each window exactly once, in window-end order) and
 ///   may forget the state behind it. Rows that arrive later for a completed window are counted
 ///   in [`Operator::late_rows`] and dropped, never silently.
-/// - `snapshot` captures all state so that `restore` on a freshly planned operator of the same
-///   query continues exactly where the snapshot was taken.
+/// - `snapshot` captures all state so that `restore` on a freshly built operator of the same
+///   spec continues exactly where the snapshot was taken. A stateless operator implements
+///   neither `on_watermark`, `snapshot` nor `restore`: the defaults say it keeps nothing.
 pub trait Operator: Send {
     /// A short name for EXPLAIN and metrics.
     fn name(&self) -> &'static str;
@@ -54,12 +55,28 @@ pub trait Operator: Send {
     fn schema(&self) -> SchemaRef;
     /// Processes one batch of input rows.
     fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>>;
-    /// Advances event time to `watermark` and emits what it completes.
-    fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>>;
-    /// Serialises the operator's state.
-    fn snapshot(&mut self) -> Result<Vec<u8>>;
+    /// Advances event time to `watermark` and emits what it completes. By default the
+    /// operator holds nothing that time completes, and emits nothing.
+    fn on_watermark(&mut self, _watermark: Watermark) -> Result<Vec<RecordBatch>> {
+        Ok(vec![])
+    }
+    /// Serialises the operator's state. By default it has none: an empty snapshot.
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
+        Ok(vec![])
+    }
     /// Replaces the operator's state with a snapshot taken from an operator of the same plan.
-    fn restore(&mut self, snapshot: &[u8]) -> Result<()>;
+    /// By default it has no state, and accepts only an empty snapshot.
+    fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
+        if snapshot.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Internal(format!(
+                "{} keeps no state, but its snapshot holds {} bytes",
+                self.name(),
+                snapshot.len()
+            )))
+        }
+    }
     /// Rows dropped because they arrived after their window was emitted.
     fn late_rows(&self) -> u64 {
         0

@@ -16,7 +16,6 @@ use datafusion::physical_plan::PhysicalExpr;
 use super::Operator;
 use crate::error::Result;
 use crate::sql::OutlierMethod;
-use crate::time::Watermark;
 
 /// Marks outliers among each window's results.
 pub struct Outlier {
@@ -131,18 +130,6 @@ impl Operator for Outlier {
         cols.push(Arc::new(BooleanArray::from(flags)));
         cols.push(Arc::new(Float64Array::from(scores)));
         Ok(vec![RecordBatch::try_new(self.schema.clone(), cols)?])
-    }
-
-    fn on_watermark(&mut self, _watermark: Watermark) -> Result<Vec<RecordBatch>> {
-        Ok(vec![])
-    }
-
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
-        Ok(vec![])
-    }
-
-    fn restore(&mut self, _snapshot: &[u8]) -> Result<()> {
-        Ok(())
     }
 }
 

@@ -11,7 +11,6 @@ use datafusion::physical_plan::PhysicalExpr;
 use super::filter::keep;
 use super::Operator;
 use crate::error::Result;
-use crate::time::Watermark;
 
 /// Evaluates one expression per output column.
 pub struct Project {
@@ -94,17 +93,5 @@ impl Operator for Project {
             &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
         );
         Some(narrow.map_err(Into::into).and_then(|b| keep(b, selected)))
-    }
-
-    fn on_watermark(&mut self, _watermark: Watermark) -> Result<Vec<RecordBatch>> {
-        Ok(vec![])
-    }
-
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
-        Ok(vec![])
-    }
-
-    fn restore(&mut self, _snapshot: &[u8]) -> Result<()> {
-        Ok(())
     }
 }

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::time::{EventTime, Watermark};
 
 /// Where each output group column comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GroupColumn {
     /// The i-th key expression.
     Key(usize),

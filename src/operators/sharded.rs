@@ -30,7 +30,7 @@ pub struct Sharded {
 }
 
 impl Sharded {
-    /// Shards over `replicas` (freshly planned copies of one operator) by the values of
+    /// Shards over `replicas` (operators freshly built from one spec) by the values of
     /// `keys`, evaluated on the input rows.
     pub fn try_new(
         replicas: Vec<Box<dyn Operator>>,

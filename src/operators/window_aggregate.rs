@@ -64,7 +64,7 @@ impl WindowAssigner {
 }
 
 /// The layout of a windowed query's input: where the event time and window columns are.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct WindowedInput {
     /// Schema the group expressions were planned against: stream columns, then
     /// `window_start` and `window_end`.
@@ -735,7 +735,7 @@ mod tests {
             .unwrap();
             let plan = crate::plan(sql, &catalog).unwrap();
             Run {
-                ops: plan.operators,
+                ops: plan.build_operators().unwrap(),
                 out: Vec::new(),
             }
         }

@@ -16,14 +16,24 @@
 //! ```
 //!
 //! `operators` runs from source to result; each names its input (`stream <name>` or `#<id>`).
+//! Each operator's entry is rendered from its [`OperatorSpec`].
 
 use std::fmt::Write as _;
 
 use datafusion::arrow::datatypes::Schema;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::Column;
+use datafusion::logical_expr::Expr as LExpr;
 use serde_json::{json, Map, Value};
 
 use super::catalog::StreamDef;
 use super::query::WindowSpec;
+use super::spec::{
+    FilterSpec, HistorySpec, InvariantSpec, MatchRecognizeSpec, OperatorSpec, OutlierSpec,
+    ProjectSpec, SessionWindowSpec, WindowAggregateSpec,
+};
+use crate::operators::pattern::AfterMatch;
+use crate::sql::Training;
 
 /// One operator of a plan, for EXPLAIN.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +58,186 @@ impl ExplainNode {
         self.properties.push((key, value.into()));
         self
     }
+}
+
+impl OperatorSpec {
+    /// What EXPLAIN shows of this operator. Equal specs are shown alike.
+    pub fn explain(&self) -> ExplainNode {
+        match self {
+            OperatorSpec::Filter(s) => filter(s),
+            OperatorSpec::Project(s) => project(s),
+            OperatorSpec::WindowAggregate(s) => window_aggregate(s),
+            OperatorSpec::SessionWindow(s) => session_window(s),
+            OperatorSpec::History(s) => history(s),
+            OperatorSpec::Pattern(s) => match_recognize(s),
+            OperatorSpec::Invariant(s) => invariant(s),
+            OperatorSpec::Outlier(s) => outlier(s),
+            // Replicas compute what one operator would: the plan reads the same.
+            OperatorSpec::Sharded(s) => s.inner.explain(),
+        }
+    }
+}
+
+fn shown(exprs: &[LExpr], relation: &str) -> Vec<String> {
+    exprs.iter().map(|e| show(e, relation)).collect()
+}
+
+fn filter(s: &FilterSpec) -> ExplainNode {
+    ExplainNode::new("Filter")
+        .with("predicate", show(&s.condition, &s.relation))
+        .with("state", "none")
+}
+
+fn project(s: &ProjectSpec) -> ExplainNode {
+    ExplainNode::new("Project")
+        .with("columns", shown(&s.columns, &s.relation))
+        .with("state", "none")
+}
+
+fn window_aggregate(s: &WindowAggregateSpec) -> ExplainNode {
+    ExplainNode::new("WindowAggregate")
+        .with("window", window_json(&s.window))
+        .with("keys", shown(&s.keys, &s.relation))
+        .with("aggregates", shown(&s.aggregates.exprs, &s.relation))
+        .with(
+            "state",
+            "per open pane (TUMBLE: the window; HOP: gcd(size, slide)): a group \
+             table with one vectorised accumulator per aggregate; a window merges \
+             its panes and is emitted when the watermark passes window_end, and a \
+             pane is freed with its last window",
+        )
+}
+
+fn session_window(s: &SessionWindowSpec) -> ExplainNode {
+    ExplainNode::new("SessionWindow")
+        .with("window", window_json(&WindowSpec::Session { gap: s.gap }))
+        .with("keys", shown(&s.group, &s.relation))
+        .with("aggregates", shown(&s.aggregates.exprs, &s.relation))
+        .with(
+            "state",
+            "per key: open sessions with their accumulators; a session is emitted \
+             and freed when the watermark passes its last row + gap",
+        )
+}
+
+fn history(s: &HistorySpec) -> ExplainNode {
+    ExplainNode::new("History")
+        .with("columns", shown(&s.functions, &s.relation))
+        .with("partition_by", shown(&s.partition, &s.relation))
+        .with("order_by", s.input.field(s.time_column).name().clone())
+        .with(
+            "state",
+            if s.ordered {
+                "per partition: the frame's recent values (ring buffer)"
+            } else {
+                "per partition: the frame's recent values; rows wait for the watermark to be \
+                 processed in event-time order"
+            },
+        )
+}
+
+fn match_recognize(s: &MatchRecognizeSpec) -> ExplainNode {
+    let m = &s.matcher;
+    let names: Vec<String> = m.variables.iter().map(|v| v.name.clone()).collect();
+    let mut node = ExplainNode::new("MatchRecognize")
+        .with(
+            "partition_by",
+            m.partition_by
+                .iter()
+                .map(|&c| m.input_schema.field(c).name().clone())
+                .collect::<Vec<_>>(),
+        )
+        .with(
+            "order_by",
+            m.input_schema.field(m.time_column).name().clone(),
+        )
+        .with("pattern", m.pattern.display(&names).to_string());
+    if let Some(w) = &s.within {
+        node = node.with("within", w.to_string());
+    }
+    let skip = match m.after_match {
+        AfterMatch::PastLastRow => "SKIP PAST LAST ROW".to_string(),
+        AfterMatch::ToNextRow => "SKIP TO NEXT ROW".to_string(),
+        AfterMatch::ToFirst(v) => format!("SKIP TO FIRST {}", names[v as usize]),
+        AfterMatch::ToLast(v) => format!("SKIP TO LAST {}", names[v as usize]),
+    };
+    let defines: Vec<String> = names
+        .iter()
+        .zip(&s.defines)
+        .filter_map(|(name, def)| def.as_ref().map(|d| format!("{name} AS {d}")))
+        .collect();
+    let measures: Vec<String> = s
+        .measures
+        .iter()
+        .map(|m| format!("{} AS {}", m.expr, m.alias))
+        .collect();
+    let state = if s.within.is_some() {
+        "per partition: open match attempts and the rows they map; an attempt ends when the \
+         watermark passes its first row + WITHIN; rows wait for the watermark to be matched in \
+         event-time order"
+    } else {
+        "per partition: open match attempts and the rows they map (unbounded without WITHIN); \
+         rows wait for the watermark to be matched in event-time order"
+    };
+    node.with("after_match", skip)
+        .with("define", defines)
+        .with("measures", measures)
+        .with("state", state)
+}
+
+fn invariant(s: &InvariantSpec) -> ExplainNode {
+    let sql = |exprs: &[datafusion::sql::sqlparser::ast::Expr]| -> Vec<String> {
+        exprs.iter().map(ToString::to_string).collect()
+    };
+    let training = match s.training {
+        Training::Windows(n) => format!("first {n} windows"),
+        Training::Interval(d) => {
+            format!("{} ms of event time from the first result", d.as_millis())
+        }
+    };
+    ExplainNode::new("Invariant")
+        .with(
+            "learns",
+            format!("{:?} of ({})", s.kind, sql(&s.values_sql).join(", ")).to_lowercase(),
+        )
+        .with("per", sql(&s.keys_sql))
+        .with("training", training)
+        .with(
+            "after_training",
+            if s.online {
+                "check, then learn (online)"
+            } else {
+                "check only (offline)"
+            },
+        )
+        .with(
+            "state",
+            if s.windowed {
+                "per key: the learned set (values in Arrow row format) or range"
+            } else {
+                "per key: the learned set (values in Arrow row format) or range; rows wait \
+                 for the watermark to be checked in event-time order"
+            },
+        )
+}
+
+fn outlier(s: &OutlierSpec) -> ExplainNode {
+    let on: Vec<String> =
+        s.on.iter()
+            .map(|&c| s.schema.field(c).name().clone())
+            .collect();
+    let mut partition: Vec<String> = s.partition_sql.iter().map(ToString::to_string).collect();
+    if let Some(c) = s.window_column {
+        partition.push(s.schema.field(c).name().clone());
+    }
+    ExplainNode::new("Outlier")
+        .with("method", s.method.0.to_string())
+        .with("on", on)
+        .with("partition_by", partition)
+        .with(
+            "state",
+            "none: each window's results arrive complete in one batch",
+        )
 }
 
 /// The JSON form of a window.
@@ -177,5 +367,60 @@ pub fn explain_text(
         );
     }
     out.push('\n');
+    out
+}
+
+/// An expression as SQL-like text, without DataFusion's table qualifiers.
+fn show(e: &LExpr, stream: &str) -> String {
+    if let LExpr::Alias(a) = e {
+        let inner = a.expr.as_ref().clone().unalias_nested().data;
+        return format!("{} AS {}", show(&inner, stream), a.name);
+    }
+    let unqualified = e
+        .clone()
+        .transform(|e| {
+            Ok(match e {
+                LExpr::Column(c) => {
+                    Transformed::yes(LExpr::Column(Column::new_unqualified(c.name)))
+                }
+                other => Transformed::no(other),
+            })
+        })
+        .map(|t| t.data)
+        .unwrap_or_else(|_| e.clone());
+    let text = match datafusion::sql::unparser::expr_to_sql(&unqualified) {
+        Ok(sql) => sql.to_string(),
+        Err(_) => unqualified.human_display().to_string(),
+    };
+    // Columns that name an aggregate's output carry the stream as a prefix inside the name,
+    // and the unparser quotes them.
+    unquote_computed(&text.replace(&format!("{stream}."), ""))
+        .replace("count(Int64(1))", "count(*)")
+}
+
+/// Drops the double quotes around identifiers that are computed names such as
+/// `"sum(amount)"`.
+fn unquote_computed(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('"') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find('"') {
+            Some(close) if after[..close].contains('(') => {
+                out.push_str(&after[..close]);
+                rest = &after[close + 1..];
+            }
+            Some(close) => {
+                out.push_str(&rest[open..open + close + 2]);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push_str(&rest[open..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
     out
 }

@@ -1,6 +1,7 @@
 //! Planning: the catalog of streams and queries, and the translation of a continuous query's
 //! SQL into a chain of incremental operators. DataFusion's SQL planner resolves names and
-//! types into a logical plan; we map each of its nodes onto an operator of ours.
+//! types into a logical plan; we map each of its nodes onto the spec of an operator of ours
+//! ([`OperatorSpec`]), from which the runtime builds the operators.
 
 pub mod catalog;
 mod context;
@@ -9,6 +10,8 @@ mod pattern;
 
 pub(crate) use context::PlanContext;
 pub mod query;
+pub mod spec;
 
 pub use catalog::{Catalog, EventTimeDef, StreamDef};
 pub use query::{plan_continuous, plan_query, QueryPlan, WindowSpec};
+pub use spec::OperatorSpec;

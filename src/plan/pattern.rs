@@ -1,6 +1,7 @@
-//! Plans `MATCH_RECOGNIZE` over a stream into a [`PatternMatcher`]: resolves the pattern's
-//! variables, splits each `DEFINE` into conjuncts over the current row and conjuncts that read
-//! earlier rows of the match, and turns `MEASURES` into expressions over per-match references.
+//! Plans `MATCH_RECOGNIZE` over a stream into the spec of a
+//! [`PatternMatcher`](crate::operators::PatternMatcher): resolves the pattern's variables,
+//! splits each `DEFINE` into conjuncts over the current row and conjuncts that read earlier
+//! rows of the match, and turns `MEASURES` into expressions over per-match references.
 //!
 //! Inside `DEFINE v AS ...`, a bare column or `v.col` is the current row; `x.col` for another
 //! variable is the last row mapped to `x` so far (NULL if none); `FIRST(x.col)`,
@@ -26,20 +27,19 @@ use datafusion::sql::sqlparser::ast::{
 
 use super::catalog::{normalize, normalize_object, Catalog, StreamDef};
 use super::context::PlanContext;
-use super::explain::ExplainNode;
+use super::spec::MatchRecognizeSpec;
 use crate::error::{Error, Result};
 use crate::operators::pattern::{
-    AfterMatch, CompareOp, Comparison, CrossCondition, Measures, Pattern, PatternMatcher,
-    PatternSpec, Ref, RefKind, Variable,
+    AfterMatch, CompareOp, Comparison, CrossCondition, Measures, Pattern, PatternSpec, Ref,
+    RefKind, Variable,
 };
 use crate::sql::interval::interval_duration;
 
-/// A planned `MATCH_RECOGNIZE`: its stream, operator, output schema and EXPLAIN node.
+/// A planned `MATCH_RECOGNIZE`: its stream, operator spec and output schema.
 pub(crate) struct PlannedPattern {
     pub stream: Arc<StreamDef>,
-    pub operator: PatternMatcher,
+    pub spec: MatchRecognizeSpec,
     pub schema: SchemaRef,
-    pub explain: ExplainNode,
 }
 
 /// Plans the `MATCH_RECOGNIZE` in `relation` and rewrites `relation` into a reference to its
@@ -171,7 +171,6 @@ pub(crate) fn plan_match_recognize(
 
     let ctx = PlanContext::new();
     let mut variables = Vec::new();
-    let mut shown_defines = Vec::new();
     for (v, def) in defines.iter().enumerate() {
         let Some(def) = def else {
             variables.push(Variable {
@@ -181,7 +180,6 @@ pub(crate) fn plan_match_recognize(
             });
             continue;
         };
-        shown_defines.push(format!("{} AS {def}", names[v]));
         let mut local = Vec::new();
         let mut cross = Vec::new();
         let mut rw = Rewriter::new(&names, Some(v as u16), &input, &stream.name);
@@ -237,7 +235,6 @@ pub(crate) fn plan_match_recognize(
         rw.rewrite(&mut e)?;
         outputs.push((name, e));
     }
-    let mut shown_measures = Vec::new();
     for m in measures.iter() {
         let name = normalize(&m.alias);
         if outputs.iter().any(|(n, _)| *n == name) {
@@ -246,7 +243,6 @@ pub(crate) fn plan_match_recognize(
                 format!("column \"{name}\" appears twice in the MATCH_RECOGNIZE output"),
             ));
         }
-        shown_measures.push(format!("{} AS {}", m.expr, m.alias));
         let mut e = m.expr.clone();
         rw.rewrite(&mut e)?;
         outputs.push((name, e));
@@ -268,41 +264,7 @@ pub(crate) fn plan_match_recognize(
     }
     let schema = Arc::new(Schema::new(fields));
 
-    let shown_pattern = pattern.display(&names).to_string();
-    let mut explain = ExplainNode::new("MatchRecognize")
-        .with(
-            "partition_by",
-            partition_cols
-                .iter()
-                .map(|&c| input.field(c).name().clone())
-                .collect::<Vec<_>>(),
-        )
-        .with("order_by", time_name.clone())
-        .with("pattern", shown_pattern);
-    if let Some(w) = within {
-        explain = explain.with("within", w.to_string());
-    }
-    let skip = match after_match {
-        AfterMatch::PastLastRow => "SKIP PAST LAST ROW".to_string(),
-        AfterMatch::ToNextRow => "SKIP TO NEXT ROW".to_string(),
-        AfterMatch::ToFirst(v) => format!("SKIP TO FIRST {}", names[v as usize]),
-        AfterMatch::ToLast(v) => format!("SKIP TO LAST {}", names[v as usize]),
-    };
-    let state = if within.is_some() {
-        "per partition: open match attempts and the rows they map; an attempt ends when the \
-         watermark passes its first row + WITHIN; rows wait for the watermark to be matched in \
-         event-time order"
-    } else {
-        "per partition: open match attempts and the rows they map (unbounded without WITHIN); \
-         rows wait for the watermark to be matched in event-time order"
-    };
-    let explain = explain
-        .with("after_match", skip)
-        .with("define", shown_defines)
-        .with("measures", shown_measures)
-        .with("state", state);
-
-    let operator = PatternMatcher::try_new(PatternSpec {
+    let matcher = PatternSpec {
         variables,
         pattern,
         partition_by: partition_cols,
@@ -316,7 +278,13 @@ pub(crate) fn plan_match_recognize(
         },
         input_schema: input,
         schema: schema.clone(),
-    })?;
+    };
+    let spec = MatchRecognizeSpec {
+        matcher,
+        defines,
+        measures: measures.clone(),
+        within: within.cloned(),
+    };
 
     *relation = TableFactor::Table {
         name: ObjectName(vec![ObjectNamePart::Identifier(Ident::with_quote(
@@ -335,9 +303,8 @@ pub(crate) fn plan_match_recognize(
     };
     Ok(PlannedPattern {
         stream,
-        operator,
+        spec,
         schema,
-        explain,
     })
 }
 

@@ -22,22 +22,24 @@ use datafusion::sql::sqlparser::ast::{
 
 use super::catalog::{normalize, normalize_object, Catalog, StreamDef};
 use super::context::PlanContext;
-use super::explain::{self, ExplainNode};
+use super::explain;
 use super::pattern::{plan_match_recognize, PlannedPattern};
+use super::spec::{
+    Aggregates, FilterSpec, HistorySpec, InvariantSpec, Method, OperatorSpec, OutlierSpec,
+    ProjectSpec, SessionWindowSpec, WindowAggregateSpec,
+};
 use crate::error::{Error, Result};
 use crate::operators::aggregates::AggregateSpec;
 use crate::operators::history::{FrameStart, HistoryAgg, HistoryColumn, HistoryFn};
 use crate::operators::session_window::GroupColumn;
-use crate::operators::window_aggregate::{WindowAssigner, WindowedInput};
-use crate::operators::{
-    Filter, History, Invariant, Operator, Outlier, Project, SessionWindow, WindowAggregate,
-};
+use crate::operators::window_aggregate::WindowedInput;
+use crate::operators::Operator;
 use crate::sql::interval::interval_duration;
 use crate::sql::{Clauses, InvariantClause, InvariantKind, OutlierClause, Training};
 use datafusion::scalar::ScalarValue;
 
 /// A window table function in `FROM`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WindowSpec {
     /// `TUMBLE(s, ts, size)`.
     Tumble {
@@ -58,27 +60,31 @@ pub enum WindowSpec {
     },
 }
 
-/// A planned continuous query: the stream it reads and the operators its rows pass through.
+/// A planned continuous query: the stream it reads and the specs of the operators its rows
+/// pass through.
 pub struct QueryPlan {
     /// The input stream.
     pub stream: Arc<StreamDef>,
     /// The window in `FROM`, if any.
     pub window: Option<WindowSpec>,
-    /// Operators from source to result.
-    pub operators: Vec<Box<dyn Operator>>,
+    /// The operators, from source to result.
+    pub specs: Vec<OperatorSpec>,
     /// Schema of the result rows.
     pub schema: SchemaRef,
-    /// What each operator does, for EXPLAIN (same order as `operators`).
-    pub explain: Vec<ExplainNode>,
 }
 
 impl QueryPlan {
+    /// Fresh operators built from the specs, from source to result.
+    pub fn build_operators(&self) -> Result<Vec<Box<dyn Operator>>> {
+        self.specs.iter().map(OperatorSpec::build).collect()
+    }
+
     /// EXPLAIN as indented text.
     pub fn explain_text(&self) -> String {
         explain::explain_text(
             &self.stream,
             self.window.as_ref(),
-            &self.explain,
+            &self.explain_nodes(),
             &self.schema,
         )
     }
@@ -88,15 +94,19 @@ impl QueryPlan {
         explain::explain_json(
             &self.stream,
             self.window.as_ref(),
-            &self.explain,
+            &self.explain_nodes(),
             &self.schema,
         )
+    }
+
+    fn explain_nodes(&self) -> Vec<explain::ExplainNode> {
+        self.specs.iter().map(OperatorSpec::explain).collect()
     }
 }
 
 impl std::fmt::Debug for QueryPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.operators.iter().map(|o| o.name()).collect();
+        let names: Vec<&str> = self.specs.iter().map(OperatorSpec::name).collect();
         f.debug_struct("QueryPlan")
             .field("stream", &self.stream.name)
             .field("window", &self.window)
@@ -125,11 +135,11 @@ pub fn plan_continuous(
     if let Some(clause) = &clauses.invariant {
         add_invariant(&mut plan, clause)?;
     }
+    // What the operators' constructors check (a pattern that matches no rows, a window
+    // that is not positive, ...) is a planning error: check it now, once.
+    plan.build_operators()?;
     Ok(plan)
 }
-
-/// Physical expressions with their SQL text, for EXPLAIN.
-type PlannedExprs = (Vec<Arc<dyn PhysicalExpr>>, Vec<String>);
 
 /// Appends the invariant operator.
 fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> Result<()> {
@@ -161,20 +171,20 @@ fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> Result<()> {
     ctx.add_table("results", input.clone())?;
     let df_input = DFSchema::try_from_qualified_schema("results", &input)?;
     let planner = SqlToRel::new(&ctx);
-    let plan_exprs = |exprs: &[sq::Expr]| -> Result<PlannedExprs> {
-        let mut out = Vec::new();
-        let mut shown = Vec::new();
-        for e in exprs {
-            let logical = planner.sql_to_expr(e.clone(), &df_input, &mut PlannerContext::new())?;
-            shown.push(e.to_string());
-            out.push(physical(&ctx, &logical, &df_input)?);
-        }
-        Ok((out, shown))
+    let plan_exprs = |exprs: &[sq::Expr]| -> Result<Vec<Arc<dyn PhysicalExpr>>> {
+        exprs
+            .iter()
+            .map(|e| {
+                let logical =
+                    planner.sql_to_expr(e.clone(), &df_input, &mut PlannerContext::new())?;
+                physical(&ctx, &logical, &df_input)
+            })
+            .collect()
     };
-    let (values, values_shown) = plan_exprs(&clause.exprs)?;
-    let (keys, keys_shown) = plan_exprs(&clause.per)?;
+    let values = plan_exprs(&clause.exprs)?;
+    let keys = plan_exprs(&clause.per)?;
     if clause.kind == InvariantKind::Range {
-        for (e, text) in values.iter().zip(&values_shown) {
+        for (e, text) in values.iter().zip(&clause.exprs) {
             let t = e.data_type(&input)?;
             if !(t.is_numeric() || matches!(t, DataType::Timestamp(_, _))) {
                 return Err(Error::plan(
@@ -187,48 +197,18 @@ fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> Result<()> {
     let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
     fields.push(Field::new("violation", DataType::Utf8, false));
     let output = Arc::new(Schema::new(fields));
-    plan.operators.push(Box::new(Invariant::try_new(
-        clause.kind,
+    plan.specs.push(OperatorSpec::Invariant(InvariantSpec {
+        kind: clause.kind,
         values,
-        values_shown.clone(),
+        values_sql: clause.exprs.clone(),
         keys,
-        clause.training,
-        clause.online,
+        keys_sql: clause.per.clone(),
+        training: clause.training,
+        online: clause.online,
         time_column,
-        output.clone(),
-    )?));
-    let training = match clause.training {
-        Training::Windows(n) => format!("first {n} windows"),
-        Training::Interval(d) => {
-            format!("{} ms of event time from the first result", d.as_millis())
-        }
-    };
-    plan.explain.push(
-        ExplainNode::new("Invariant")
-            .with(
-                "learns",
-                format!("{:?} of ({})", clause.kind, values_shown.join(", ")).to_lowercase(),
-            )
-            .with("per", keys_shown)
-            .with("training", training)
-            .with(
-                "after_training",
-                if clause.online {
-                    "check, then learn (online)"
-                } else {
-                    "check only (offline)"
-                },
-            )
-            .with(
-                "state",
-                if plan.window.is_some() {
-                    "per key: the learned set (values in Arrow row format) or range"
-                } else {
-                    "per key: the learned set (values in Arrow row format) or range; rows wait \
-                     for the watermark to be checked in event-time order"
-                },
-            ),
-    );
+        windowed: plan.window.is_some(),
+        schema: output.clone(),
+    }));
     plan.schema = output;
     Ok(())
 }
@@ -278,56 +258,44 @@ fn add_outlier(plan: &mut QueryPlan, clause: &OutlierClause) -> Result<()> {
     let df_input = DFSchema::try_from_qualified_schema("results", &input)?;
     let planner = SqlToRel::new(&ctx);
     let mut partition = Vec::new();
-    let mut shown = Vec::new();
     for e in &clause.partition_by {
         let logical = planner.sql_to_expr(e.clone(), &df_input, &mut PlannerContext::new())?;
-        shown.push(e.to_string());
         partition.push(physical(&ctx, &logical, &df_input)?);
     }
     let window_column = input
         .index_of("window_end")
-        .or_else(|_| input.index_of("window_start"));
-    if let Ok(i) = window_column {
+        .or_else(|_| input.index_of("window_start"))
+        .ok();
+    if let Some(i) = window_column {
         partition.push(datafusion::physical_expr::expressions::col(
             input.field(i).name(),
             &input,
         )?);
-        shown.push(input.field(i).name().clone());
     }
     let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
     fields.push(Field::new("is_outlier", DataType::Boolean, true));
     fields.push(Field::new("outlier_score", DataType::Float64, true));
     let output = Arc::new(Schema::new(fields));
-    plan.operators.push(Box::new(Outlier::new(
-        clause.method,
+    plan.specs.push(OperatorSpec::Outlier(OutlierSpec {
+        method: Method(clause.method),
         on,
         partition,
-        output.clone(),
-    )));
-    let on_names: Vec<String> = clause.on.iter().map(normalize).collect();
-    plan.explain.push(
-        ExplainNode::new("Outlier")
-            .with("method", clause.method.to_string())
-            .with("on", on_names)
-            .with("partition_by", shown)
-            .with(
-                "state",
-                "none: each window's results arrive complete in one batch",
-            ),
-    );
+        partition_sql: clause.partition_by.clone(),
+        window_column,
+        schema: output.clone(),
+    }));
     plan.schema = output.clone();
     if let Some(having) = &clause.having {
         let df_output = DFSchema::try_from_qualified_schema("results", &output)?;
         let logical =
             planner.sql_to_expr(having.clone(), &df_output, &mut PlannerContext::new())?;
         let predicate = physical(&ctx, &logical, &df_output)?;
-        plan.operators
-            .push(Box::new(Filter::new(predicate, output.clone())));
-        plan.explain.push(
-            ExplainNode::new("Filter")
-                .with("predicate", show(&logical, "results"))
-                .with("state", "none"),
-        );
+        plan.specs.push(OperatorSpec::Filter(FilterSpec {
+            predicate,
+            schema: output.clone(),
+            condition: logical,
+            relation: "results".into(),
+        }));
     }
     Ok(())
 }
@@ -387,11 +355,9 @@ fn plan_select(query: &sq::Query, within: Option<&Expr>, catalog: &Catalog) -> R
     }
     chain.reverse();
 
-    let mut operators: Vec<Box<dyn Operator>> = Vec::new();
-    let mut explain = Vec::new();
+    let mut specs = Vec::new();
     if let Some(p) = pattern {
-        operators.push(Box::new(p.operator));
-        explain.push(p.explain);
+        specs.push(OperatorSpec::Pattern(Box::new(p.spec)));
     }
     let mut schema = scan_schema.clone();
     let mut aggregated = false;
@@ -405,13 +371,12 @@ fn plan_select(query: &sq::Query, within: Option<&Expr>, catalog: &Catalog) -> R
                         "WHERE cannot refer to window_start or window_end; use HAVING".into(),
                     ));
                 }
-                let pred = physical(&ctx, &f.predicate, &input)?;
-                operators.push(Box::new(Filter::new(pred, schema.clone())));
-                explain.push(
-                    ExplainNode::new("Filter")
-                        .with("predicate", show(&f.predicate, &stream.name))
-                        .with("state", "none"),
-                );
+                specs.push(OperatorSpec::Filter(FilterSpec {
+                    predicate: physical(&ctx, &f.predicate, &input)?,
+                    schema: schema.clone(),
+                    condition: f.predicate.clone(),
+                    relation: stream.name.clone(),
+                }));
             }
             LogicalPlan::Projection(p) => {
                 if window.is_some() && !aggregated {
@@ -426,17 +391,13 @@ fn plan_select(query: &sq::Query, within: Option<&Expr>, catalog: &Catalog) -> R
                     .map(|e| physical(&ctx, e, &input))
                     .collect::<Result<Vec<_>>>()?;
                 schema = Arc::new(p.schema.as_arrow().clone());
-                operators.push(Box::new(Project::new(
+                specs.push(OperatorSpec::Project(ProjectSpec {
                     exprs,
-                    input.as_arrow(),
-                    schema.clone(),
-                )));
-                let shown: Vec<String> = p.expr.iter().map(|e| show(e, &stream.name)).collect();
-                explain.push(
-                    ExplainNode::new("Project")
-                        .with("columns", shown)
-                        .with("state", "none"),
-                );
+                    input: Arc::new(input.as_arrow().clone()),
+                    schema: schema.clone(),
+                    columns: p.expr.clone(),
+                    relation: stream.name.clone(),
+                }));
             }
             LogicalPlan::Aggregate(a) => {
                 let Some(spec) = window else {
@@ -447,31 +408,7 @@ fn plan_select(query: &sq::Query, within: Option<&Expr>, catalog: &Catalog) -> R
                     ));
                 };
                 schema = Arc::new(a.schema.as_arrow().clone());
-                let keys: Vec<String> =
-                    a.group_expr.iter().map(|e| show(e, &stream.name)).collect();
-                let aggs: Vec<String> = a.aggr_expr.iter().map(|e| show(e, &stream.name)).collect();
-                let (op_name, state) = match spec {
-                    WindowSpec::Session { .. } => (
-                        "SessionWindow",
-                        "per key: open sessions with their accumulators; a session is emitted \
-                         and freed when the watermark passes its last row + gap",
-                    ),
-                    _ => (
-                        "WindowAggregate",
-                        "per open pane (TUMBLE: the window; HOP: gcd(size, slide)): a group \
-                         table with one vectorised accumulator per aggregate; a window merges \
-                         its panes and is emitted when the watermark passes window_end, and a \
-                         pane is freed with its last window",
-                    ),
-                };
-                explain.push(
-                    ExplainNode::new(op_name)
-                        .with("window", explain::window_json(&spec))
-                        .with("keys", keys)
-                        .with("aggregates", aggs)
-                        .with("state", state),
-                );
-                operators.push(plan_aggregate(
+                specs.push(plan_aggregate(
                     &ctx,
                     spec,
                     &stream,
@@ -492,16 +429,14 @@ fn plan_select(query: &sq::Query, within: Option<&Expr>, catalog: &Catalog) -> R
                     ));
                 }
                 schema = Arc::new(w.schema.as_arrow().clone());
-                let (op, node) = plan_history(
+                specs.push(plan_history(
                     &ctx,
                     &stream,
                     &input,
                     &w.window_expr,
                     aggregated,
                     schema.clone(),
-                )?;
-                operators.push(op);
-                explain.push(node);
+                )?);
             }
             _ => unreachable!("chain holds only the node kinds matched above"),
         }
@@ -515,9 +450,8 @@ fn plan_select(query: &sq::Query, within: Option<&Expr>, catalog: &Catalog) -> R
     Ok(QueryPlan {
         stream,
         window,
-        operators,
+        specs,
         schema,
-        explain,
     })
 }
 
@@ -531,7 +465,7 @@ fn plan_aggregate(
     group_expr: &[LExpr],
     aggr_expr: &[LExpr],
     schema: SchemaRef,
-) -> Result<Box<dyn Operator>> {
+) -> Result<OperatorSpec> {
     let time_column = stream
         .event_time
         .as_ref()
@@ -558,7 +492,7 @@ fn plan_aggregate(
             "a windowed query must GROUP BY window_start or window_end",
         ));
     }
-    let mut specs = Vec::new();
+    let mut planned = Vec::new();
     for e in aggr_expr {
         #[allow(deprecated)]
         let (expr, filter, order) =
@@ -578,32 +512,24 @@ fn plan_aggregate(
                 "aggregates cannot take window_start or window_end as arguments".into(),
             ));
         }
-        specs.push(AggregateSpec { expr, filter });
+        planned.push(AggregateSpec { expr, filter });
     }
+    let aggregates = Aggregates {
+        exprs: aggr_expr.to_vec(),
+        input: Arc::new(input.as_arrow().clone()),
+        planned,
+    };
     match spec {
-        WindowSpec::Tumble { size } => {
-            let size = nanos(size)?;
-            let group = physical_all(ctx, group_expr, input)?;
-            Ok(Box::new(WindowAggregate::try_new(
-                WindowAssigner { size, slide: size },
-                windowed,
-                group,
-                specs,
+        WindowSpec::Tumble { .. } | WindowSpec::Hop { .. } => {
+            Ok(OperatorSpec::WindowAggregate(WindowAggregateSpec {
+                window: spec,
+                input: windowed,
+                group: physical_all(ctx, group_expr, input)?,
+                aggregates,
                 schema,
-            )?))
-        }
-        WindowSpec::Hop { slide, size } => {
-            let group = physical_all(ctx, group_expr, input)?;
-            Ok(Box::new(WindowAggregate::try_new(
-                WindowAssigner {
-                    size: nanos(size)?,
-                    slide: nanos(slide)?,
-                },
-                windowed,
-                group,
-                specs,
-                schema,
-            )?))
+                keys: group_expr.to_vec(),
+                relation: stream.name.clone(),
+            }))
         }
         WindowSpec::Session { gap } => {
             let mut layout = Vec::new();
@@ -623,73 +549,18 @@ fn plan_aggregate(
                     }
                 }
             }
-            Ok(Box::new(SessionWindow::try_new(
-                nanos(gap)?,
-                windowed,
+            Ok(OperatorSpec::SessionWindow(SessionWindowSpec {
+                gap,
+                input: windowed,
                 keys,
                 layout,
-                specs,
+                aggregates,
                 schema,
-            )?))
+                group: group_expr.to_vec(),
+                relation: stream.name.clone(),
+            }))
         }
     }
-}
-
-/// An expression as SQL-like text, without DataFusion's table qualifiers.
-fn show(e: &LExpr, stream: &str) -> String {
-    use datafusion::common::tree_node::{Transformed, TreeNode};
-    use datafusion::common::Column;
-    if let LExpr::Alias(a) = e {
-        let inner = a.expr.as_ref().clone().unalias_nested().data;
-        return format!("{} AS {}", show(&inner, stream), a.name);
-    }
-    let unqualified = e
-        .clone()
-        .transform(|e| {
-            Ok(match e {
-                LExpr::Column(c) => {
-                    Transformed::yes(LExpr::Column(Column::new_unqualified(c.name)))
-                }
-                other => Transformed::no(other),
-            })
-        })
-        .map(|t| t.data)
-        .unwrap_or_else(|_| e.clone());
-    let text = match datafusion::sql::unparser::expr_to_sql(&unqualified) {
-        Ok(sql) => sql.to_string(),
-        Err(_) => unqualified.human_display().to_string(),
-    };
-    // Columns that name an aggregate's output carry the stream as a prefix inside the name,
-    // and the unparser quotes them.
-    unquote_computed(&text.replace(&format!("{stream}."), ""))
-        .replace("count(Int64(1))", "count(*)")
-}
-
-/// Drops the double quotes around identifiers that are computed names such as
-/// `"sum(amount)"`.
-fn unquote_computed(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(open) = rest.find('"') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        match after.find('"') {
-            Some(close) if after[..close].contains('(') => {
-                out.push_str(&after[..close]);
-                rest = &after[close + 1..];
-            }
-            Some(close) => {
-                out.push_str(&rest[open..open + close + 2]);
-                rest = &after[close + 1..];
-            }
-            None => {
-                out.push_str(&rest[open..]);
-                rest = "";
-            }
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 /// Maps window functions (`LAG`, aggregates `OVER (...)`) onto a history operator.
@@ -700,7 +571,7 @@ fn plan_history(
     window_expr: &[LExpr],
     ordered: bool,
     schema: SchemaRef,
-) -> Result<(Box<dyn Operator>, ExplainNode)> {
+) -> Result<OperatorSpec> {
     use datafusion::logical_expr::{WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition};
     let unsupported = |m: String| Error::NotSupported(m);
     let time_name = if ordered {
@@ -736,7 +607,6 @@ fn plan_history(
         })?;
     let mut columns = Vec::new();
     let mut partition: Option<Vec<LExpr>> = None;
-    let mut shown = Vec::new();
     let base = input.fields().len();
     for (i, e) in window_expr.iter().enumerate() {
         let inner = e.clone().unalias_nested().data;
@@ -859,7 +729,6 @@ fn plan_history(
                 )))
             }
         };
-        shown.push(show(e, &stream.name));
         columns.push(HistoryColumn {
             function,
             arg,
@@ -867,31 +736,17 @@ fn plan_history(
         });
     }
     let partition = partition.unwrap_or_default();
-    let keys: Vec<String> = partition.iter().map(|e| show(e, &stream.name)).collect();
-    let partition_by = physical_all(ctx, &partition, input)?;
-    let input_schema = Arc::new(input.as_arrow().clone());
-    let op = History::new(
+    Ok(OperatorSpec::History(HistorySpec {
         columns,
-        partition_by,
+        partition_by: physical_all(ctx, &partition, input)?,
         time_column,
         ordered,
-        input_schema,
+        input: Arc::new(input.as_arrow().clone()),
         schema,
-    );
-    let node = ExplainNode::new("History")
-        .with("columns", shown)
-        .with("partition_by", keys)
-        .with("order_by", time_name)
-        .with(
-            "state",
-            if ordered {
-                "per partition: the frame's recent values (ring buffer)"
-            } else {
-                "per partition: the frame's recent values; rows wait for the watermark to be \
-                 processed in event-time order"
-            },
-        );
-    Ok((Box::new(op), node))
+        functions: window_expr.to_vec(),
+        partition,
+        relation: stream.name.clone(),
+    }))
 }
 
 /// Nanoseconds of an interval literal (RANGE frames).
@@ -907,17 +762,6 @@ fn interval_nanos(v: &ScalarValue) -> Result<i64> {
             "RANGE frames take an INTERVAL without months, not {other}"
         ))),
     }
-}
-
-fn nanos(d: Duration) -> Result<i64> {
-    let n = crate::time::duration_nanos(d);
-    if n <= 0 {
-        return Err(Error::plan(
-            "22023",
-            "window size, slide and gap must be positive",
-        ));
-    }
-    Ok(n)
 }
 
 fn physical(ctx: &PlanContext, e: &LExpr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {

@@ -23,9 +23,8 @@ use super::recovery::{self, Durability};
 use super::show;
 use super::wal::{FsyncPolicy, Record, DEFAULT_GROUP_COMMIT};
 use crate::error::{Error, Result};
-use crate::operators::{Operator, Sharded};
 use crate::plan::catalog::{normalize, normalize_object};
-use crate::plan::{plan_continuous, Catalog, QueryPlan, StreamDef};
+use crate::plan::{plan_continuous, Catalog, OperatorSpec, QueryPlan, StreamDef};
 use crate::sources::csv::{CopyDecoder, CopyOptions};
 use crate::sources::insert;
 use crate::sql::{self, CopyFrom, CreateQuery, ExplainTarget, Statement};
@@ -504,9 +503,18 @@ impl Engine {
                     .get(&stream)
                     .cloned()
                     .ok_or_else(|| Error::undefined("stream", &stream))?;
-                let seq = logged(self, Statement::CreateQuery(cq.clone()).to_string())?;
-                shared.catalog.add_query(name.clone(), cq.clone())?;
-                hub.lock().attach(&name, cq, plan, self.config.retain_rows);
+                // Attach first (it can be undone), log, then make it visible.
+                let mut hub = hub.lock();
+                hub.attach(&name, cq.clone(), plan, self.config.retain_rows)?;
+                let seq = match logged(self, Statement::CreateQuery(cq.clone()).to_string()) {
+                    Ok(seq) => seq,
+                    Err(e) => {
+                        hub.detach(&name);
+                        return Err(e);
+                    }
+                };
+                drop(hub);
+                shared.catalog.add_query(name.clone(), cq)?;
                 shared.query_streams.insert(name, stream);
                 Ok(seq)
             }
@@ -549,9 +557,7 @@ impl Engine {
     fn plan_query(&self, shared: &Shared, cq: &CreateQuery) -> Result<QueryPlan> {
         let mut plan = plan_continuous(&cq.query, &cq.clauses, &shared.catalog)?;
         if self.config.workers > 1 {
-            shard(&mut plan, self.config.workers, || {
-                plan_continuous(&cq.query, &cq.clauses, &shared.catalog)
-            })?;
+            shard(&mut plan, self.config.workers)?;
         }
         Ok(plan)
     }
@@ -806,30 +812,17 @@ fn quoted(name: &str) -> String {
 
 /// Spreads the plan's keyed operators over `workers` replicas each, where only stateless
 /// operators follow (an OUTLIER, INVARIANT or history over the results needs them whole, in
-/// order). `replan` plans the same query again, for fresh replicas.
-fn shard(
-    plan: &mut QueryPlan,
-    workers: usize,
-    replan: impl Fn() -> Result<QueryPlan>,
-) -> Result<()> {
-    let stateless = |op: &dyn Operator| matches!(op.name(), "Filter" | "Project");
-    for i in 0..plan.operators.len() {
-        if !plan.operators[i + 1..]
-            .iter()
-            .all(|op| stateless(op.as_ref()))
-        {
+/// order). The replicas are built from the operator's spec.
+fn shard(plan: &mut QueryPlan, workers: usize) -> Result<()> {
+    for i in 0..plan.specs.len() {
+        if !plan.specs[i + 1..].iter().all(OperatorSpec::is_stateless) {
             continue;
         }
-        let Some(keys) = plan.operators[i].shard_keys() else {
+        if plan.specs[i].build()?.shard_keys().is_none() {
             continue;
-        };
-        let mut replicas = Vec::with_capacity(workers);
-        replicas.push(plan.operators.remove(i));
-        for _ in 1..workers {
-            replicas.push(replan()?.operators.swap_remove(i));
         }
-        plan.operators
-            .insert(i, Box::new(Sharded::try_new(replicas, keys)?));
+        let spec = plan.specs[i].clone();
+        plan.specs[i] = spec.sharded(workers);
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Shared work across the queries of a stream (SAQL's master-dependent queries, generalised):
 //! the operator chains of all queries on a stream form one tree. Queries whose chains begin
-//! with the same operators (same expressions, keys, windows and output schema, as EXPLAIN shows
-//! them) share those nodes, so an identical predicate or projection is evaluated once per
+//! with the same operators (equal [`OperatorSpec`]s: same expressions, keys, windows and
+//! schemas) share those nodes, so an identical predicate or projection is evaluated once per
 //! batch and an identical window aggregate is computed once, however many queries use it.
 //! Each query is a path from a root to the node that produces its results.
 //!
@@ -16,15 +16,15 @@ use datafusion::arrow::record_batch::RecordBatch;
 
 use super::output::{OutputHandle, QueryOutput};
 use super::predicates::{AtomValues, SharedPredicates, SplitPredicate};
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::operators::filter;
 use crate::operators::Operator;
-use crate::plan::explain::ExplainNode;
+use crate::plan::OperatorSpec;
 use crate::time::Watermark;
 
 struct Node {
-    /// What the operator computes; equal signatures under one parent compute the same.
-    signature: String,
+    /// What the operator computes; equal specs under one parent compute the same.
+    spec: OperatorSpec,
     op: Box<dyn Operator>,
     children: Vec<usize>,
     /// Queries whose results are this node's output, with where those results go.
@@ -48,29 +48,20 @@ pub struct OperatorGraph {
 }
 
 impl OperatorGraph {
-    /// Adds a query's operators, sharing every leading operator that an existing path already
-    /// runs; advances the new nodes to `watermark`. The query's results go to `output`.
-    /// Returns the query's path of node ids.
+    /// Adds a query's operators, sharing every leading operator whose spec equals one that an
+    /// existing path already runs there; builds the others from their specs and advances them
+    /// to `watermark`. The query's results go to `output`. Returns the query's path of node ids.
     pub fn attach(
         &mut self,
         query: &str,
-        operators: Vec<Box<dyn Operator>>,
-        explain: &[ExplainNode],
+        specs: Vec<OperatorSpec>,
         watermark: Watermark,
         output: OutputHandle,
-    ) -> Vec<usize> {
-        let shareable = operators.len() == explain.len();
+    ) -> Result<Vec<usize>> {
         let mut path = Vec::new();
         let mut parent: Option<usize> = None;
         let mut fresh = false;
-        for (i, op) in operators.into_iter().enumerate() {
-            let signature = if shareable {
-                signature(&explain[i], op.as_ref())
-            } else {
-                // Never equal to another: a query whose EXPLAIN does not describe each
-                // operator keeps its own.
-                format!("{query}#{i}")
-            };
+        for spec in specs {
             let siblings = match parent {
                 None => &self.roots,
                 Some(p) => &self.node(p).children,
@@ -80,14 +71,21 @@ impl OperatorGraph {
             } else {
                 siblings.iter().copied().find(|&id| {
                     let n = self.node(id);
-                    n.signature == signature && !n.failed
+                    n.spec == spec && !n.failed
                 })
             };
             let id = match existing {
                 Some(id) => id,
                 None => {
                     fresh = true;
-                    let mut op = op;
+                    let mut op = match spec.build() {
+                        Ok(op) => op,
+                        Err(e) => {
+                            // Leave the graph as it was.
+                            self.detach(query, &path);
+                            return Err(e);
+                        }
+                    };
                     if watermark > Watermark::START {
                         // A fresh operator holds nothing for the watermark to complete.
                         let _ = op.on_watermark(watermark);
@@ -97,7 +95,7 @@ impl OperatorGraph {
                         _ => None,
                     };
                     let id = self.insert(Node {
-                        signature,
+                        spec,
                         op,
                         children: Vec::new(),
                         sinks: Vec::new(),
@@ -121,7 +119,7 @@ impl OperatorGraph {
             Some(&last) => self.node_mut(last).sinks.push(sink),
             None => self.passthrough.push(sink),
         }
-        path
+        Ok(path)
     }
 
     /// Removes a query; nodes no other query uses are dropped with their state.
@@ -318,23 +316,6 @@ impl OperatorGraph {
     }
 }
 
-/// The EXPLAIN node and the output schema: two operators with equal signatures under the same
-/// parent compute the same rows.
-fn signature(explain: &ExplainNode, op: &dyn Operator) -> String {
-    let props: Vec<String> = explain
-        .properties
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    format!(
-        "{}|{}|{}|{:?}",
-        op.name(),
-        explain.operator,
-        props.join(";"),
-        op.schema().fields()
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -361,10 +342,11 @@ mod tests {
         let datafusion::sql::sqlparser::ast::Statement::Query(q) = *stmt else {
             panic!("not a query")
         };
-        let mut plan = plan_query(&q, &cat).unwrap();
-        let ops = std::mem::take(&mut plan.operators);
+        let plan = plan_query(&q, &cat).unwrap();
         let output = QueryOutput::handle(name, plan.schema.clone(), 100);
-        let path = g.attach(name, ops, &plan.explain, Watermark::START, output.clone());
+        let path = g
+            .attach(name, plan.specs, Watermark::START, output.clone())
+            .unwrap();
         (path, output)
     }
 
@@ -429,6 +411,24 @@ mod tests {
         g.detach("c", &c);
         assert_eq!(live(&g), 0);
         assert!(g.roots.is_empty());
+    }
+
+    #[test]
+    fn a_failed_attach_leaves_the_graph_as_it_was() {
+        let mut g = OperatorGraph::default();
+        let (a, _) = attach(&mut g, "a", SUM);
+        let nodes = live(&g);
+        // Shares the filter and the aggregate, then fails to build its projection (one
+        // replica of an operator without keys is not sharding).
+        let cat = catalog();
+        let mut specs = crate::plan(SUM, &cat).unwrap().specs;
+        let last = specs.pop().unwrap();
+        specs.push(last.sharded(1));
+        let output = QueryOutput::handle("b", cat.stream("s").unwrap().schema.clone(), 10);
+        assert!(g.attach("b", specs, Watermark::START, output).is_err());
+        assert_eq!(live(&g), nodes);
+        g.detach("a", &a);
+        assert_eq!(live(&g), 0, "the shared nodes have the users they had");
     }
 
     #[test]

@@ -120,17 +120,22 @@ impl Hub {
         Some(moved)
     }
 
-    /// Adds a planned query; its operators join the graph at the current watermark.
-    pub fn attach(&mut self, name: &str, def: CreateQuery, mut plan: QueryPlan, retain: usize) {
+    /// Adds a planned query; its operators join the graph at the current watermark. On an
+    /// error the graph is left as it was.
+    pub fn attach(
+        &mut self,
+        name: &str,
+        def: CreateQuery,
+        plan: QueryPlan,
+        retain: usize,
+    ) -> Result<()> {
         let output = QueryOutput::handle(name, plan.schema.clone(), retain);
-        let operators = std::mem::take(&mut plan.operators);
         let path = self.graph.attach(
             name,
-            operators,
-            &plan.explain,
+            plan.specs.clone(),
             self.stream.watermark,
             output.clone(),
-        );
+        )?;
         self.queries.insert(
             name.to_string(),
             QueryRuntime {
@@ -141,6 +146,7 @@ impl Hub {
                 output,
             },
         );
+        Ok(())
     }
 
     /// Removes a query and the operators no other query uses.

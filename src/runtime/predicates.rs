@@ -51,7 +51,8 @@ struct Atom {
 #[derive(Default)]
 pub struct SharedPredicates {
     atoms: Vec<Option<Atom>>,
-    by_key: HashMap<String, usize>,
+    /// Atom ids by expression: equal physical expressions evaluate alike.
+    by_key: HashMap<Arc<dyn PhysicalExpr>, usize>,
 }
 
 /// Each atom's value over one batch: where it is true (false or NULL elsewhere).
@@ -140,9 +141,7 @@ impl SharedPredicates {
     }
 
     fn add(&mut self, expr: &Arc<dyn PhysicalExpr>) -> usize {
-        // Debug shows column indices and typed constants: equal keys evaluate alike.
-        let key = format!("{expr:?}");
-        if let Some(&id) = self.by_key.get(&key) {
+        if let Some(&id) = self.by_key.get(expr) {
             self.atoms[id]
                 .as_mut()
                 .expect("registered atoms live")
@@ -164,7 +163,7 @@ impl SharedPredicates {
                 self.atoms.len() - 1
             }
         };
-        self.by_key.insert(key, id);
+        self.by_key.insert(expr.clone(), id);
         id
     }
 }

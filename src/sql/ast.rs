@@ -202,7 +202,7 @@ pub struct InvariantClause {
 }
 
 /// What an invariant learns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum InvariantKind {
     /// The set of distinct values.
     Set,
@@ -211,7 +211,7 @@ pub enum InvariantKind {
 }
 
 /// An invariant's training period.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Training {
     /// The first n windows with results.
     Windows(u64),

@@ -45,7 +45,7 @@ use crate::error::{Error, Result};
 use crate::time::{duration_nanos, Watermark};
 
 /// Where the next match may start after one is found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AfterMatch {
     /// After the match's last row (the default).
     PastLastRow,
@@ -63,7 +63,7 @@ pub const MAX_THREADS_PER_PARTITION: usize = 100_000;
 
 /// A comparison between a column of the current row and a reference, such as
 /// `b.pid = a.pid`, evaluated directly on the values (NULL on either side: false).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Comparison {
     /// The input column.
     pub column: usize,
@@ -74,7 +74,7 @@ pub struct Comparison {
 }
 
 /// The operator of a [`Comparison`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CompareOp {
     /// `=`
     Eq,
@@ -110,6 +110,7 @@ impl CompareOp {
 
 /// A `DEFINE` condition that reads earlier rows of the match: direct comparisons, then
 /// (if any conjunct is not one) a predicate over a batch of reference values.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CrossCondition {
     /// Conjuncts of the form `column <op> reference` on equal types.
     pub comparisons: Vec<Comparison>,
@@ -123,6 +124,7 @@ pub struct CrossCondition {
 }
 
 /// One pattern variable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Variable {
     /// Its name, for EXPLAIN and errors.
     pub name: String,
@@ -133,6 +135,7 @@ pub struct Variable {
 }
 
 /// The output row of a match: references computed from its rows, then expressions over them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Measures {
     /// The references, in the order of the columns of `schema`.
     pub refs: Vec<Ref>,
@@ -143,6 +146,7 @@ pub struct Measures {
 }
 
 /// Everything the planner decides about a `MATCH_RECOGNIZE`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PatternSpec {
     /// The variables, numbered as in `pattern`.
     pub variables: Vec<Variable>,

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 const MAX_PROGRAM: usize = 4096;
 
 /// A row pattern over variables numbered from 0.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Pattern {
     /// One row satisfying the variable's condition.
     Var(usize),
