@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{batch, incremental, render, schema, Row, BASE, SEC};
+use common::{batch, incremental, received, render, schema, Row, BASE, SEC};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
@@ -66,6 +66,45 @@ proptest! {
             "SELECT k, ws, ws + INTERVAL '10 seconds', {AGGS} FROM \
              (SELECT *, date_bin(INTERVAL '10 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws FROM t) \
              GROUP BY k, ws"), &rows);
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_larger_window_rolled_up_from_a_smaller_one_matches_batch_recompute(
+        (rows, splits) in rows_strategy()
+    ) {
+        // The 30 s query shares the 10 s query's filter and is computed from its results.
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        const ROLLED: &str = "COUNT(*) AS n, SUM(v) AS total, MIN(v) AS lo, MAX(v) AS hi";
+        let engine = Engine::open(EngineConfig::default()).unwrap();
+        let run = |sql: &str| engine.execute_blocking(sql).unwrap().remove(0);
+        run("CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
+             WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)");
+        for (name, secs) in [("small", 10), ("large", 30)] {
+            run(&format!(
+                "CREATE CONTINUOUS QUERY {name} AS SELECT k, window_start, window_end, {ROLLED} \
+                 FROM TUMBLE(s, ts, INTERVAL '{secs}' SECOND) WHERE v > -20 \
+                 GROUP BY k, window_start, window_end"
+            ));
+        }
+        let StatementResult::Subscribe(mut sub) = run("SUBSCRIBE large") else {
+            panic!("not a subscription")
+        };
+        let mut start = 0;
+        for (i, _) in (0..).zip(0..rows.len()) {
+            if start >= rows.len() {
+                break;
+            }
+            let len = splits[i % splits.len()].min(rows.len() - start);
+            engine.insert_batch("s", batch(&rows[start..start + len])).unwrap();
+            start += len;
+        }
+        engine.finish();
+        let got = render(&received(&mut sub));
+        let want = reference(&rt, &format!(
+            "SELECT k, ws, ws + INTERVAL '30 seconds', {ROLLED} FROM \
+             (SELECT *, date_bin(INTERVAL '30 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws \
+              FROM t WHERE v > -20) GROUP BY k, ws"), &rows);
         prop_assert_eq!(got, want);
     }
 

@@ -10,6 +10,7 @@ mod pattern;
 
 pub(crate) use context::PlanContext;
 pub mod query;
+pub mod rollup;
 pub mod spec;
 
 pub use catalog::{Catalog, EventTimeDef, StreamDef};

@@ -12,6 +12,8 @@
 //! The node that produces a query's results holds the query's [`OutputHandle`] and delivers
 //! to it directly; a failing node fails the outputs of every query below it.
 
+use std::collections::VecDeque;
+
 use datafusion::arrow::record_batch::RecordBatch;
 
 use super::output::{OutputHandle, QueryOutput};
@@ -19,6 +21,7 @@ use super::predicates::{AtomValues, SharedPredicates, SplitPredicate};
 use crate::error::{Error, Result};
 use crate::operators::filter;
 use crate::operators::Operator;
+use crate::plan::rollup::rollup;
 use crate::plan::OperatorSpec;
 use crate::time::Watermark;
 
@@ -61,7 +64,8 @@ impl OperatorGraph {
         let mut path = Vec::new();
         let mut parent: Option<usize> = None;
         let mut fresh = false;
-        for spec in specs {
+        let mut specs: VecDeque<OperatorSpec> = specs.into();
+        while let Some(spec) = specs.pop_front() {
             let siblings = match parent {
                 None => &self.roots,
                 Some(p) => &self.node(p).children,
@@ -74,6 +78,27 @@ impl OperatorGraph {
                     n.spec == spec && !n.failed
                 })
             };
+            // A larger window computed from a smaller one's results, where one runs here.
+            if existing.is_none() && !fresh {
+                let smaller = siblings.iter().copied().find_map(|id| {
+                    let n = self.node(id);
+                    match (&n.spec, &spec) {
+                        (OperatorSpec::WindowAggregate(base), OperatorSpec::WindowAggregate(t))
+                            if !n.failed =>
+                        {
+                            rollup(base, t).map(|r| (id, r))
+                        }
+                        _ => None,
+                    }
+                });
+                if let Some((id, rolled)) = smaller {
+                    self.node_mut(id).users += 1;
+                    path.push(id);
+                    parent = Some(id);
+                    specs.push_front(rolled);
+                    continue;
+                }
+            }
             let id = match existing {
                 Some(id) => id,
                 None => {
@@ -411,6 +436,51 @@ mod tests {
         g.detach("c", &c);
         assert_eq!(live(&g), 0);
         assert!(g.roots.is_empty());
+    }
+
+    #[test]
+    fn a_larger_window_over_the_same_filter_reads_the_smaller_ones_results() {
+        let mut g = OperatorGraph::default();
+        let (small, out_small) = attach(&mut g, "small", SUM);
+        let (large, out_large) = attach(
+            &mut g,
+            "large",
+            "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '30' SECOND) \
+             WHERE v > 1 GROUP BY k, window_start, window_end",
+        );
+        assert_eq!(
+            large[..2],
+            small[..2],
+            "filter and 10 s aggregate are shared"
+        );
+        assert_eq!(
+            large.len(),
+            small.len() + 1,
+            "then a rollup and its projection"
+        );
+        g.process(&batch(&[(0, 1, 5), (12, 1, 7), (25, 2, 4), (31, 1, 9)]));
+        g.advance(Watermark(EventTime(60 * 1_000_000_000)));
+        let rows = |q: &OutputHandle| results(q).iter().map(|b| b.num_rows()).sum::<usize>();
+        assert_eq!(rows(&out_small), 4);
+        let totals: Vec<i64> = results(&out_large)
+            .iter()
+            .flat_map(|b| {
+                b.column(2)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        assert_eq!(
+            totals,
+            vec![12, 4, 9],
+            "k=1 and k=2 in [0, 30), k=1 in [30, 60)"
+        );
+        g.detach("small", &small);
+        g.detach("large", &large);
+        assert_eq!(live(&g), 0);
     }
 
     #[test]
