@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -16,18 +16,17 @@ use datafusion::sql::sqlparser::ast as sq;
 use tokio::sync::mpsc;
 
 use super::adhoc;
-use super::checkpoint::Written;
 use super::hub::{Hub, StreamHub};
 use super::output::{QueryOutput, SubscriptionEvent};
-use super::recovery::{self, Durability};
+use super::recovery::Durability;
 use super::show;
 use super::wal::{FsyncPolicy, Record, DEFAULT_GROUP_COMMIT};
 use crate::error::{Error, Result};
 use crate::plan::catalog::{normalize, normalize_object};
-use crate::plan::{plan_continuous, Catalog, OperatorSpec, QueryPlan, StreamDef};
+use crate::plan::{plan_continuous, Catalog};
 use crate::sources::csv::{CopyDecoder, CopyOptions};
 use crate::sources::insert;
-use crate::sql::{self, CopyFrom, CreateQuery, ExplainTarget, Statement};
+use crate::sql::{self, CopyFrom, ExplainTarget, Statement};
 use crate::time::Watermark;
 
 /// How an engine is set up.
@@ -138,13 +137,10 @@ pub(super) struct Shared {
 /// The streaming engine. Cheap to clone; clones share state.
 #[derive(Clone)]
 pub struct Engine {
-    shared: Arc<RwLock<Shared>>,
-    config: Arc<EngineConfig>,
-    durability: Option<Arc<Durability>>,
+    pub(super) shared: Arc<RwLock<Shared>>,
+    pub(super) config: Arc<EngineConfig>,
+    pub(super) durability: Option<Arc<Durability>>,
 }
-
-/// Where earlier versions kept the catalog; read once into the log if there is no log yet.
-const CATALOG_FILE: &str = "catalog.sql";
 
 impl Engine {
     /// Opens an engine. With a data directory: locks it, restores the newest checkpoint,
@@ -177,132 +173,8 @@ impl Engine {
         Ok(engine)
     }
 
-    /// Restores the newest checkpoint and replays the log after it.
-    fn recover(&self, d: &Durability) -> Result<()> {
-        let started = Instant::now();
-        let mut shared = self.write();
-        let manifest = d.checkpoints.latest()?;
-        if let Some(m) = &manifest {
-            for stmt in sql::parse(&m.catalog_sql)? {
-                self.ddl(&mut shared, stmt, false)?;
-            }
-            recovery::restore(&shared, &d.checkpoints, m)?;
-        } else if d.log.last_seq() == 0 {
-            self.import_catalog_file(&mut shared)?;
-        }
-        let catalog_seq = manifest.as_ref().map_or(0, |m| m.catalog_seq);
-        let after = manifest.as_ref().map_or(0, |m| m.covered());
-        let mut frames = 0u64;
-        d.log.replay(after, |seq, record| {
-            let position = |stream: &str| manifest.as_ref().map_or(0, |m| m.position(stream));
-            match record {
-                Record::Catalog { sql } if seq > catalog_seq => {
-                    for stmt in sql::parse(&sql)? {
-                        self.ddl(&mut shared, stmt, false)?;
-                    }
-                }
-                Record::Rows { stream, batch } if seq > position(&stream) => {
-                    if let Some(hub) = shared.hubs.get(&stream) {
-                        hub.lock().insert(&batch, Instant::now())?;
-                    }
-                }
-                Record::Watermark { stream, watermark } if seq > position(&stream) => {
-                    if let Some(hub) = shared.hubs.get(&stream) {
-                        hub.lock().advance(watermark);
-                    }
-                }
-                _ => return Ok(()),
-            }
-            frames += 1;
-            Ok(())
-        })?;
-        tracing::info!(
-            "recovered {} streams and {} queries: checkpoint {}, {frames} log frames replayed in {:?}",
-            shared.hubs.len(),
-            shared.query_streams.len(),
-            manifest.as_ref().map_or("none".to_string(), |m| m.epoch.to_string()),
-            started.elapsed()
-        );
-        Ok(())
-    }
-
-    /// Reads a catalog kept by an earlier version as `catalog.sql` into the log.
-    fn import_catalog_file(&self, shared: &mut Shared) -> Result<()> {
-        let Some(dir) = &self.config.data_dir else {
-            return Ok(());
-        };
-        let path = dir.join(CATALOG_FILE);
-        if !path.exists() {
-            return Ok(());
-        }
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        for stmt in sql::parse(&text)? {
-            self.ddl(shared, stmt, true)?;
-        }
-        std::fs::remove_file(&path)
-            .map_err(|e| Error::io(format!("removing {}", path.display()), e))
-    }
-
-    /// Starts the thread that takes a checkpoint every `every`; it ends with the engine.
-    fn checkpoint_every(&self, every: Duration) -> Result<()> {
-        let shared = Arc::downgrade(&self.shared);
-        let durability = self.durability.as_ref().map(Arc::downgrade);
-        let config = self.config.clone();
-        let upgrade = move |shared: &Weak<RwLock<Shared>>, d: &Option<Weak<Durability>>| {
-            Some(Engine {
-                shared: shared.upgrade()?,
-                config: config.clone(),
-                durability: Some(d.as_ref()?.upgrade()?),
-            })
-        };
-        std::thread::Builder::new()
-            .name("saql-checkpoint".into())
-            .spawn(move || {
-                let mut waited = Duration::ZERO;
-                let step = Duration::from_millis(100).min(every);
-                loop {
-                    std::thread::sleep(step);
-                    waited += step;
-                    let Some(engine) = upgrade(&shared, &durability) else {
-                        return;
-                    };
-                    if waited < every {
-                        continue;
-                    }
-                    waited = Duration::ZERO;
-                    if let Err(e) = engine.checkpoint() {
-                        tracing::warn!("checkpoint failed: {e}");
-                    }
-                }
-            })
-            .map_err(|e| Error::io("starting the checkpoint thread", e))?;
-        Ok(())
-    }
-
-    /// Takes a checkpoint now: every hub's state is snapshotted under its own lock (ingest
-    /// into a stream pauses only while its operators copy their state), then written in the
-    /// calling thread, and the log behind the oldest kept checkpoint is removed.
-    pub fn checkpoint(&self) -> Result<Written> {
-        let Some(d) = &self.durability else {
-            return Err(Error::NotSupported(
-                "CHECKPOINT needs a data directory (--data-dir)".into(),
-            ));
-        };
-        let _one = d.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
-        let epoch = d.checkpoints.next_epoch()?;
-        let snapshot = {
-            let shared = self.read();
-            recovery::snapshot(&shared, &d.log, epoch, self.config.workers)?
-        };
-        d.log.sync()?;
-        let (written, oldest) = d.checkpoints.write(&snapshot)?;
-        d.log.truncate_through(oldest.covered())?;
-        Ok(written)
-    }
-
     /// Appends a record to the log, if there is one; returns its sequence number.
-    fn log(&self, record: &Record) -> Result<Option<u64>> {
+    pub(super) fn log(&self, record: &Record) -> Result<Option<u64>> {
         match &self.durability {
             Some(d) => Ok(Some(d.log.append(record)?)),
             None => Ok(None),
@@ -310,7 +182,7 @@ impl Engine {
     }
 
     /// Waits until a logged record is durable.
-    fn durable(&self, seq: Option<u64>) -> Result<()> {
+    pub(super) fn durable(&self, seq: Option<u64>) -> Result<()> {
         match (&self.durability, seq) {
             (Some(d), Some(seq)) => d.log.wait_durable(seq),
             _ => Ok(()),
@@ -319,16 +191,16 @@ impl Engine {
 
     // A panic while a lock was held cannot leave the catalog half-updated in a way we could
     // repair; keep serving with what is there.
-    fn read(&self) -> RwLockReadGuard<'_, Shared> {
+    pub(super) fn read(&self) -> RwLockReadGuard<'_, Shared> {
         self.shared.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, Shared> {
+    pub(super) fn write(&self) -> RwLockWriteGuard<'_, Shared> {
         self.shared.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The hub of a stream.
-    fn hub(&self, stream: &str) -> Result<Arc<StreamHub>> {
+    pub(super) fn hub(&self, stream: &str) -> Result<Arc<StreamHub>> {
         self.read()
             .hubs
             .get(stream)
@@ -337,7 +209,7 @@ impl Engine {
     }
 
     /// The hub of a query's stream, and the stream's name.
-    fn query_hub(&self, query: &str) -> Result<(Arc<StreamHub>, String)> {
+    pub(super) fn query_hub(&self, query: &str) -> Result<(Arc<StreamHub>, String)> {
         let shared = self.read();
         let stream = shared
             .query_streams
@@ -460,106 +332,6 @@ impl Engine {
             Statement::Sql(_) => unreachable!("plain SQL is executed by execute_sql"),
         };
         Ok(StatementResult::Command(tag.into()))
-    }
-
-    /// Applies a catalog change: checks it, appends it to the log (`log`, unless it is being
-    /// replayed from there), then changes memory. Returns the log sequence number.
-    fn ddl(&self, shared: &mut Shared, stmt: Statement, log: bool) -> Result<Option<u64>> {
-        let logged = |engine: &Engine, sql: String| -> Result<Option<u64>> {
-            if log {
-                engine.log(&Record::Catalog { sql })
-            } else {
-                Ok(None)
-            }
-        };
-        match stmt {
-            Statement::CreateStream(cs) => {
-                let name = normalize(&cs.name);
-                if shared.catalog.stream(&name).is_some() && cs.if_not_exists {
-                    return Ok(None);
-                }
-                let def = StreamDef::try_new(&cs)?;
-                if shared.catalog.name_taken(&name) {
-                    return Err(Error::duplicate("relation", &name));
-                }
-                let seq = logged(self, Statement::CreateStream(cs).to_string())?;
-                let def = shared.catalog.add_stream(def)?;
-                let hub = StreamHub::new(def.clone(), self.config.retain_rows);
-                shared.hubs.insert(def.name.clone(), hub);
-                Ok(seq)
-            }
-            Statement::CreateQuery(cq) => {
-                let name = normalize(&cq.name);
-                if cq.if_not_exists && shared.query_streams.contains_key(&name) {
-                    return Ok(None);
-                }
-                if shared.catalog.name_taken(&name) {
-                    return Err(Error::duplicate("relation", &name));
-                }
-                let plan = self.plan_query(shared, &cq)?;
-                let stream = plan.stream.name.clone();
-                let hub = shared
-                    .hubs
-                    .get(&stream)
-                    .cloned()
-                    .ok_or_else(|| Error::undefined("stream", &stream))?;
-                // Attach first (it can be undone), log, then make it visible.
-                let mut hub = hub.lock();
-                hub.attach(&name, cq.clone(), plan, self.config.retain_rows)?;
-                let seq = match logged(self, Statement::CreateQuery(cq.clone()).to_string()) {
-                    Ok(seq) => seq,
-                    Err(e) => {
-                        hub.detach(&name);
-                        return Err(e);
-                    }
-                };
-                drop(hub);
-                shared.catalog.add_query(name.clone(), cq)?;
-                shared.query_streams.insert(name, stream);
-                Ok(seq)
-            }
-            Statement::DropStream { name, if_exists } => {
-                let name = normalize(&name);
-                if shared.catalog.stream(&name).is_none() {
-                    if if_exists {
-                        return Ok(None);
-                    }
-                    return Err(Error::undefined("stream", &name));
-                }
-                check_unused(shared, &name)?;
-                let seq = logged(self, format!("DROP STREAM {}", quoted(&name)))?;
-                shared.catalog.remove_stream(&name);
-                if let Some(hub) = shared.hubs.remove(&name) {
-                    hub.lock().dropped = true;
-                }
-                Ok(seq)
-            }
-            Statement::DropQuery { name, if_exists } => {
-                let name = normalize(&name);
-                let Some(stream) = shared.query_streams.get(&name).cloned() else {
-                    if if_exists {
-                        return Ok(None);
-                    }
-                    return Err(Error::undefined("query", &name));
-                };
-                let seq = logged(self, format!("DROP QUERY {}", quoted(&name)))?;
-                shared.query_streams.remove(&name);
-                if let Some(hub) = shared.hubs.get(&stream) {
-                    hub.lock().detach(&name);
-                }
-                shared.catalog.remove_query(&name);
-                Ok(seq)
-            }
-            other => Err(Error::Internal(format!("not a catalog change: {other}"))),
-        }
-    }
-
-    fn plan_query(&self, shared: &Shared, cq: &CreateQuery) -> Result<QueryPlan> {
-        let mut plan = plan_continuous(&cq.query, &cq.clauses, &shared.catalog)?;
-        if self.config.workers > 1 {
-            shard(&mut plan, self.config.workers)?;
-        }
-        Ok(plan)
     }
 
     fn start_copy(&self, c: &CopyFrom) -> Result<StatementResult> {
@@ -783,48 +555,6 @@ async fn off_async<T: Send + 'static>(
         };
     }
     work()
-}
-
-/// Fails unless no query reads `name`.
-fn check_unused(shared: &Shared, name: &str) -> Result<()> {
-    let users: Vec<String> = shared
-        .query_streams
-        .iter()
-        .filter(|(_, s)| s.as_str() == name)
-        .map(|(q, _)| format!("\"{q}\""))
-        .collect();
-    if !users.is_empty() {
-        return Err(Error::Catalog {
-            sqlstate: "2BP01",
-            message: format!(
-                "cannot drop stream \"{name}\" because queries {} read it; drop them first",
-                users.join(", ")
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// A name as a quoted SQL identifier.
-fn quoted(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// Spreads the plan's keyed operators over `workers` replicas each, where only stateless
-/// operators follow (an OUTLIER, INVARIANT or history over the results needs them whole, in
-/// order). The replicas are built from the operator's spec.
-fn shard(plan: &mut QueryPlan, workers: usize) -> Result<()> {
-    for i in 0..plan.specs.len() {
-        if !plan.specs[i + 1..].iter().all(OperatorSpec::is_stateless) {
-            continue;
-        }
-        if plan.specs[i].build()?.shard_keys().is_none() {
-            continue;
-        }
-        let spec = plan.specs[i].clone();
-        plan.specs[i] = spec.sharded(workers);
-    }
-    Ok(())
 }
 
 fn ascii_option(c: char, what: &str) -> Result<u8> {

@@ -4,6 +4,7 @@
 
 mod adhoc;
 mod checkpoint;
+mod ddl;
 pub mod engine;
 mod graph;
 mod hub;

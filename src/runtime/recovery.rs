@@ -4,16 +4,18 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
 
 use datafusion::arrow::datatypes::SchemaRef;
 
-use super::checkpoint::{CheckpointStore, Manifest, QueryState, Snapshot, StreamState};
-use super::engine::Shared;
+use super::checkpoint::{CheckpointStore, Manifest, QueryState, Snapshot, StreamState, Written};
+use super::engine::{Engine, Shared};
 use super::output::QueryOutput;
-use super::wal::{FsyncPolicy, IngestLog};
+use super::wal::{FsyncPolicy, IngestLog, Record};
 use crate::error::{Error, Result};
 use crate::operators::snapshot::{decode, encode};
+use crate::sql;
 use crate::time::{EventTime, Watermark};
 
 /// The durable side of an engine with a data directory.
@@ -200,4 +202,133 @@ pub(super) fn restore(shared: &Shared, store: &CheckpointStore, manifest: &Manif
         QueryOutput::lock(&rt.output).restore(q.rows_out, &retained);
     }
     Ok(())
+}
+
+/// Where earlier versions kept the catalog; read once into the log if there is no log yet.
+const CATALOG_FILE: &str = "catalog.sql";
+
+impl Engine {
+    /// Restores the newest checkpoint and replays the log after it.
+    pub(super) fn recover(&self, d: &Durability) -> Result<()> {
+        let started = Instant::now();
+        let mut shared = self.write();
+        let manifest = d.checkpoints.latest()?;
+        if let Some(m) = &manifest {
+            for stmt in sql::parse(&m.catalog_sql)? {
+                self.ddl(&mut shared, stmt, false)?;
+            }
+            restore(&shared, &d.checkpoints, m)?;
+        } else if d.log.last_seq() == 0 {
+            self.import_catalog_file(&mut shared)?;
+        }
+        let catalog_seq = manifest.as_ref().map_or(0, |m| m.catalog_seq);
+        let after = manifest.as_ref().map_or(0, |m| m.covered());
+        let mut frames = 0u64;
+        d.log.replay(after, |seq, record| {
+            let position = |stream: &str| manifest.as_ref().map_or(0, |m| m.position(stream));
+            match record {
+                Record::Catalog { sql } if seq > catalog_seq => {
+                    for stmt in sql::parse(&sql)? {
+                        self.ddl(&mut shared, stmt, false)?;
+                    }
+                }
+                Record::Rows { stream, batch } if seq > position(&stream) => {
+                    if let Some(hub) = shared.hubs.get(&stream) {
+                        hub.lock().insert(&batch, Instant::now())?;
+                    }
+                }
+                Record::Watermark { stream, watermark } if seq > position(&stream) => {
+                    if let Some(hub) = shared.hubs.get(&stream) {
+                        hub.lock().advance(watermark);
+                    }
+                }
+                _ => return Ok(()),
+            }
+            frames += 1;
+            Ok(())
+        })?;
+        tracing::info!(
+            "recovered {} streams and {} queries: checkpoint {}, {frames} log frames replayed in {:?}",
+            shared.hubs.len(),
+            shared.query_streams.len(),
+            manifest.as_ref().map_or("none".to_string(), |m| m.epoch.to_string()),
+            started.elapsed()
+        );
+        Ok(())
+    }
+
+    /// Reads a catalog kept by an earlier version as `catalog.sql` into the log.
+    fn import_catalog_file(&self, shared: &mut Shared) -> Result<()> {
+        let Some(dir) = &self.config.data_dir else {
+            return Ok(());
+        };
+        let path = dir.join(CATALOG_FILE);
+        if !path.exists() {
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        for stmt in sql::parse(&text)? {
+            self.ddl(shared, stmt, true)?;
+        }
+        std::fs::remove_file(&path)
+            .map_err(|e| Error::io(format!("removing {}", path.display()), e))
+    }
+
+    /// Starts the thread that takes a checkpoint every `every`; it ends with the engine.
+    pub(super) fn checkpoint_every(&self, every: Duration) -> Result<()> {
+        let shared = Arc::downgrade(&self.shared);
+        let durability = self.durability.as_ref().map(Arc::downgrade);
+        let config = self.config.clone();
+        let upgrade = move |shared: &Weak<RwLock<Shared>>, d: &Option<Weak<Durability>>| {
+            Some(Engine {
+                shared: shared.upgrade()?,
+                config: config.clone(),
+                durability: Some(d.as_ref()?.upgrade()?),
+            })
+        };
+        std::thread::Builder::new()
+            .name("saql-checkpoint".into())
+            .spawn(move || {
+                let mut waited = Duration::ZERO;
+                let step = Duration::from_millis(100).min(every);
+                loop {
+                    std::thread::sleep(step);
+                    waited += step;
+                    let Some(engine) = upgrade(&shared, &durability) else {
+                        return;
+                    };
+                    if waited < every {
+                        continue;
+                    }
+                    waited = Duration::ZERO;
+                    if let Err(e) = engine.checkpoint() {
+                        tracing::warn!("checkpoint failed: {e}");
+                    }
+                }
+            })
+            .map_err(|e| Error::io("starting the checkpoint thread", e))?;
+        Ok(())
+    }
+
+    /// Takes a checkpoint now: every hub's state is snapshotted under its own lock (ingest
+    /// into a stream pauses only while its operators copy their state), then written in the
+    /// calling thread, and the log behind the oldest kept checkpoint is removed.
+    pub fn checkpoint(&self) -> Result<Written> {
+        let Some(d) = &self.durability else {
+            return Err(Error::NotSupported(
+                "CHECKPOINT needs a data directory (--data-dir)".into(),
+            ));
+        };
+        let _one = d.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
+        let epoch = d.checkpoints.next_epoch()?;
+        let snapshot = {
+            let shared = self.read();
+            snapshot(&shared, &d.log, epoch, self.config.workers)?
+        };
+        d.log.sync()?;
+        let (written, oldest) = d.checkpoints.write(&snapshot)?;
+        d.log.truncate_through(oldest.covered())?;
+        Ok(written)
+    }
 }

@@ -1,0 +1,161 @@
+//! Catalog changes (CREATE/DROP of streams and queries): each is checked, appended to the
+//! ingest log, then applied, so that memory never holds a change the log lacks and replay
+//! applies the same changes in the same order.
+
+use super::engine::{Engine, Shared};
+use super::hub::StreamHub;
+use super::wal::Record;
+use crate::error::{Error, Result};
+use crate::plan::catalog::normalize;
+use crate::plan::spec::OperatorSpec;
+use crate::plan::{plan_continuous, QueryPlan, StreamDef};
+use crate::sql::{CreateQuery, Statement};
+
+impl Engine {
+    /// Applies a catalog change: checks it, appends it to the log (`log`, unless it is being
+    /// replayed from there), then changes memory. Returns the log sequence number.
+    pub(super) fn ddl(
+        &self,
+        shared: &mut Shared,
+        stmt: Statement,
+        log: bool,
+    ) -> Result<Option<u64>> {
+        let logged = |engine: &Engine, sql: String| -> Result<Option<u64>> {
+            if log {
+                engine.log(&Record::Catalog { sql })
+            } else {
+                Ok(None)
+            }
+        };
+        match stmt {
+            Statement::CreateStream(cs) => {
+                let name = normalize(&cs.name);
+                if shared.catalog.stream(&name).is_some() && cs.if_not_exists {
+                    return Ok(None);
+                }
+                let def = StreamDef::try_new(&cs)?;
+                if shared.catalog.name_taken(&name) {
+                    return Err(Error::duplicate("relation", &name));
+                }
+                let seq = logged(self, Statement::CreateStream(cs).to_string())?;
+                let def = shared.catalog.add_stream(def)?;
+                let hub = StreamHub::new(def.clone(), self.config.retain_rows);
+                shared.hubs.insert(def.name.clone(), hub);
+                Ok(seq)
+            }
+            Statement::CreateQuery(cq) => {
+                let name = normalize(&cq.name);
+                if cq.if_not_exists && shared.query_streams.contains_key(&name) {
+                    return Ok(None);
+                }
+                if shared.catalog.name_taken(&name) {
+                    return Err(Error::duplicate("relation", &name));
+                }
+                let plan = self.plan_query(shared, &cq)?;
+                let stream = plan.stream.name.clone();
+                let hub = shared
+                    .hubs
+                    .get(&stream)
+                    .cloned()
+                    .ok_or_else(|| Error::undefined("stream", &stream))?;
+                // Attach first (it can be undone), log, then make it visible.
+                let mut hub = hub.lock();
+                hub.attach(&name, cq.clone(), plan, self.config.retain_rows)?;
+                let seq = match logged(self, Statement::CreateQuery(cq.clone()).to_string()) {
+                    Ok(seq) => seq,
+                    Err(e) => {
+                        hub.detach(&name);
+                        return Err(e);
+                    }
+                };
+                drop(hub);
+                shared.catalog.add_query(name.clone(), cq)?;
+                shared.query_streams.insert(name, stream);
+                Ok(seq)
+            }
+            Statement::DropStream { name, if_exists } => {
+                let name = normalize(&name);
+                if shared.catalog.stream(&name).is_none() {
+                    if if_exists {
+                        return Ok(None);
+                    }
+                    return Err(Error::undefined("stream", &name));
+                }
+                check_unused(shared, &name)?;
+                let seq = logged(self, format!("DROP STREAM {}", quoted(&name)))?;
+                shared.catalog.remove_stream(&name);
+                if let Some(hub) = shared.hubs.remove(&name) {
+                    hub.lock().dropped = true;
+                }
+                Ok(seq)
+            }
+            Statement::DropQuery { name, if_exists } => {
+                let name = normalize(&name);
+                let Some(stream) = shared.query_streams.get(&name).cloned() else {
+                    if if_exists {
+                        return Ok(None);
+                    }
+                    return Err(Error::undefined("query", &name));
+                };
+                let seq = logged(self, format!("DROP QUERY {}", quoted(&name)))?;
+                shared.query_streams.remove(&name);
+                if let Some(hub) = shared.hubs.get(&stream) {
+                    hub.lock().detach(&name);
+                }
+                shared.catalog.remove_query(&name);
+                Ok(seq)
+            }
+            other => Err(Error::Internal(format!("not a catalog change: {other}"))),
+        }
+    }
+
+    fn plan_query(&self, shared: &Shared, cq: &CreateQuery) -> Result<QueryPlan> {
+        let mut plan = plan_continuous(&cq.query, &cq.clauses, &shared.catalog)?;
+        if self.config.workers > 1 {
+            shard(&mut plan, self.config.workers)?;
+        }
+        Ok(plan)
+    }
+}
+
+/// Fails unless no query reads `name`.
+fn check_unused(shared: &Shared, name: &str) -> Result<()> {
+    let users: Vec<String> = shared
+        .query_streams
+        .iter()
+        .filter(|(_, s)| s.as_str() == name)
+        .map(|(q, _)| format!("\"{q}\""))
+        .collect();
+    if !users.is_empty() {
+        return Err(Error::Catalog {
+            sqlstate: "2BP01",
+            message: format!(
+                "cannot drop stream \"{name}\" because queries {} read it; drop them first",
+                users.join(", ")
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// A name as a quoted SQL identifier.
+fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Spreads the plan's keyed operators over `workers` replicas each, where only stateless
+/// operators follow (an OUTLIER, INVARIANT or history over the results needs them whole, in
+/// order). The replicas are built from the operator's spec.
+fn shard(plan: &mut QueryPlan, workers: usize) -> Result<()> {
+    for i in 0..plan.specs.len() {
+        if !plan.specs[i + 1..].iter().all(OperatorSpec::is_stateless) {
+            continue;
+        }
+        if plan.specs[i].build()?.shard_keys().is_none() {
+            continue;
+        }
+        let spec = plan.specs[i].clone();
+        plan.specs[i] = spec.sharded(workers);
+    }
+    Ok(())
+}
