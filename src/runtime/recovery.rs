@@ -213,10 +213,21 @@ impl Engine {
         let started = Instant::now();
         let mut shared = self.write();
         let manifest = d.checkpoints.latest()?;
-        if let Some(m) = &manifest {
-            for stmt in sql::parse(&m.catalog_sql)? {
-                self.ddl(&mut shared, stmt, false)?;
+        // A statement that no longer plans (a query this version rejects) is skipped with a
+        // warning rather than keeping the server down; everything else comes back.
+        let apply = |shared: &mut Shared, text: &str, seq: u64| match sql::parse(text) {
+            Ok(stmts) => {
+                for stmt in stmts {
+                    let shown = stmt.to_string();
+                    if let Err(e) = self.ddl(shared, stmt, false) {
+                        tracing::warn!("recovery skips \"{shown}\" (log seq {seq}): {e}");
+                    }
+                }
             }
+            Err(e) => tracing::warn!("recovery skips unreadable SQL at log seq {seq}: {e}"),
+        };
+        if let Some(m) = &manifest {
+            apply(&mut shared, &m.catalog_sql, m.catalog_seq);
             restore(&shared, &d.checkpoints, m)?;
         } else if d.log.last_seq() == 0 {
             self.import_catalog_file(&mut shared)?;
@@ -227,14 +238,14 @@ impl Engine {
         d.log.replay(after, |seq, record| {
             let position = |stream: &str| manifest.as_ref().map_or(0, |m| m.position(stream));
             match record {
-                Record::Catalog { sql } if seq > catalog_seq => {
-                    for stmt in sql::parse(&sql)? {
-                        self.ddl(&mut shared, stmt, false)?;
-                    }
-                }
+                Record::Catalog { sql } if seq > catalog_seq => apply(&mut shared, &sql, seq),
                 Record::Rows { stream, batch } if seq > position(&stream) => {
                     if let Some(hub) = shared.hubs.get(&stream) {
-                        hub.lock().insert(&batch, Instant::now())?;
+                        if let Err(e) = hub.lock().insert(&batch, Instant::now()) {
+                            tracing::warn!(
+                                "recovery skips rows of \"{stream}\" (log seq {seq}): {e}"
+                            );
+                        }
                     }
                 }
                 Record::Watermark { stream, watermark } if seq > position(&stream) => {
