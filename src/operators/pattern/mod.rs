@@ -398,23 +398,17 @@ impl PatternMatcher {
     }
 
     /// Ends threads that the watermark (or the end of input) leaves no row to take.
-    /// Partitions are visited in key order, so that the matches this completes come out in
-    /// the same order in every run (a restarted engine must number its results as the one
-    /// before the crash did).
+    /// The matches this completes come out in partition-key order, so that every run emits
+    /// them in the same order (a restarted engine must number its results as the one before
+    /// the crash did); only the partitions that complete a match are sorted.
     fn expire(&mut self, wm: i64) -> Result<()> {
         let prog = &self.m.program;
-        let mut live: Vec<&[u8]> = self
-            .partitions
-            .iter()
-            .filter(|(_, p)| !p.threads.is_empty())
-            .map(|(k, _)| k.as_ref())
-            .collect();
-        live.sort_unstable();
-        let live: Vec<Box<[u8]>> = live.into_iter().map(Box::from).collect();
-        for key in live {
-            let Some(part) = self.partitions.get_mut(&key) else {
+        let first = self.found.len();
+        let mut completed: Vec<(&[u8], std::ops::Range<usize>)> = Vec::new();
+        for (key, part) in self.partitions.iter_mut() {
+            if part.threads.is_empty() {
                 continue;
-            };
+            }
             let before = part.threads.len();
             part.threads.retain(|t| {
                 prog.inst(t.pc) == Inst::Match
@@ -425,7 +419,21 @@ impl PatternMatcher {
                             .is_none_or(|w| t.start_ts.saturating_add(w) >= wm))
             });
             if part.threads.len() != before {
+                let start = self.found.len();
                 self.m.resolve(part, &mut self.found)?;
+                if self.found.len() > start {
+                    completed.push((key.as_ref(), start..self.found.len()));
+                }
+            }
+        }
+        if completed.len() > 1 {
+            completed.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            let mut done: Vec<Option<Vec<ScalarValue>>> =
+                self.found.drain(first..).map(Some).collect();
+            for (_, range) in completed {
+                for i in range {
+                    self.found.extend(done[i - first].take());
+                }
             }
         }
         let keep = self.m.prev_depth > 0 || self.m.uses_match_number();
