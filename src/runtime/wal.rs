@@ -292,11 +292,14 @@ impl IngestLog {
     }
 
     /// Makes everything appended so far durable, whatever the policy.
+    /// The fsync runs outside the writer's lock, so appends to every stream go on meanwhile.
     pub fn sync(&self) -> Result<()> {
-        let w = self.lock_writer();
-        w.file
-            .sync_data()
-            .map_err(|e| Error::io(format!("syncing {}", w.path.display()), e))
+        let (file, path) = {
+            let w = self.lock_writer();
+            (w.file.try_clone(), w.path.clone())
+        };
+        file.and_then(|f| f.sync_data())
+            .map_err(|e| Error::io(format!("syncing {}", path.display()), e))
     }
 
     /// Removes whole segments whose frames are all at or below `seq`.
