@@ -140,7 +140,7 @@ fn run() -> BenchResult<bool> {
     let schema = engine_at(None, FsyncPolicy::Off)
         .and_then(|e| {
             e.execute_blocking(&stream_ddl("events", 5))?;
-            Ok(e.stream_schema("events")?)
+            e.stream_schema("events")
         })
         .map_err(|e| format!("opening an engine: {e}"))?;
     let mut report = Report::default();

@@ -21,7 +21,7 @@ use crate::BenchResult;
 
 /// Batches that build state and fill logs.
 pub const BULK_BATCH: usize = 8192;
-pub const SEED: u64 = 0xd0_7a_b1e;
+pub const SEED: u64 = 0x0d07_ab1e;
 const KEYS: i64 = 10_000;
 const HOSTS: usize = 100;
 pub const OPS: [&str; 5] = ["read", "write", "open", "close", "connect"];
