@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::{drain, env_count, median, query_stats, thousands};
+use common::{drain, env_count, env_list, median, query_stats, thousands};
 
 use std::collections::HashMap;
 use std::error::Error;
@@ -701,23 +701,5 @@ impl Input {
             op: self.op[i],
             amount: self.amount[i],
         })
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Helpers
-
-/// A comma-separated list of positive counts from the environment, or `default` when unset.
-fn env_list(name: &str, default: &[usize]) -> BenchResult<Vec<usize>> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .split(',')
-            .map(|s| match s.trim().replace('_', "").parse::<usize>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(format!("{name} must be a list like 1,10,100, not {v:?}").into()),
-            })
-            .collect(),
-        Err(std::env::VarError::NotPresent) => Ok(default.to_vec()),
-        Err(e) => Err(format!("{name}: {e}").into()),
     }
 }

@@ -1,5 +1,5 @@
 //! What the benchmarks share: reading sizes from the environment, medians, printing counts,
-//! draining a subscription, and checking the queries' own counters.
+//! draining a subscription, and checking the streams' and queries' own counters.
 
 // Each bench uses only part of it.
 #![allow(dead_code)]
@@ -24,6 +24,21 @@ pub fn env_count(name: &str, default: usize) -> Result<usize, String> {
             _ => Err(format!("{name} must be a positive integer, not {v:?}")),
         },
         Err(std::env::VarError::NotPresent) => Ok(default),
+        Err(e) => Err(format!("{name}: {e}")),
+    }
+}
+
+/// A comma-separated list of positive counts from the environment, or `default` when unset.
+pub fn env_list(name: &str, default: &[usize]) -> Result<Vec<usize>, String> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .split(',')
+            .map(|s| match s.trim().replace('_', "").parse::<usize>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(format!("{name} must be a list like 1,10,100, not {v:?}")),
+            })
+            .collect(),
+        Err(std::env::VarError::NotPresent) => Ok(default.to_vec()),
         Err(e) => Err(format!("{name}: {e}")),
     }
 }
@@ -135,6 +150,48 @@ pub fn query_stats(engine: &Engine) -> Result<HashMap<String, QueryStats>, Box<d
                 QueryStats {
                     status: status.value(i).to_string(),
                     rows_out: rows_out.value(i),
+                    late_rows: late_rows.value(i),
+                },
+            );
+        }
+    }
+    Ok(stats)
+}
+
+/// A stream's counters, from `SHOW STREAMS`.
+pub struct StreamStats {
+    pub rows_in: i64,
+    pub late_rows: i64,
+}
+
+/// Every stream's counters by name.
+pub fn stream_stats(engine: &Engine) -> Result<HashMap<String, StreamStats>, Box<dyn Error>> {
+    let Some(StatementResult::Rows { batches, .. }) =
+        block_on(engine.execute("SHOW STREAMS"))?.pop()
+    else {
+        return Err("SHOW STREAMS returned no rows".into());
+    };
+    let mut stats = HashMap::new();
+    for batch in &batches {
+        let column = |name: &str| -> Result<ArrayRef, Box<dyn Error>> {
+            Ok(batch.column(batch.schema().index_of(name)?).clone())
+        };
+        let name = column("name")?;
+        let name = name
+            .as_string_opt::<i32>()
+            .ok_or("SHOW STREAMS name is not text")?;
+        let (rows_in, late_rows) = (column("rows_in")?, column("late_rows")?);
+        let int = |c: &ArrayRef| -> Result<Int64Array, Box<dyn Error>> {
+            c.as_primitive_opt::<Int64Type>()
+                .cloned()
+                .ok_or_else(|| "SHOW STREAMS counters are not BIGINT".into())
+        };
+        let (rows_in, late_rows) = (int(&rows_in)?, int(&late_rows)?);
+        for i in 0..batch.num_rows() {
+            stats.insert(
+                name.value(i).to_string(),
+                StreamStats {
+                    rows_in: rows_in.value(i),
                     late_rows: late_rows.value(i),
                 },
             );

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Bulk load over the Postgres wire protocol: the same CSV sent with psql's \copy
-# (COPY ... FROM STDIN) into PostgreSQL (an UNLOGGED table) and into saql (a stream, then the
-# same stream with the Flink comparison's tumbling-window query registered); rows/s of each.
+# (COPY ... FROM STDIN) into PostgreSQL (an UNLOGGED table, then a normal, logged one) and into
+# saql at each --fsync policy (always, interval = the default, off; a fresh `saql serve` per
+# policy), each time into a stream, then the same stream with the Flink comparison's
+# tumbling-window query registered; rows/s of each.
 #
 #   benches/wire/run.sh                         # 2,000,000 events, 3 runs each
 #   EVENTS=200000 RUNS=1 benches/wire/run.sh    # quick check
 #
 # Starts and stops everything itself, on 127.0.0.1 only: a throwaway PostgreSQL cluster
 # (initdb in a temp dir, as the postgres user when run as root, on a free port; PostgreSQL is
-# installed from Debian's packages if absent) and `saql serve` (release build, temp data dir).
-# Checks with ss that both listen on loopback only. The events CSV is benches/flink/events.py's,
+# installed from Debian's packages if absent) and `saql serve` (release build, temp data dir,
+# one server at a time). Checks with ss that every server listens on loopback only. The events CSV is benches/flink/events.py's,
 # kept in benches/.scratch/ (gitignored). Alert latency is measured by benches/latency.rs.
 set -euo pipefail
 trap 'echo "run.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
@@ -33,6 +35,14 @@ command -v psql >/dev/null || { echo "run.sh: psql not found" >&2; exit 2; }
 
 echo "building the release saql binary ..."
 (cd "$repo" && cargo build --release --bin saql --quiet)
+# Run a copy, taken at once: other checkouts that share CARGO_TARGET_DIR build to the same
+# release/saql path (cargo links this checkout's binary there on every build, even when fresh).
+saql_copy=$(mktemp /tmp/saql-wire-bin.XXXXXX)
+trap 'rm -f "$saql_copy"' EXIT
+cp "$saql" "$saql_copy"
+chmod 755 "$saql_copy"
+saql=$saql_copy
+echo "saql binary: built from $repo at $(cd "$repo" && git rev-parse --short HEAD)$(cd "$repo" && git diff --quiet HEAD -- src Cargo.toml || echo ' plus uncommitted changes')"
 
 mkdir -p "$scratch"
 csv=$scratch/events-$events.csv
@@ -57,7 +67,7 @@ fi
 cleanup() {
   if [[ -n "$saql_pid" ]]; then kill "$saql_pid" 2>/dev/null || true; wait "$saql_pid" 2>/dev/null || true; fi
   if [[ -n "$pg_pid" ]]; then "${as_pg[@]}" "$pg/pg_ctl" -D "$tmp/pg" -m fast stop >/dev/null 2>&1 || true; fi
-  rm -rf "$tmp"
+  rm -rf "$tmp" "$saql_copy"
 }
 trap cleanup EXIT
 
@@ -68,44 +78,62 @@ pg_port=$(free_port)
   -o "-c listen_addresses=127.0.0.1 -c port=$pg_port -c unix_socket_directories=$tmp" >/dev/null
 pg_pid=$(head -1 "$tmp/pg/postmaster.pid")
 pg_psql=(psql -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pg_port" -U bench -d postgres)
-"${pg_psql[@]}" -c "CREATE UNLOGGED TABLE events (
-  ts TIMESTAMP NOT NULL, key BIGINT, host TEXT, op TEXT, amount BIGINT)" >/dev/null
+columns="ts TIMESTAMP NOT NULL, key BIGINT, host TEXT, op TEXT, amount BIGINT"
+"${pg_psql[@]}" -c "CREATE UNLOGGED TABLE events ($columns)" >/dev/null
+"${pg_psql[@]}" -c "CREATE TABLE events_logged ($columns)" >/dev/null
+"${pg_psql[@]}" -c "SELECT relname, relpersistence FROM pg_class WHERE relname LIKE 'events%' ORDER BY 1"
+"${pg_psql[@]}" -At -c "SELECT 'PostgreSQL ' || current_setting('server_version') || ': fsync=' ||
+  current_setting('fsync') || ', synchronous_commit=' || current_setting('synchronous_commit') ||
+  ', wal_level=' || current_setting('wal_level') || ', full_page_writes=' ||
+  current_setting('full_page_writes') || ', max_wal_size=' || current_setting('max_wal_size')"
 
-# --- saql serve on 127.0.0.1 -------------------------------------------------------------------
-saql_port=$(free_port)
-RUST_LOG=warn "$saql" serve --listen "127.0.0.1:$saql_port" --data-dir "$tmp/saql" &
-saql_pid=$!
-saql_psql=(psql -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$saql_port" -U saql -d saql)
-up=""
-for _ in $(seq 300); do
-  if "${saql_psql[@]}" -c "SHOW STREAMS" >/dev/null 2>&1; then up=1; break; fi
-  sleep 0.1
-done
-[[ -n "$up" ]] || { echo "run.sh: saql serve did not answer on 127.0.0.1:$saql_port within 30 s" >&2; exit 2; }
+# --- saql serve on 127.0.0.1, one server per fsync policy ----------------------------------------
+saql_psql=()
+start_saql() { # fsync policy
+  saql_port=$(free_port)
+  RUST_LOG=warn "$saql" serve --listen "127.0.0.1:$saql_port" --data-dir "$tmp/saql-$1" --fsync "$1" &
+  saql_pid=$!
+  saql_psql=(psql -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$saql_port" -U saql -d saql)
+  local up=""
+  for _ in $(seq 300); do
+    if "${saql_psql[@]}" -c "SHOW STREAMS" >/dev/null 2>&1; then up=1; break; fi
+    sleep 0.1
+  done
+  [[ -n "$up" ]] || { echo "run.sh: saql serve did not answer on 127.0.0.1:$saql_port within 30 s" >&2; exit 2; }
+  check_listeners
+}
+stop_saql() {
+  kill "$saql_pid"
+  wait "$saql_pid" || true
+  saql_pid=""
+}
 stream_ddl="CREATE STREAM events (
   ts TIMESTAMP NOT NULL, key BIGINT, host TEXT, op TEXT, amount BIGINT,
   WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)"
 query_ddl=$(sed -n '/^CREATE CONTINUOUS QUERY/,/;/p' "$repo/benches/flink/tumble.saql.sql")
 
 # --- nothing listens beyond loopback -----------------------------------------------------------
-listeners=$(ss -ltnpH | { grep -E "pid=($pg_pid|$saql_pid)," || true; } | awk '{print $4}' | sort -u)
-echo "listening: $(echo $listeners)"
-if [[ $(echo "$listeners" | grep -c .) -lt 2 ]]; then
-  echo "run.sh: expected PostgreSQL and saql to listen, found: ${listeners:-nothing}" >&2
-  exit 2
-fi
-if echo "$listeners" | grep -vqE '^(127\.[0-9.]+|\[::1\]|\[::ffff:127\.[0-9.]+\]):[0-9]+$'; then
-  echo "NOT LOOPBACK: a server listens beyond 127.0.0.1; stopping" >&2
-  exit 1
-fi
+check_listeners() {
+  local listeners
+  listeners=$(ss -ltnpH | { grep -E "pid=($pg_pid|$saql_pid)," || true; } | awk '{print $4}' | sort -u)
+  echo "listening: $(echo $listeners)"
+  if [[ $(echo "$listeners" | grep -c .) -lt 2 ]]; then
+    echo "run.sh: expected PostgreSQL and saql to listen, found: ${listeners:-nothing}" >&2
+    exit 2
+  fi
+  if echo "$listeners" | grep -vqE '^(127\.[0-9.]+|\[::1\]|\[::ffff:127\.[0-9.]+\]):[0-9]+$'; then
+    echo "NOT LOOPBACK: a server listens beyond 127.0.0.1; stopping" >&2
+    exit 1
+  fi
+}
 
 # --- the loads -----------------------------------------------------------------------------
-copy="\\copy events FROM '$csv' WITH (FORMAT csv, HEADER true)"
 results=$tmp/results
 : >"$results"
-load() { # name, setup SQL, psql command...
-  local name=$1 setup=$2
-  shift 2
+load() { # name, table, setup SQL, psql command...
+  local name=$1 table=$2 setup=$3
+  shift 3
+  local copy="\\copy $table FROM '$csv' WITH (FORMAT csv, HEADER true)"
   for run in $(seq "$runs"); do
     "$@" -c "$setup" >/dev/null
     local start end tag
@@ -117,19 +145,30 @@ load() { # name, setup SQL, psql command...
       exit 1
     fi
     echo "$name $run $start $end" | tee -a "$results" | awk -v n="$events" \
-      '{ printf "%-40s run %s: %6.2f s, %12.0f rows/s\n", $1, $2, $4 - $3, n / ($4 - $3) }'
+      '{ printf "%-42s run %s: %6.2f s, %12.0f rows/s\n", $1, $2, $4 - $3, n / ($4 - $3) }'
   done
 }
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), nproc: $(nproc), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "file system of $tmp: $(df -T "$tmp" | awk 'NR == 2 { print $2 " on " $1 }')"
 echo "$events rows from $csv, $runs runs each, with psql's \\copy"
-load "PostgreSQL(UNLOGGED)" "TRUNCATE events" "${pg_psql[@]}"
-load "saql(stream)" "DROP STREAM IF EXISTS events; $stream_ddl" "${saql_psql[@]}"
-load "saql(stream+tumble-query)" \
-  "DROP QUERY IF EXISTS tumble; DROP STREAM IF EXISTS events; $stream_ddl; $query_ddl" "${saql_psql[@]}"
+load "PostgreSQL(UNLOGGED)" events "TRUNCATE events" "${pg_psql[@]}"
+load "PostgreSQL(LOGGED)" events_logged "TRUNCATE events_logged" "${pg_psql[@]}"
+"${pg_psql[@]}" -At -c "SELECT 'rows: ' || (SELECT count(*) FROM events) || ' unlogged, ' ||
+  (SELECT count(*) FROM events_logged) || ' logged'"
 
-# The stream's counters: every row arrived, none late.
-"${saql_psql[@]}" -c "SHOW STREAMS" | cut -c1-120
-"${saql_psql[@]}" -c "SHOW QUERIES" | cut -c1-120
+for policy in always interval off; do
+  start_saql "$policy"
+  load "saql(fsync=$policy,stream)" events "DROP STREAM IF EXISTS events; $stream_ddl" "${saql_psql[@]}"
+  load "saql(fsync=$policy,stream+tumble-query)" events \
+    "DROP QUERY IF EXISTS tumble; DROP STREAM IF EXISTS events; $stream_ddl; $query_ddl" "${saql_psql[@]}"
+  # The stream's counters: every row arrived, none late.
+  "${saql_psql[@]}" -c "SHOW STREAMS" | cut -c1-120
+  "${saql_psql[@]}" -c "SHOW QUERIES" | cut -c1-120
+  echo "saql data directory after --fsync $policy: $(du -sh "$tmp/saql-$policy" | cut -f1)"
+  stop_saql
+  rm -rf "$tmp/saql-$policy"
+done
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 python3 - "$results" "$events" <<'EOF'
 import statistics, sys
@@ -138,11 +177,13 @@ for line in open(sys.argv[1]):
     name, _, start, end = line.split()
     runs.setdefault(name, []).append(float(end) - float(start))
 events = int(sys.argv[2])
-pg = statistics.median(runs["PostgreSQL(UNLOGGED)"])
-print("\n| target | rows | median s | rows/s | speed vs PostgreSQL | all runs (s) |")
-print("|---|---:|---:|---:|---:|---|")
+unlogged = statistics.median(runs["PostgreSQL(UNLOGGED)"])
+logged = statistics.median(runs["PostgreSQL(LOGGED)"])
+print("\n| target | rows | median s | rows/s | speed vs PostgreSQL UNLOGGED "
+      "| speed vs PostgreSQL LOGGED | all runs (s) |")
+print("|---|---:|---:|---:|---:|---:|---|")
 for name, secs in runs.items():
     m = statistics.median(secs)
-    print(f"| {name} | {events:,} | {m:.2f} | {events / m:,.0f} | {pg / m:.2f}x "
-          f"| {', '.join(f'{s:.2f}' for s in secs)} |")
+    print(f"| {name} | {events:,} | {m:.2f} | {events / m:,.0f} | {unlogged / m:.2f}x "
+          f"| {logged / m:.2f}x | {', '.join(f'{s:.2f}' for s in secs)} |")
 EOF
