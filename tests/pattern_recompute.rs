@@ -381,7 +381,7 @@ proptest! {
         let mut got = Vec::new();
         feed(&mut first, before, &mut got);
         let mut second = plan();
-        second.restore(&first.snapshot().unwrap()).unwrap();
+        second.restore(&first.snapshot().unwrap().encode().unwrap()).unwrap();
         feed(&mut second, after, &mut got);
         got.extend(second.on_watermark(Watermark::END).unwrap());
         prop_assert_eq!(render(&got), render(&expected), "{}", sql);

@@ -95,7 +95,7 @@ mod tests {
             .downcast_ref::<Int64Array>()
             .unwrap();
         assert_eq!(xs.values().to_vec(), vec![3, 5]);
-        let snap = f.snapshot().unwrap();
+        let snap = f.snapshot().unwrap().encode().unwrap();
         assert!(snap.is_empty(), "a filter keeps no state");
         f.restore(&snap).unwrap();
         assert!(f.restore(&[1]).is_err(), "state it never had is refused");

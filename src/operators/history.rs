@@ -329,34 +329,10 @@ impl History {
     }
 }
 
-impl Operator for History {
-    fn name(&self) -> &'static str {
-        "History"
-    }
-
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
-    }
-
-    fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
-        if self.ordered {
-            return Ok(vec![self.compute(batch)?]);
-        }
-        // Hold the rows until the watermark says nothing earlier can arrive; rows behind the
-        // watermark come too late to take their place in history.
-        self.order.push(batch)?;
-        Ok(vec![])
-    }
-
-    fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
-        match self.order.release(watermark)? {
-            Some(sorted) if !self.ordered => Ok(vec![self.compute(sorted)?]),
-            _ => Ok(vec![]),
-        }
-    }
-
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
-        // The pending rows, then one batch per (partition, column) of recent values.
+impl History {
+    /// The state's bytes: the pending rows, then one batch per (partition, column) of
+    /// recent values (these are scalars, so they are encoded while the stream is locked).
+    fn encode_state(&self) -> Result<Vec<u8>> {
         let header = serde_json::to_string(&Header {
             watermark: self.order.watermark(),
             late_rows: self.order.late_rows(),
@@ -399,6 +375,37 @@ impl Operator for History {
         out.splice(0..0, (out.len() as u64).to_le_bytes());
         out.extend_from_slice(&tail);
         Ok(out)
+    }
+}
+
+impl Operator for History {
+    fn name(&self) -> &'static str {
+        "History"
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
+        if self.ordered {
+            return Ok(vec![self.compute(batch)?]);
+        }
+        // Hold the rows until the watermark says nothing earlier can arrive; rows behind the
+        // watermark come too late to take their place in history.
+        self.order.push(batch)?;
+        Ok(vec![])
+    }
+
+    fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
+        match self.order.release(watermark)? {
+            Some(sorted) if !self.ordered => Ok(vec![self.compute(sorted)?]),
+            _ => Ok(vec![]),
+        }
+    }
+
+    fn snapshot(&mut self) -> Result<snapshot::StateImage> {
+        Ok(snapshot::StateImage::ready(self.encode_state()?))
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {

@@ -363,21 +363,24 @@ impl Operator for Invariant {
     }
 
     /// The learned state as JSON (its length first), then the watermark and the waiting rows.
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
+    fn snapshot(&mut self) -> Result<snapshot::StateImage> {
         let state = serde_json::to_vec(&self.state).map_err(|e| Error::Internal(e.to_string()))?;
         let pending = if self.pending.is_empty() {
             RecordBatch::new_empty(self.input_schema.clone())
         } else {
             concat_batches(&self.pending[0].schema(), &self.pending)?
         };
-        let mut out = (state.len() as u64).to_le_bytes().to_vec();
-        out.extend_from_slice(&state);
-        out.extend(snapshot::encode(
-            &[self.watermark],
-            &pending.schema(),
-            &[pending],
-        )?);
-        Ok(out)
+        let watermark = self.watermark;
+        Ok(snapshot::StateImage::later(move || {
+            let mut out = (state.len() as u64).to_le_bytes().to_vec();
+            out.extend_from_slice(&state);
+            out.extend(snapshot::encode(
+                &[watermark],
+                &pending.schema(),
+                &[pending],
+            )?);
+            Ok(out)
+        }))
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {

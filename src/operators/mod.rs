@@ -60,9 +60,10 @@ pub trait Operator: Send {
     fn on_watermark(&mut self, _watermark: Watermark) -> Result<Vec<RecordBatch>> {
         Ok(vec![])
     }
-    /// Serialises the operator's state. By default it has none: an empty snapshot.
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
-        Ok(vec![])
+    /// Takes the operator's state, to be encoded after the stream's lock is released (keep
+    /// the work done here small). By default it has none: an empty snapshot.
+    fn snapshot(&mut self) -> Result<snapshot::StateImage> {
+        Ok(snapshot::StateImage::ready(vec![]))
     }
     /// Replaces the operator's state with a snapshot taken from an operator of the same plan.
     /// By default it has no state, and accepts only an empty snapshot.

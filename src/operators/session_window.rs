@@ -258,7 +258,7 @@ impl Operator for SessionWindow {
         Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
     }
 
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
+    fn snapshot(&mut self) -> Result<snapshot::StateImage> {
         let schema = self.state_schema()?;
         let mut batches = Vec::new();
         for k in 0..self.sessions.len() {
@@ -276,7 +276,9 @@ impl Operator for SessionWindow {
             }
         }
         let header = [self.watermark.0.nanos(), self.late_rows as i64];
-        snapshot::encode(&header, &schema, &batches)
+        Ok(snapshot::StateImage::later(move || {
+            snapshot::encode(&header, &schema, &batches)
+        }))
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {

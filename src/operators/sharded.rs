@@ -14,6 +14,7 @@ use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use datafusion::common::hash_utils::{create_hashes, RandomState};
 use datafusion::physical_plan::PhysicalExpr;
 
+use super::snapshot::StateImage;
 use super::Operator;
 use crate::error::{Error, Result};
 use crate::time::Watermark;
@@ -156,14 +157,21 @@ impl Operator for Sharded {
         }
     }
 
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
-        let mut out = Vec::new();
-        for op in &mut self.replicas {
-            let s = op.snapshot()?;
-            out.extend_from_slice(&(s.len() as u64).to_le_bytes());
-            out.extend_from_slice(&s);
-        }
-        Ok(out)
+    fn snapshot(&mut self) -> Result<StateImage> {
+        let images = self
+            .replicas
+            .iter_mut()
+            .map(|op| op.snapshot())
+            .collect::<Result<Vec<_>>>()?;
+        Ok(StateImage::later(move || {
+            let mut out = Vec::new();
+            for image in images {
+                let s = image.encode()?;
+                out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+                out.extend_from_slice(&s);
+            }
+            Ok(out)
+        }))
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<()> {

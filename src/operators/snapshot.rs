@@ -10,6 +10,28 @@ use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
 
+/// An operator's state taken at a checkpoint barrier, turned into bytes later: the operator
+/// captures what it holds (cheap clones of Arrow arrays, plain copies of its bookkeeping)
+/// while its stream is locked, and the encoding runs after the lock is released.
+pub struct StateImage(Box<dyn FnOnce() -> Result<Vec<u8>> + Send>);
+
+impl StateImage {
+    /// State already encoded.
+    pub fn ready(bytes: Vec<u8>) -> Self {
+        StateImage(Box::new(move || Ok(bytes)))
+    }
+
+    /// State to be encoded by `encode` when the bytes are needed.
+    pub fn later(encode: impl FnOnce() -> Result<Vec<u8>> + Send + 'static) -> Self {
+        StateImage(Box::new(encode))
+    }
+
+    /// The snapshot's bytes, as `Operator::restore` takes them.
+    pub fn encode(self) -> Result<Vec<u8>> {
+        (self.0)()
+    }
+}
+
 /// Writes `header` integers, then `batches` (all of `schema`) as an IPC stream.
 pub fn encode(header: &[i64], schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<u8>> {
     let mut out = Vec::new();

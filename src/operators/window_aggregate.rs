@@ -629,7 +629,9 @@ impl Operator for WindowAggregate {
         Ok(out)
     }
 
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
+    fn snapshot(&mut self) -> Result<snapshot::StateImage> {
+        // Freezing turns live accumulators into arrays; the batches share them, and the
+        // encoding waits until the stream is unlocked.
         let schema = self.state_schema()?;
         let width = self.slot_width();
         let mut batches = Vec::new();
@@ -657,7 +659,9 @@ impl Operator for WindowAggregate {
         for &(end, start) in &self.windows {
             header.extend([end, start]);
         }
-        snapshot::encode(&header, &schema, &batches)
+        Ok(snapshot::StateImage::later(move || {
+            snapshot::encode(&header, &schema, &batches)
+        }))
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
@@ -889,7 +893,7 @@ mod tests {
         before.feed(first, 10);
         let mut after = Run::new(sql);
         for (a, b) in before.ops.iter_mut().zip(after.ops.iter_mut()) {
-            b.restore(&a.snapshot().unwrap()).unwrap();
+            b.restore(&a.snapshot().unwrap().encode().unwrap()).unwrap();
         }
         after.out = std::mem::take(&mut before.out);
         after.feed(second, 12);

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::wal::sync_dir;
 use crate::error::{Error, Result};
+use crate::operators::snapshot::StateImage;
 
 /// What a checkpoint holds besides its state files.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -68,8 +69,8 @@ pub struct QueryState {
 pub struct Snapshot {
     /// Its manifest.
     pub manifest: Manifest,
-    /// State files by name.
-    pub files: Vec<(String, Vec<u8>)>,
+    /// State files by name, encoded as they are written.
+    pub files: Vec<(String, StateImage)>,
 }
 
 /// Where checkpoints live, how many are kept.
@@ -156,7 +157,7 @@ impl CheckpointStore {
 
     /// Writes a snapshot atomically and removes checkpoints beyond the newest `keep`.
     /// Returns the oldest kept manifest, whose positions bound what the log must keep.
-    pub fn write(&self, snapshot: &Snapshot) -> Result<(Written, Manifest)> {
+    pub fn write(&self, snapshot: Snapshot) -> Result<(Written, Manifest)> {
         let epoch = snapshot.manifest.epoch;
         let tmp = self.dir.join(format!("epoch-{epoch}.tmp"));
         let io = |what: &str, p: &Path, e| Error::io(format!("{what} {}", p.display()), e);
@@ -166,12 +167,12 @@ impl CheckpointStore {
             .map_err(|e| Error::Internal(format!("encoding a checkpoint manifest: {e}")))?;
         let files = snapshot
             .files
-            .iter()
-            .map(|(n, b)| (n.as_str(), b.as_slice()))
-            .chain([("manifest.json", manifest.as_slice())]);
-        for (name, data) in files {
+            .into_iter()
+            .chain([("manifest.json".to_string(), StateImage::ready(manifest))]);
+        for (name, image) in files {
+            let data = image.encode()?;
             let path = tmp.join(name);
-            write_synced(&path, data).map_err(|e| io("writing", &path, e))?;
+            write_synced(&path, &data).map_err(|e| io("writing", &path, e))?;
             bytes += data.len() as u64;
         }
         sync_dir(&tmp)?;

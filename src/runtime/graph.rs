@@ -169,7 +169,10 @@ impl OperatorGraph {
     }
 
     /// The state of node `id`, for a checkpoint.
-    pub fn snapshot_node(&mut self, id: usize) -> crate::error::Result<Vec<u8>> {
+    pub fn snapshot_node(
+        &mut self,
+        id: usize,
+    ) -> crate::error::Result<crate::operators::snapshot::StateImage> {
         self.node_mut(id).op.snapshot()
     }
 

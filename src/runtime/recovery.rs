@@ -8,13 +8,14 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
 
 use super::checkpoint::{CheckpointStore, Manifest, QueryState, Snapshot, StreamState, Written};
 use super::engine::{Engine, Shared};
 use super::output::QueryOutput;
 use super::wal::{FsyncPolicy, IngestLog, Record};
 use crate::error::{Error, Result};
-use crate::operators::snapshot::{decode, encode};
+use crate::operators::snapshot::{decode, encode, StateImage};
 use crate::sql;
 use crate::time::{EventTime, Watermark};
 
@@ -99,7 +100,7 @@ pub(super) fn snapshot(
         let recent = format!("stream-{i}.arrow");
         files.push((
             recent.clone(),
-            encode(&[], &hub.stream.def.schema, &hub.stream.recent.batches())?,
+            encoded_later(&hub.stream.def.schema, hub.stream.recent.batches()),
         ));
         manifest.streams.push(StreamState {
             name: name.clone(),
@@ -122,7 +123,7 @@ pub(super) fn snapshot(
             }
             let (rows_out, retained) = QueryOutput::lock(&rt.output).snapshot();
             let file = format!("results-{}.arrow", manifest.queries.len());
-            files.push((file.clone(), encode(&[], &rt.plan.schema, &retained)?));
+            files.push((file.clone(), encoded_later(&rt.plan.schema, retained)));
             manifest.queries.push(QueryState {
                 name: q.clone(),
                 rows_in: rt.rows_in,
@@ -133,6 +134,12 @@ pub(super) fn snapshot(
         }
     }
     Ok(Snapshot { manifest, files })
+}
+
+/// Rows to be written as an IPC stream once the hub is unlocked.
+fn encoded_later(schema: &SchemaRef, rows: Vec<RecordBatch>) -> StateImage {
+    let schema = schema.clone();
+    StateImage::later(move || encode(&[], &schema, &rows))
 }
 
 /// Restores a checkpoint into `shared`, whose catalog was just rebuilt from the manifest's
@@ -338,7 +345,7 @@ impl Engine {
             snapshot(&shared, &d.log, epoch, self.config.workers)?
         };
         d.log.sync()?;
-        let (written, oldest) = d.checkpoints.write(&snapshot)?;
+        let (written, oldest) = d.checkpoints.write(snapshot)?;
         d.log.truncate_through(oldest.covered())?;
         Ok(written)
     }

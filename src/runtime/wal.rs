@@ -370,6 +370,9 @@ impl Drop for IngestLog {
 /// The group-commit loop: waits for written frames, fsyncs once for all of them, wakes their
 /// writers. Ends when the log is dropped.
 fn group_commit(log: std::sync::Weak<IngestLog>) {
+    // When the last fsync started: under `Interval`, the next one waits out the rest of the
+    // interval (gathering writers) but not a moment more, so a lone writer is not slowed.
+    let mut last_start: Option<std::time::Instant> = None;
     loop {
         let Some(log) = log.upgrade() else {
             return;
@@ -392,9 +395,13 @@ fn group_commit(log: std::sync::Weak<IngestLog>) {
             }
             s.written
         };
-        if let FsyncPolicy::Interval(gather) = log.policy {
-            std::thread::sleep(gather);
+        if let (FsyncPolicy::Interval(gather), Some(last)) = (log.policy, last_start) {
+            let rest = gather.saturating_sub(last.elapsed());
+            if !rest.is_zero() {
+                std::thread::sleep(rest);
+            }
         }
+        last_start = Some(std::time::Instant::now());
         // Frames written up to now are covered by this fsync, some beyond `target` too.
         let (file, written) = {
             let w = log.lock_writer();

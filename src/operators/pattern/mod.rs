@@ -20,7 +20,7 @@
 mod nfa;
 mod refs;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -880,18 +880,17 @@ impl Operator for PatternMatcher {
         self.emit()
     }
 
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
-        // Every stored row once per mention, gathered into one batch.
+    fn snapshot(&mut self) -> Result<snapshot::StateImage> {
+        // Every stored row once per mention, gathered into one batch (after the stream is
+        // unlocked: here only the references are taken).
         let mut batches: Vec<Arc<RecordBatch>> = Vec::new();
         let mut picks: Vec<(usize, usize)> = Vec::new();
+        let mut index: HashMap<*const RecordBatch, usize> = HashMap::new();
         let mut pick = |s: &StoredRow| {
-            let b = match batches.iter().position(|b| Arc::ptr_eq(b, &s.batch)) {
-                Some(b) => b,
-                None => {
-                    batches.push(s.batch.clone());
-                    batches.len() - 1
-                }
-            };
+            let b = *index.entry(Arc::as_ptr(&s.batch)).or_insert_with(|| {
+                batches.push(s.batch.clone());
+                batches.len() - 1
+            });
             picks.push((b, s.row as usize));
             (s.seq, picks.len() as u32 - 1)
         };
@@ -915,27 +914,26 @@ impl Operator for PatternMatcher {
                     .collect(),
             });
         }
-        let refs: Vec<&RecordBatch> = batches.iter().map(|b| b.as_ref()).collect();
-        let stored = if picks.is_empty() {
-            RecordBatch::new_empty(self.m.spec.input_schema.clone())
-        } else {
-            interleave_record_batch(&refs, &picks)?
-        };
         let pending = self.order.pending()?;
-        let saved = serde_json::to_vec(&Saved {
+        let saved = Saved {
             watermark: self.order.watermark(),
             late_rows: self.order.late_rows(),
             next_seq: self.next_seq,
             partitions,
-        })
-        .map_err(|e| Error::Internal(e.to_string()))?;
-        let mut out = snapshot::encode(
-            &[saved.len() as i64],
-            &self.m.spec.input_schema,
-            &[pending, stored],
-        )?;
-        out.extend_from_slice(&saved);
-        Ok(out)
+        };
+        let schema = self.m.spec.input_schema.clone();
+        Ok(snapshot::StateImage::later(move || {
+            let refs: Vec<&RecordBatch> = batches.iter().map(|b| b.as_ref()).collect();
+            let stored = if picks.is_empty() {
+                RecordBatch::new_empty(schema.clone())
+            } else {
+                interleave_record_batch(&refs, &picks)?
+            };
+            let saved = serde_json::to_vec(&saved).map_err(|e| Error::Internal(e.to_string()))?;
+            let mut out = snapshot::encode(&[saved.len() as i64], &schema, &[pending, stored])?;
+            out.extend_from_slice(&saved);
+            Ok(out)
+        }))
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
