@@ -20,7 +20,7 @@
 mod nfa;
 mod refs;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -852,6 +852,65 @@ struct SavedThread {
     bindings: Vec<(u64, u16)>,
 }
 
+/// The partitions as taken at a checkpoint barrier: every list of every partition end to end,
+/// with where each partition's part ends.
+#[derive(Default)]
+struct FlatPartitions {
+    keys: Vec<u8>,
+    /// (sequence number, batch, row in that batch).
+    rows: Vec<(u64, usize, u32)>,
+    recent: Vec<(u64, usize, u32)>,
+    /// (start, start time, pc, end of its bindings).
+    threads: Vec<(u64, i64, u32, usize)>,
+    bindings: Vec<(u64, u16)>,
+    ends: Vec<PartitionEnds>,
+}
+
+struct PartitionEnds {
+    key: usize,
+    rows: usize,
+    recent: usize,
+    threads: usize,
+    next_start: u64,
+    matches: u64,
+}
+
+impl FlatPartitions {
+    /// The partitions as saved: stored rows are numbered in the order of `rows` then `recent`
+    /// (the order in which they are gathered into the stored batch).
+    fn unflatten(&self) -> Vec<SavedPartition> {
+        let mut out = Vec::with_capacity(self.ends.len());
+        let (mut key, mut rows, mut recent, mut threads, mut binding) = (0, 0, 0, 0, 0);
+        let recent_base = self.rows.len();
+        for e in &self.ends {
+            out.push(SavedPartition {
+                key: self.keys[key..e.key].to_vec(),
+                next_start: e.next_start,
+                matches: e.matches,
+                rows: (rows..e.rows).map(|i| (self.rows[i].0, i as u32)).collect(),
+                recent: (recent..e.recent)
+                    .map(|i| (self.recent[i].0, (recent_base + i) as u32))
+                    .collect(),
+                threads: self.threads[threads..e.threads]
+                    .iter()
+                    .map(|&(start, start_ts, pc, end)| {
+                        let bindings = self.bindings[binding..end].to_vec();
+                        binding = end;
+                        SavedThread {
+                            start,
+                            start_ts,
+                            pc,
+                            bindings,
+                        }
+                    })
+                    .collect(),
+            });
+            (key, rows, recent, threads) = (e.key, e.rows, e.recent, e.threads);
+        }
+        out
+    }
+}
+
 impl Operator for PatternMatcher {
     fn name(&self) -> &'static str {
         "PatternMatcher"
@@ -881,53 +940,61 @@ impl Operator for PatternMatcher {
     }
 
     fn snapshot(&mut self) -> Result<snapshot::StateImage> {
-        // Every stored row once per mention, gathered into one batch (after the stream is
-        // unlocked: here only the references are taken).
+        // Under the stream's lock only flat copies are taken (no allocation per partition);
+        // the stored rows are gathered into one batch and the bookkeeping encoded later.
         let mut batches: Vec<Arc<RecordBatch>> = Vec::new();
-        let mut picks: Vec<(usize, usize)> = Vec::new();
-        let mut index: HashMap<*const RecordBatch, usize> = HashMap::new();
+        let mut index: AHashMap<*const RecordBatch, usize> = AHashMap::new();
+        let mut flat = FlatPartitions::default();
         let mut pick = |s: &StoredRow| {
             let b = *index.entry(Arc::as_ptr(&s.batch)).or_insert_with(|| {
                 batches.push(s.batch.clone());
                 batches.len() - 1
             });
-            picks.push((b, s.row as usize));
-            (s.seq, picks.len() as u32 - 1)
+            (s.seq, b, s.row)
         };
-        let mut partitions = Vec::new();
         for (key, p) in &self.partitions {
-            partitions.push(SavedPartition {
-                key: key.to_vec(),
+            flat.keys.extend_from_slice(key);
+            flat.rows.extend(p.rows.iter().map(&mut pick));
+            flat.recent.extend(p.recent.iter().map(&mut pick));
+            for t in &p.threads {
+                let from = flat.bindings.len();
+                let mut at = t.last.as_deref();
+                while let Some(b) = at {
+                    flat.bindings.push((b.seq, b.var));
+                    at = b.prev.as_deref();
+                }
+                flat.bindings[from..].reverse();
+                flat.threads
+                    .push((t.start, t.start_ts, t.pc, flat.bindings.len()));
+            }
+            flat.ends.push(PartitionEnds {
+                key: flat.keys.len(),
+                rows: flat.rows.len(),
+                recent: flat.recent.len(),
+                threads: flat.threads.len(),
                 next_start: p.next_start,
                 matches: p.matches,
-                rows: p.rows.iter().map(&mut pick).collect(),
-                recent: p.recent.iter().map(&mut pick).collect(),
-                threads: p
-                    .threads
-                    .iter()
-                    .map(|t| SavedThread {
-                        start: t.start,
-                        start_ts: t.start_ts,
-                        pc: t.pc,
-                        bindings: t.bindings(),
-                    })
-                    .collect(),
             });
         }
         let pending = self.order.pending()?;
-        let saved = Saved {
-            watermark: self.order.watermark(),
-            late_rows: self.order.late_rows(),
-            next_seq: self.next_seq,
-            partitions,
-        };
+        let (watermark, late_rows) = (self.order.watermark(), self.order.late_rows());
+        let next_seq = self.next_seq;
         let schema = self.m.spec.input_schema.clone();
         Ok(snapshot::StateImage::later(move || {
             let refs: Vec<&RecordBatch> = batches.iter().map(|b| b.as_ref()).collect();
+            let picks: Vec<(usize, usize)> = (flat.rows.iter().chain(&flat.recent))
+                .map(|&(_, b, row)| (b, row as usize))
+                .collect();
             let stored = if picks.is_empty() {
                 RecordBatch::new_empty(schema.clone())
             } else {
                 interleave_record_batch(&refs, &picks)?
+            };
+            let saved = Saved {
+                watermark,
+                late_rows,
+                next_seq,
+                partitions: flat.unflatten(),
             };
             let saved = serde_json::to_vec(&saved).map_err(|e| Error::Internal(e.to_string()))?;
             let mut out = snapshot::encode(&[saved.len() as i64], &schema, &[pending, stored])?;
