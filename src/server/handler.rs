@@ -31,6 +31,7 @@ use tokio::sync::Mutex;
 
 use super::cursor::Cursors;
 use super::encode::{copy_lines, data_rows, field_infos, pg_type};
+use super::session::Session;
 use crate::error::Error;
 use crate::plan::catalog::normalize;
 use crate::runtime::engine::{CopyIn, StatementResult, Subscription};
@@ -93,6 +94,7 @@ pub struct Connection {
     manager: Arc<ConnectionManager>,
     copy: Arc<Mutex<Option<PendingCopy>>>,
     cursors: Arc<Mutex<Cursors>>,
+    session: Arc<Session>,
 }
 
 impl Connection {
@@ -103,7 +105,14 @@ impl Connection {
             manager,
             copy: Arc::new(Mutex::new(None)),
             cursors: Arc::new(Mutex::new(Cursors::default())),
+            session: Session::new(None),
         }
+    }
+
+    /// These handlers with the session state the server's limits watch.
+    pub fn with_session(mut self, session: Arc<Session>) -> Self {
+        self.session = session;
+        self
     }
 
     /// Runs one statement: cursor statements here, in the session; everything else in the
@@ -123,6 +132,7 @@ impl Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let fail = |e: Error| pg_error(&e, query);
+        let _active = self.session.active();
         match stmt {
             Statement::DeclareCursor { name, target } => {
                 let result = self
@@ -175,11 +185,18 @@ impl Connection {
                 })))
             }
             other => {
-                let result = self
-                    .engine
-                    .execute_statement(other, params)
-                    .await
-                    .map_err(fail)?;
+                if self.session.apply_set(&other).map_err(fail)? {
+                    return Ok(Response::Execution(Tag::new("SET")));
+                }
+                let timeout = self.session.timeout_for(&other);
+                let run = self.engine.execute_statement(other, params);
+                let result = match timeout {
+                    Some(t) => tokio::time::timeout(t, run)
+                        .await
+                        .unwrap_or(Err(Error::StatementTimeout(t))),
+                    None => run.await,
+                }
+                .map_err(fail)?;
                 self.respond(client, result, query, format, extended).await
             }
         }
@@ -300,7 +317,7 @@ where
             }
             Ok(None) => break,
             Ok(Some(SubscriptionEvent::Failed(reason))) => {
-                return Err(pg_error(&Error::Execution(reason), query));
+                return Err(pg_error(&Error::QueryFailed(reason), query));
             }
             Ok(Some(SubscriptionEvent::Rows(batch))) => {
                 if sub.copy {
@@ -574,6 +591,7 @@ impl CopyHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        let _active = self.session.active();
         let mut pending = self.copy.lock().await;
         if let Some(p) = pending.as_mut() {
             if p.error.is_none() {
