@@ -508,3 +508,23 @@ async fn nul_bytes_in_text_are_rejected_with_22021() {
     assert_eq!(n, vec![vec!["0".to_string()]]);
     server.assert_alive().await;
 }
+
+#[tokio::test]
+async fn a_full_server_still_takes_cancel_requests() {
+    let server = Server::start(&["--max-connections", "1"]);
+    let client = server.connect().await;
+    let token = client.cancel_token();
+    let slow = tokio::spawn(async move {
+        client
+            .simple_query("SELECT count(*) FROM generate_series(1, 100000000000)")
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let Err(e) = server.try_connect().await else {
+        panic!("a second client was served");
+    };
+    assert_eq!(code(&e), "53300", "{e:?}");
+    token.cancel_query(NoTls).await.unwrap();
+    let e = slow.await.unwrap().err().map(|e| code(&e));
+    assert_eq!(e.as_deref(), Some("57014"));
+}

@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 use super::session::Session;
 
 /// The startup packet codes that are not a StartupMessage.
+const CANCEL_REQUEST: u32 = 80877102;
 const SSL_REQUEST: u32 = 80877103;
 const GSSENC_REQUEST: u32 = 80877104;
 
@@ -37,6 +38,23 @@ pub fn fatal(code: &str, message: &str) -> Vec<u8> {
     out.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
     out.extend_from_slice(&body);
     out
+}
+
+/// Whether the client's first packet is a CancelRequest (which is served even when the
+/// server is full: it closes at once, and may be what frees a slot). Peeks, so the packet is
+/// still there for pgwire.
+pub async fn is_cancel_request(socket: &TcpStream) -> bool {
+    let peek = async {
+        let mut head = [0u8; 8];
+        loop {
+            match socket.peek(&mut head).await {
+                Ok(8) => return u32::from_be_bytes([head[4], head[5], head[6], head[7]]),
+                Ok(0) | Err(_) => return 0,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), peek).await == Ok(CANCEL_REQUEST)
 }
 
 /// Tells a client the server is full: reads its startup packet (answering an SSL or GSS

@@ -135,11 +135,7 @@ impl Connection {
         let _active = self.session.active();
         match stmt {
             Statement::DeclareCursor { name, target } => {
-                let result = self
-                    .engine
-                    .execute_statement(*target, params)
-                    .await
-                    .map_err(fail)?;
+                let result = self.execute_timed(*target, params).await.map_err(fail)?;
                 self.cursors
                     .lock()
                     .await
@@ -188,17 +184,25 @@ impl Connection {
                 if self.session.apply_set(&other).map_err(fail)? {
                     return Ok(Response::Execution(Tag::new("SET")));
                 }
-                let timeout = self.session.timeout_for(&other);
-                let run = self.engine.execute_statement(other, params);
-                let result = match timeout {
-                    Some(t) => tokio::time::timeout(t, run)
-                        .await
-                        .unwrap_or(Err(Error::StatementTimeout(t))),
-                    None => run.await,
-                }
-                .map_err(fail)?;
+                let result = self.execute_timed(other, params).await.map_err(fail)?;
                 self.respond(client, result, query, format, extended).await
             }
+        }
+    }
+
+    /// Executes a statement in the engine, within the session's statement timeout.
+    async fn execute_timed(
+        &self,
+        stmt: Statement,
+        params: &[Option<String>],
+    ) -> Result<StatementResult, Error> {
+        let timeout = self.session.timeout_for(&stmt);
+        let run = self.engine.execute_statement(stmt, params);
+        match timeout {
+            Some(t) => tokio::time::timeout(t, run)
+                .await
+                .unwrap_or(Err(Error::StatementTimeout(t))),
+            None => run.await,
         }
     }
 

@@ -99,11 +99,16 @@ pub async fn run_with(
             let _ = socket.set_nodelay(true);
             while connections.try_join_next().is_some() {}
             let Ok(permit) = limit.clone().try_acquire_owned() else {
-                tracing::warn!(
-                    "refused {peer}: {} connections open (--max-connections)",
-                    config.max_connections
-                );
-                connections.spawn(admission::refuse(socket, config.max_connections));
+                let max = config.max_connections;
+                let handlers = Arc::new(handler::Connection::new(engine.clone(), manager.clone()));
+                connections.spawn(async move {
+                    if admission::is_cancel_request(&socket).await {
+                        let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
+                        return;
+                    }
+                    tracing::warn!("refused {peer}: {max} connections open (--max-connections)");
+                    admission::refuse(socket, max).await;
+                });
                 continue;
             };
             let session = session::Session::new(config.statement_timeout);
