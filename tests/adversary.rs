@@ -198,6 +198,19 @@ async fn deep_and_huge_statements_fail_with_54001() {
         "*?".repeat(3000)
     );
     fails(&client, &stars, "54001").await;
+    fails(
+        &client,
+        &format!("SELECT {}true", "NOT ".repeat(3000)),
+        "54001",
+    )
+    .await;
+    let parens = format!("SELECT {}1{}", "(".repeat(60), ")".repeat(60));
+    fails(&client, &parens, "54001").await;
+    // Within the limits, deep statements run (in a debug build 30 `NOT`s took a 2 MiB
+    // thread stack).
+    let nots = format!("SELECT {}({}true)", "NOT ".repeat(20), "NOT ".repeat(20));
+    let rows = client.simple_query(&nots).await.unwrap();
+    assert_eq!(data_rows(&rows), vec![vec!["t".to_string()]]);
     let long = format!("SELECT '{}'", "x".repeat(2 << 20));
     let m = fails(&client, &long, "54001").await;
     assert!(m.contains("1048576"), "names the limit: {m}");

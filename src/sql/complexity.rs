@@ -11,7 +11,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::ast::{ExplainTarget, Statement};
 use crate::error::{Error, Result};
-use crate::limits::{MAX_EXPR_DEPTH, MAX_NESTING, MAX_STATEMENT_BYTES};
+use crate::limits::{MAX_EXPR_DEPTH, MAX_NESTING, MAX_PREFIX_RUN, MAX_STATEMENT_BYTES};
 
 /// Refuses statement text longer than [`MAX_STATEMENT_BYTES`].
 pub fn check_size(sql: &str) -> Result<()> {
@@ -33,7 +33,20 @@ pub fn check_tokens(tokens: &[TokenWithSpan]) -> Result<()> {
     // Per open parenthesis: operators chained in its current argument, and the deepest
     // argument so far.
     let mut levels: Vec<(usize, usize)> = vec![(0, 0)];
+    // Operators in a row with no operand between them (`NOT NOT ...`, `- - ...`): each is a
+    // level of recursion in sqlparser.
+    let mut run = 0usize;
     for t in tokens {
+        if is_operator(&t.token) {
+            run += 1;
+            if run > MAX_PREFIX_RUN {
+                return Err(Error::too_complex(format!(
+                    "statement too complex: more than {MAX_PREFIX_RUN} operators in a row"
+                )));
+            }
+        } else if !matches!(t.token, Token::Whitespace(_)) {
+            run = 0;
+        }
         match &t.token {
             Token::LParen | Token::LBracket | Token::LBrace => {
                 if levels.len() > MAX_NESTING {
@@ -92,6 +105,14 @@ fn is_operator(token: &Token) -> bool {
         | Token::Whitespace(_)
         | Token::Period
         | Token::Colon
+        | Token::Comma
+        | Token::SemiColon
+        | Token::LParen
+        | Token::RParen
+        | Token::LBracket
+        | Token::RBracket
+        | Token::LBrace
+        | Token::RBrace
         | Token::EOF => false,
         // A lone `?` is a PATTERN quantifier.
         Token::Placeholder(p) => p == "?",
@@ -176,8 +197,16 @@ mod tests {
     use super::*;
     use crate::sql::parse;
 
+    /// Parses on a thread with the server's stack: in a debug build sqlparser alone needs
+    /// about 70 KiB per level of `NOT NOT ...`, past a 2 MiB stack at 30.
     fn sqlstate(sql: &str) -> Option<&'static str> {
-        parse(sql).err().map(|e| e.sqlstate())
+        let sql = sql.to_string();
+        std::thread::Builder::new()
+            .stack_size(crate::limits::THREAD_STACK_BYTES)
+            .spawn(move || parse(&sql).err().map(|e| e.sqlstate()))
+            .unwrap()
+            .join()
+            .unwrap()
     }
 
     #[test]
@@ -190,6 +219,10 @@ mod tests {
         assert_eq!(sqlstate(&nested), Some("54001"));
         let casts = format!("SELECT 1{}", "::int".repeat(2000));
         assert_eq!(sqlstate(&casts), Some("54001"));
+        let nots = format!("SELECT {}true", "NOT ".repeat(80));
+        assert_eq!(sqlstate(&nots), Some("54001"));
+        let parens = format!("SELECT {}1{}", "(".repeat(80), ")".repeat(80));
+        assert_eq!(sqlstate(&parens), Some("54001"));
         let stars = format!(
             "SELECT * FROM s MATCH_RECOGNIZE (ORDER BY ts PATTERN (a{}) DEFINE a AS true)",
             "*?".repeat(3000)
@@ -205,6 +238,8 @@ mod tests {
     fn ordinary_statements_pass() {
         let sum = vec!["v"; 150].join(" + ");
         assert_eq!(sqlstate(&format!("SELECT * FROM s WHERE {sum} > 0")), None);
+        let nots = format!("SELECT {}true", "NOT ".repeat(20));
+        assert_eq!(sqlstate(&nots), None);
         let values = vec!["(1, 'a', -2)"; 5000].join(", ");
         assert_eq!(sqlstate(&format!("INSERT INTO s VALUES {values}")), None);
         let ands = vec!["x = 1"; 200].join(" AND ");

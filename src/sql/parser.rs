@@ -18,7 +18,7 @@ use super::complexity;
 use super::dialect::SaqlDialect;
 use super::interval::interval_duration;
 use crate::error::{Error, Location, Result};
-use crate::limits::MAX_NESTING;
+use crate::limits::PARSER_RECURSION_LIMIT;
 
 /// Parses one or more statements separated by semicolons.
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
@@ -30,7 +30,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     complexity::check_tokens(&tokens)?;
     let (tokens, mut withins) = lift_within(&dialect, tokens)?;
     let mut parser = Parser::new(&dialect)
-        .with_recursion_limit(MAX_NESTING)
+        .with_recursion_limit(PARSER_RECURSION_LIMIT)
         .with_tokens_with_locations(tokens);
     let mut out = Vec::new();
     loop {
@@ -207,8 +207,8 @@ pub fn parser_error(e: ParserError) -> Error {
         ParserError::TokenizerError(s) | ParserError::ParserError(s) => s,
         ParserError::RecursionLimitExceeded => {
             return Error::too_complex(format!(
-                "statement too complex: nested more than {MAX_NESTING} deep \
-                 (stack depth limit exceeded)"
+                "statement too complex: nested more than {PARSER_RECURSION_LIMIT} levels \
+                 deep (stack depth limit exceeded)"
             ))
         }
     };
