@@ -266,14 +266,17 @@ fn rows_response(
     query: &str,
 ) -> PgWireResult<QueryResponse> {
     let fields = Arc::new(field_infos(schema, format));
-    let mut rows = Vec::new();
-    for b in batches {
-        rows.extend(data_rows(b, &fields).map_err(|e| pg_error(&e, query))?);
-    }
-    Ok(QueryResponse::new(
-        fields,
-        stream::iter(rows.into_iter().map(Ok)),
-    ))
+    // Rows are encoded batch by batch as they are written, so a large result is never held
+    // twice (as Arrow and as wire rows).
+    let (encode, query) = (fields.clone(), query.to_string());
+    let rows = futures::StreamExt::flat_map(stream::iter(batches.to_vec()), move |b| {
+        let rows = data_rows(&b, &encode).map_err(|e| pg_error(&e, &query));
+        stream::iter(match rows {
+            Ok(rows) => rows.into_iter().map(Ok).collect::<Vec<_>>(),
+            Err(e) => vec![Err(e)],
+        })
+    });
+    Ok(QueryResponse::new(fields, rows))
 }
 
 /// Streams a subscription until its query goes away, the client cancels (the future is
