@@ -541,3 +541,35 @@ async fn a_full_server_still_takes_cancel_requests() {
     let e = slow.await.unwrap().err().map(|e| code(&e));
     assert_eq!(e.as_deref(), Some("57014"));
 }
+
+#[tokio::test]
+async fn a_quiet_subscription_is_not_an_idle_session() {
+    let server = Server::start(&["--idle-session-timeout", "1"]);
+    let client = server.connect().await;
+    client.batch_execute(EVENTS).await.unwrap();
+    client
+        .batch_execute("CREATE CONTINUOUS QUERY all_rows AS SELECT ts, t FROM s")
+        .await
+        .unwrap();
+    let mut subscriber = raw_client(server.addr, "SUBSCRIBE all_rows");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // The writer's own session went idle meanwhile and was closed; a new one writes.
+    let writer = server.connect().await;
+    copy(&writer, csv_rows(1, 1, 5)).await.unwrap();
+    let first = tokio::task::spawn_blocking(move || loop {
+        let mut head = [0u8; 5];
+        subscriber.read_exact(&mut head).expect("a message");
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut body = vec![0u8; len - 4];
+        subscriber.read_exact(&mut body).expect("its body");
+        if head[0] == b'D' || head[0] == b'E' {
+            return head[0];
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        first, b'D',
+        "the subscriber got an error instead of its row"
+    );
+}
