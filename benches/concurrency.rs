@@ -35,9 +35,8 @@ use datafusion::arrow::datatypes::{Int64Type, SchemaRef};
 use futures::executor::block_on;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use saql::runtime::SubscriptionEvent;
+use saql::runtime::SubscriptionEvents;
 use saql::{Engine, EngineConfig, StatementResult};
-use tokio::sync::mpsc::Receiver;
 
 type BenchResult<T> = Result<T, Box<dyn Error>>;
 
@@ -614,7 +613,7 @@ fn open_engine() -> BenchResult<Engine> {
 /// Summarises every result batch waiting in each query's subscription into its outcome.
 fn drain_all(
     specs: &[Spec],
-    subscriptions: &mut [Receiver<SubscriptionEvent>],
+    subscriptions: &mut [SubscriptionEvents],
     outcomes: &mut [Outcome],
 ) -> BenchResult<()> {
     for ((spec, sub), outcome) in specs.iter().zip(subscriptions).zip(outcomes) {

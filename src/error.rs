@@ -65,9 +65,23 @@ pub enum Error {
     /// The operation was canceled by the client (57014).
     #[error("canceling statement due to user request")]
     Canceled,
-    /// A configured limit was reached (53000 class).
+    /// The statement ran longer than the session's `statement_timeout` (57014).
+    #[error("canceling statement due to statement timeout ({} ms; SET statement_timeout changes it)", .0.as_millis())]
+    StatementTimeout(std::time::Duration),
+    /// A configured limit was reached: 53000 class (insufficient resources: 53200 memory,
+    /// 53300 connections, 53400 a configured limit) or 54000 class (program limit: 54000,
+    /// 54001 statement too complex).
+    #[error("{message}")]
+    ResourceLimit {
+        /// SQLSTATE.
+        sqlstate: &'static str,
+        /// What limit was reached, its value, and what to do.
+        message: String,
+    },
+    /// A continuous query stopped with an error while running (its SQLSTATE is kept, e.g.
+    /// 53200 when its state outgrew a bound).
     #[error("{0}")]
-    ResourceLimit(String),
+    QueryFailed(crate::runtime::QueryFailure),
     /// Reading or writing the data directory failed (58030).
     #[error("{context}: {source}")]
     Io {
@@ -102,8 +116,9 @@ impl Error {
             Error::NotSupported(_) => "0A000",
             Error::InvalidInput { sqlstate, .. } => sqlstate,
             Error::Execution(_) => "XX000",
-            Error::Canceled => "57014",
-            Error::ResourceLimit(_) => "53000",
+            Error::Canceled | Error::StatementTimeout(_) => "57014",
+            Error::ResourceLimit { sqlstate, .. } => sqlstate,
+            Error::QueryFailed(f) => f.sqlstate,
             // A full disk is a resource limit the writer can act on.
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => "53100",
             Error::Io { .. } => "58030",
@@ -209,6 +224,19 @@ impl Error {
             }
             _ => None,
         }
+    }
+
+    /// A resource or program limit was reached (53xxx, 54xxx).
+    pub fn limit(sqlstate: &'static str, message: impl Into<String>) -> Self {
+        Error::ResourceLimit {
+            sqlstate,
+            message: message.into(),
+        }
+    }
+
+    /// A statement deeper or longer than the parser and planner take (54001).
+    pub fn too_complex(message: impl Into<String>) -> Self {
+        Error::limit("54001", message)
     }
 
     /// An I/O error with what saql was doing.

@@ -50,6 +50,7 @@
 //! ```
 
 pub mod error;
+pub mod limits;
 pub mod operators;
 pub mod plan;
 pub mod runtime;

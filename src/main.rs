@@ -56,6 +56,8 @@ enum Command {
         /// Directory of .sql files registered with --demo.
         #[arg(long, default_value = "queries")]
         queries: PathBuf,
+        #[command(flatten)]
+        limits: cli::serve::LimitFlags,
     },
     /// Parse and plan every statement of the given files; CREATE STREAM statements in any of
     /// them declare the streams the others use. Exit status 1 on any error.
@@ -108,9 +110,10 @@ fn main() -> ExitCode {
             workers,
             demo,
             queries,
+            limits,
         } => match cli::serve::serve(
             listen,
-            saql::EngineConfig {
+            limits.apply(saql::EngineConfig {
                 data_dir: Some(data_dir),
                 retain_rows,
                 workers: workers
@@ -120,7 +123,9 @@ fn main() -> ExitCode {
                     .then(|| std::time::Duration::from_secs(checkpoint_interval)),
                 keep_checkpoints,
                 salvage_log,
-            },
+                ..saql::EngineConfig::default()
+            }),
+            limits.server(),
             demo.then_some(queries),
         ) {
             Ok(()) => ExitCode::SUCCESS,

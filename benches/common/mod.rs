@@ -11,10 +11,9 @@ use datafusion::arrow::array::{ArrayRef, AsArray, Int64Array, StringArray};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::record_batch::RecordBatch;
 use futures::executor::block_on;
-use saql::runtime::SubscriptionEvent;
+use saql::runtime::{SubscriptionEvent, SubscriptionEvents};
 use saql::{Engine, StatementResult};
 use tokio::sync::mpsc::error::TryRecvError;
-use tokio::sync::mpsc::Receiver;
 
 /// A positive count from the environment, or `default` when unset.
 pub fn env_count(name: &str, default: usize) -> Result<usize, String> {
@@ -72,13 +71,13 @@ pub fn thousands(n: u64) -> String {
 
 /// Hands every result batch waiting in the subscription to `take`.
 pub fn drain<E: From<String>>(
-    events: &mut Receiver<SubscriptionEvent>,
+    events: &mut SubscriptionEvents,
     mut take: impl FnMut(RecordBatch) -> Result<(), E>,
 ) -> Result<(), E> {
     loop {
         match events.try_recv() {
             Ok(SubscriptionEvent::Rows(batch)) => take(batch)?,
-            Ok(SubscriptionEvent::Failed(reason)) => return Err(reason.into()),
+            Ok(SubscriptionEvent::Failed(reason)) => return Err(reason.to_string().into()),
             Err(TryRecvError::Empty) => return Ok(()),
             Err(TryRecvError::Disconnected) => {
                 return Err(

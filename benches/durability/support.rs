@@ -12,9 +12,8 @@ use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef, TimestampNano
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use saql::runtime::wal::FsyncPolicy;
-use saql::runtime::SubscriptionEvent;
+use saql::runtime::SubscriptionEvents;
 use saql::{Engine, EngineConfig, StatementResult};
-use tokio::sync::mpsc::Receiver;
 
 use crate::common::{drain, query_stats, stream_stats};
 use crate::BenchResult;
@@ -109,7 +108,7 @@ pub fn tumble_query(name: &str, stream: &str, size: &str) -> String {
     )
 }
 
-pub fn subscribe(engine: &Engine, query: &str) -> BenchResult<Receiver<SubscriptionEvent>> {
+pub fn subscribe(engine: &Engine, query: &str) -> BenchResult<SubscriptionEvents> {
     match engine
         .execute_blocking(&format!("SUBSCRIBE {query}"))?
         .pop()
@@ -119,10 +118,7 @@ pub fn subscribe(engine: &Engine, query: &str) -> BenchResult<Receiver<Subscript
     }
 }
 
-pub fn collect(
-    sub: &mut Receiver<SubscriptionEvent>,
-    into: &mut Vec<RecordBatch>,
-) -> BenchResult<()> {
+pub fn collect(sub: &mut SubscriptionEvents, into: &mut Vec<RecordBatch>) -> BenchResult<()> {
     drain(sub, |b| {
         into.push(b);
         Ok::<_, Box<dyn Error>>(())

@@ -305,7 +305,7 @@ impl<'a> Replay<'a> {
                 match event {
                     SubscriptionEvent::Rows(b) => results(i, &b)?,
                     SubscriptionEvent::Failed(reason) => {
-                        return Err(ReplayError::QueryFailed(reason))
+                        return Err(ReplayError::QueryFailed(reason.to_string()))
                     }
                 }
             }

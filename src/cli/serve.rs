@@ -3,17 +3,82 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use saql::server::ServerConfig;
 use saql::sources::demo::{Attack, DemoGenerator};
 use saql::time::EventTime;
 use saql::{Engine, EngineConfig};
+
+/// The limits `saql serve` puts on statements, results, COPY and connections.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LimitFlags {
+    /// Most client connections at once; one more gets `53300 too many connections`.
+    #[arg(long, env = "SAQL_MAX_CONNECTIONS", default_value_t = saql::server::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Seconds a session may sit idle (no statement running) before it is closed with
+    /// 57P05; 0 never closes it.
+    #[arg(long, default_value_t = 0)]
+    idle_session_timeout: u64,
+    /// Default statement timeout in seconds for ad hoc statements (SET statement_timeout
+    /// changes it per session); 0 disables it. Past it the statement fails with 57014.
+    #[arg(long, default_value_t = 300)]
+    statement_timeout: u64,
+    /// Result bytes that may wait for one subscriber; a subscriber further behind is cut off
+    /// with 53400.
+    #[arg(long, default_value_t = saql::runtime::DEFAULT_SUBSCRIBER_BUFFER_BYTES)]
+    subscriber_buffer_bytes: usize,
+    /// Most rows an ad hoc SELECT may return (54000 past it).
+    #[arg(long, default_value_t = 1_000_000)]
+    max_result_rows: usize,
+    /// Most bytes an ad hoc SELECT may return, counted as Arrow memory (54000 past it).
+    #[arg(long, default_value_t = 256 << 20)]
+    max_result_bytes: usize,
+    /// Longest COPY line in bytes (54000 past it, naming the line).
+    #[arg(long, default_value_t = 16 << 20)]
+    max_copy_line_bytes: usize,
+    /// Most bytes one COPY may send; it is held until CopyDone so that it applies atomically
+    /// (54000 past it: split the COPY).
+    #[arg(long, default_value_t = 1 << 30)]
+    max_copy_bytes: usize,
+}
+
+impl LimitFlags {
+    /// `config` with these limits.
+    pub fn apply(&self, config: EngineConfig) -> EngineConfig {
+        EngineConfig {
+            subscriber_buffer_bytes: self.subscriber_buffer_bytes,
+            max_result_rows: self.max_result_rows,
+            max_result_bytes: self.max_result_bytes,
+            max_copy_line_bytes: self.max_copy_line_bytes,
+            max_copy_bytes: self.max_copy_bytes,
+            ..config
+        }
+    }
+
+    /// The connection limits.
+    pub fn server(&self) -> ServerConfig {
+        let secs = |s: u64| (s > 0).then(|| Duration::from_secs(s));
+        ServerConfig {
+            max_connections: self.max_connections.max(1),
+            idle_session_timeout: secs(self.idle_session_timeout),
+            statement_timeout: secs(self.statement_timeout),
+        }
+    }
+}
 
 /// Runs the server until Ctrl-C.
 pub fn serve(
     listen: String,
     config: EngineConfig,
+    server: ServerConfig,
     demo_queries: Option<PathBuf>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let runtime = tokio::runtime::Runtime::new()?;
+    // Statements are parsed, planned and run on these threads; deep (but allowed)
+    // expressions recurse in sqlparser, DataFusion and our planner, so their stacks are
+    // larger than the 2 MiB default (memory is only committed as it is touched).
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(saql::limits::THREAD_STACK_BYTES)
+        .build()?;
     let data_dir = config.data_dir.clone().unwrap_or_default();
     runtime.block_on(async move {
         let engine = Engine::open(config)?;
@@ -32,7 +97,7 @@ pub fn serve(
             let _ = tokio::signal::ctrl_c().await;
             tracing::info!("shutting down");
         };
-        saql::server::run(listener, engine, shutdown).await?;
+        saql::server::run_with(listener, engine, server, shutdown).await?;
         Ok(())
     })
 }

@@ -99,16 +99,23 @@ fn run_each<T: Send>(
     let work = &work;
     let results: Vec<Result<Vec<RecordBatch>>> = if parallel {
         std::thread::scope(|s| {
+            // Deep (but allowed) expressions recurse while they are evaluated.
             let handles: Vec<_> = replicas
                 .iter_mut()
                 .zip(inputs)
-                .map(|(op, input)| s.spawn(move || work(op, input)))
+                .map(|(op, input)| {
+                    std::thread::Builder::new()
+                        .stack_size(crate::limits::THREAD_STACK_BYTES)
+                        .spawn_scoped(s, move || work(op, input))
+                })
                 .collect();
             handles
                 .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(Error::Internal("a worker panicked".into())))
+                .map(|h| match h {
+                    Ok(h) => h
+                        .join()
+                        .unwrap_or_else(|_| Err(Error::Internal("a worker panicked".into()))),
+                    Err(e) => Err(Error::Internal(format!("starting a worker thread: {e}"))),
                 })
                 .collect()
         })

@@ -127,7 +127,7 @@ pub(crate) fn plan_match_recognize(
 
     // Variables: in order of first appearance in PATTERN.
     let mut names = Vec::new();
-    let pattern = convert_pattern(pattern, &mut names)?;
+    let pattern = convert_pattern(pattern, &mut names, 0)?;
     let var_index = |id: &Ident| names.iter().position(|n| *n == normalize(id));
     let mut defines: Vec<Option<Expr>> = vec![None; names.len()];
     for s in symbols.iter() {
@@ -308,8 +308,19 @@ pub(crate) fn plan_match_recognize(
     })
 }
 
-fn convert_pattern(p: &MatchRecognizePattern, names: &mut Vec<String>) -> Result<Pattern> {
+fn convert_pattern(
+    p: &MatchRecognizePattern,
+    names: &mut Vec<String>,
+    depth: usize,
+) -> Result<Pattern> {
     use MatchRecognizePattern as P;
+    if depth > crate::limits::MAX_NESTING {
+        return Err(Error::too_complex(format!(
+            "statement too complex: PATTERN nested more than {} deep",
+            crate::limits::MAX_NESTING
+        )));
+    }
+    let depth = depth + 1;
     Ok(match p {
         P::Symbol(MatchRecognizeSymbol::Named(id)) => {
             let name = normalize(id);
@@ -329,15 +340,15 @@ fn convert_pattern(p: &MatchRecognizePattern, names: &mut Vec<String>) -> Result
         }
         P::Concat(ps) => Pattern::Concat(
             ps.iter()
-                .map(|p| convert_pattern(p, names))
+                .map(|p| convert_pattern(p, names, depth))
                 .collect::<Result<_>>()?,
         ),
         P::Alternation(ps) => Pattern::Alt(
             ps.iter()
-                .map(|p| convert_pattern(p, names))
+                .map(|p| convert_pattern(p, names, depth))
                 .collect::<Result<_>>()?,
         ),
-        P::Group(p) => convert_pattern(p, names)?,
+        P::Group(p) => convert_pattern(p, names, depth)?,
         // `x*?`: sqlparser reads the reluctant `?` as a second quantifier.
         P::Repetition(inner, RepetitionQuantifier::AtMostOne)
             if matches!(inner.as_ref(), P::Repetition(..)) =>
@@ -345,9 +356,9 @@ fn convert_pattern(p: &MatchRecognizePattern, names: &mut Vec<String>) -> Result
             let P::Repetition(x, q) = inner.as_ref() else {
                 unreachable!("matched above")
             };
-            repeat(convert_pattern(x, names)?, q, false)?
+            repeat(convert_pattern(x, names, depth)?, q, false)?
         }
-        P::Repetition(x, q) => repeat(convert_pattern(x, names)?, q, true)?,
+        P::Repetition(x, q) => repeat(convert_pattern(x, names, depth)?, q, true)?,
     })
 }
 

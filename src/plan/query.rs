@@ -1029,6 +1029,17 @@ fn resolve_from(
         if slide > size {
             return Err(Error::plan("22023", "HOP slide must not exceed its size"));
         }
+        let windows = size.as_nanos() / slide.as_nanos().max(1);
+        if windows > crate::limits::MAX_WINDOWS_PER_ROW as u128 {
+            return Err(Error::limit(
+                "54000",
+                format!(
+                    "HOP of size {size:?} sliding by {slide:?} puts each row into {windows} \
+                     windows; the limit is {} windows per row: use a larger slide",
+                    crate::limits::MAX_WINDOWS_PER_ROW
+                ),
+            ));
+        }
     }
     *name = ObjectName(vec![ObjectNamePart::Identifier(sq::Ident::with_quote(
         '"',

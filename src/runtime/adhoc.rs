@@ -8,6 +8,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::sqlparser::ast::{self as sq, Expr, Value, VisitMut, VisitorMut};
+use futures::StreamExt;
 
 use super::engine::{Shared, StatementResult};
 use super::output::QueryOutput;
@@ -40,11 +41,15 @@ pub(super) fn context(shared: &Shared) -> Result<SessionContext> {
     Ok(ctx)
 }
 
-/// Runs a `SELECT` (placeholders bound to `params`) in `ctx`.
+/// Runs a `SELECT` (placeholders bound to `params`) in `ctx`. Its result is read batch by
+/// batch and refused with 54000 once it passes `max_rows` rows or `max_bytes` bytes, so a
+/// huge result never builds up in memory.
 pub(super) async fn select(
     ctx: SessionContext,
     mut stmt: sq::Statement,
     params: &[Option<String>],
+    max_rows: usize,
+    max_bytes: usize,
 ) -> Result<StatementResult> {
     if !params.is_empty() {
         bind_placeholders(&mut stmt, params);
@@ -65,7 +70,24 @@ pub(super) async fn select(
     };
     let df = ctx.execute_logical_plan(plan).await?;
     let schema = Arc::new(df.schema().as_arrow().clone());
-    let batches = df.collect().await?;
+    let mut stream = df.execute_stream().await?;
+    let mut batches = Vec::new();
+    let (mut rows, mut bytes) = (0usize, 0usize);
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        rows += batch.num_rows();
+        bytes += batch.get_array_memory_size();
+        if rows > max_rows || bytes > max_bytes {
+            return Err(Error::limit(
+                "54000",
+                format!(
+                    "result too large: more than {max_rows} rows or {max_bytes} bytes \
+                     (--max-result-rows, --max-result-bytes); add a LIMIT or aggregate"
+                ),
+            ));
+        }
+        batches.push(batch);
+    }
     Ok(StatementResult::Rows { schema, batches })
 }
 

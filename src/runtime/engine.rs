@@ -13,11 +13,12 @@ use std::time::{Duration, Instant};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast as sq;
-use tokio::sync::mpsc;
 
 use super::adhoc;
 use super::hub::{Hub, StreamHub};
-use super::output::{QueryOutput, SubscriptionEvent};
+use super::output::{
+    QueryOutput, SubscriptionEvent, SubscriptionEvents, DEFAULT_SUBSCRIBER_BUFFER_BYTES,
+};
 use super::recovery::Durability;
 use super::show;
 use super::wal::{FsyncPolicy, Record, DEFAULT_GROUP_COMMIT};
@@ -49,6 +50,18 @@ pub struct EngineConfig {
     pub keep_checkpoints: usize,
     /// Open a log with a corrupt frame by cutting it there, instead of refusing to start.
     pub salvage_log: bool,
+    /// Result bytes queued for one subscriber that has not read them; past this it is cut
+    /// off with 53400.
+    pub subscriber_buffer_bytes: usize,
+    /// Most rows an ad hoc SELECT may return (54000 past it).
+    pub max_result_rows: usize,
+    /// Most bytes (Arrow memory) an ad hoc SELECT may return (54000 past it).
+    pub max_result_bytes: usize,
+    /// Longest line a COPY accepts (54000 past it).
+    pub max_copy_line_bytes: usize,
+    /// Most data one COPY may send, held until CopyDone so that it is applied atomically
+    /// (54000 past it).
+    pub max_copy_bytes: usize,
 }
 
 impl Default for EngineConfig {
@@ -61,6 +74,11 @@ impl Default for EngineConfig {
             checkpoint_interval: Some(Duration::from_secs(60)),
             keep_checkpoints: 2,
             salvage_log: false,
+            subscriber_buffer_bytes: DEFAULT_SUBSCRIBER_BUFFER_BYTES,
+            max_result_rows: 1_000_000,
+            max_result_bytes: 256 << 20,
+            max_copy_line_bytes: 16 << 20,
+            max_copy_bytes: 1 << 30,
         }
     }
 }
@@ -74,7 +92,7 @@ pub struct Subscription {
     /// Whether the client asked for COPY framing (`COPY (SUBSCRIBE q) TO STDOUT`).
     pub copy: bool,
     /// Result batches as the query emits them.
-    pub events: mpsc::Receiver<SubscriptionEvent>,
+    pub events: SubscriptionEvents,
 }
 
 impl Subscription {
@@ -296,7 +314,7 @@ impl Engine {
                     .get(&name)
                     .ok_or_else(|| Error::undefined("query", &name))?;
                 let mut output = QueryOutput::lock(&q.output);
-                let events = output.subscribe(from, seq)?;
+                let events = output.subscribe(from, seq, self.config.subscriber_buffer_bytes)?;
                 return Ok(StatementResult::Subscribe(Subscription {
                     query: name,
                     schema: output.subscriber_schema(seq),
@@ -372,7 +390,8 @@ impl Engine {
         Ok(StatementResult::CopyIn(Box::new(CopyIn {
             stream: name,
             columns: n,
-            decoder: CopyDecoder::new(def.schema.clone(), columns, options)?,
+            decoder: CopyDecoder::new(def.schema.clone(), columns, options)?
+                .with_limits(self.config.max_copy_line_bytes, self.config.max_copy_bytes),
         })))
     }
 
@@ -526,7 +545,8 @@ impl Engine {
             }
             sq::Statement::Query(_) => {
                 let ctx = adhoc::context(&self.read())?;
-                adhoc::select(ctx, stmt, params).await
+                let c = &self.config;
+                adhoc::select(ctx, stmt, params, c.max_result_rows, c.max_result_bytes).await
             }
             sq::Statement::Set(_) => Ok(StatementResult::Command("SET".into())),
             sq::Statement::ShowVariable { variable } => show::show_variable(&variable),

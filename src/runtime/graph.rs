@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 
 use datafusion::arrow::record_batch::RecordBatch;
 
-use super::output::{OutputHandle, QueryOutput};
+use super::output::{OutputHandle, QueryFailure, QueryOutput};
 use super::predicates::{AtomValues, SharedPredicates, SplitPredicate};
 use crate::error::{Error, Result};
 use crate::operators::filter;
@@ -311,12 +311,12 @@ impl OperatorGraph {
     /// Stops a node; every query below it fails with the error.
     fn fail(&mut self, id: usize, error: Error) {
         self.node_mut(id).failed = true;
-        let message = error.to_string();
+        let failure = QueryFailure::from_error(&error);
         let mut stack = vec![id];
         while let Some(n) = stack.pop() {
             let node = self.node(n);
             for (_, output) in &node.sinks {
-                QueryOutput::lock(output).fail(message.clone());
+                QueryOutput::lock(output).fail(failure.clone());
             }
             stack.extend(node.children.iter().copied());
         }

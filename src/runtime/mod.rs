@@ -17,4 +17,7 @@ mod show;
 mod stream;
 pub mod wal;
 
-pub use output::{SubscriptionEvent, SEQ_COLUMN};
+pub use output::{
+    QueryFailure, SubscriptionEvent, SubscriptionEvents, DEFAULT_SUBSCRIBER_BUFFER_BYTES,
+    SEQ_COLUMN,
+};

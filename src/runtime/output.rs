@@ -4,12 +4,14 @@
 //! and no duplicate (`SUBSCRIBE q FROM n`). The operator graph holds an [`OutputHandle`] in the
 //! node that produces the query's rows and delivers to it directly.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use datafusion::arrow::array::{ArrayRef, Int64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TryRecvError;
 
 use super::retained::Retained;
 use crate::error::{Error, Result};
@@ -19,12 +21,75 @@ use crate::error::{Error, Result};
 pub enum SubscriptionEvent {
     /// New result rows.
     Rows(RecordBatch),
-    /// The query failed and will produce nothing more.
-    Failed(String),
+    /// The query failed and will produce nothing more (or this subscriber was cut off).
+    Failed(QueryFailure),
 }
 
-/// How many batches a subscriber may fall behind before it is disconnected.
+/// Why a query (or one subscription to it) stopped: an SQLSTATE and a message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct QueryFailure {
+    /// SQLSTATE: 53200 a state bound, 53400 a subscriber too far behind, XX000 otherwise.
+    pub sqlstate: &'static str,
+    /// What happened.
+    pub message: String,
+}
+
+impl QueryFailure {
+    /// The failure an error raised while running a query stands for.
+    pub fn from_error(e: &Error) -> Self {
+        let sqlstate = match e.sqlstate() {
+            s if s.starts_with("53") || s.starts_with("54") || s.starts_with("22") => s,
+            _ => "XX000",
+        };
+        QueryFailure {
+            sqlstate,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// How many batches a subscriber may fall behind before it is disconnected (its bytes are
+/// bounded too, see [`QueryOutput::subscribe`]).
 pub const SUBSCRIBER_BACKLOG: usize = 4096;
+
+/// Default bound on the result bytes queued for one subscriber.
+pub const DEFAULT_SUBSCRIBER_BUFFER_BYTES: usize = 64 << 20;
+
+/// The receiving end of a subscription: result batches in order, with the bytes still
+/// queued counted so that the sender can cut off a subscriber that stopped reading.
+#[derive(Debug)]
+pub struct SubscriptionEvents {
+    rx: mpsc::Receiver<SubscriptionEvent>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl SubscriptionEvents {
+    /// The next event; `None` when the query is gone or this subscriber was dropped.
+    pub async fn recv(&mut self) -> Option<SubscriptionEvent> {
+        let ev = self.rx.recv().await;
+        self.received(ev.as_ref());
+        ev
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_recv(&mut self) -> Result<SubscriptionEvent, TryRecvError> {
+        let ev = self.rx.try_recv();
+        self.received(ev.as_ref().ok());
+        ev
+    }
+
+    fn received(&self, ev: Option<&SubscriptionEvent>) {
+        if let Some(SubscriptionEvent::Rows(b)) = ev {
+            let n = b.get_array_memory_size();
+            let _ = self
+                .queued
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                    Some(q.saturating_sub(n))
+                });
+        }
+    }
+}
 
 /// The name of the sequence-number column a subscriber can ask for (`WITH SEQ`).
 pub const SEQ_COLUMN: &str = "seq";
@@ -34,6 +99,10 @@ pub type OutputHandle = Arc<Mutex<QueryOutput>>;
 
 struct Subscriber {
     tx: mpsc::Sender<SubscriptionEvent>,
+    /// Bytes of result batches sent and not yet received.
+    queued: Arc<AtomicUsize>,
+    /// The most bytes that may be queued before the subscriber is cut off.
+    max_bytes: usize,
     /// Prepend the `seq` column.
     with_seq: bool,
 }
@@ -44,9 +113,11 @@ pub struct QueryOutput {
     schema: SchemaRef,
     /// Result rows produced so far; the last row's sequence number.
     rows_out: u64,
-    failed: Option<String>,
+    failed: Option<QueryFailure>,
     retained: Retained,
     subscribers: Vec<Subscriber>,
+    /// Subscribers cut off for falling behind.
+    subscribers_dropped: u64,
 }
 
 impl QueryOutput {
@@ -59,6 +130,7 @@ impl QueryOutput {
             failed: None,
             retained: Retained::new(retain_rows),
             subscribers: Vec::new(),
+            subscribers_dropped: 0,
         }))
     }
 
@@ -75,7 +147,7 @@ impl QueryOutput {
 
     /// Why the query stopped, if it failed.
     pub fn failed(&self) -> Option<&str> {
-        self.failed.as_deref()
+        self.failed.as_ref().map(|f| f.message.as_str())
     }
 
     /// The retained result rows, oldest first.
@@ -94,13 +166,17 @@ impl QueryOutput {
     }
 
     /// Adds a subscriber. With `from`, it first receives the retained rows numbered after
-    /// `from` (an error if some of those are no longer retained), then live rows.
+    /// `from` (an error if some of those are no longer retained), then live rows. A
+    /// subscriber whose unread results pass `max_bytes` is cut off with 53400.
     pub fn subscribe(
         &mut self,
         from: Option<u64>,
         with_seq: bool,
-    ) -> Result<mpsc::Receiver<SubscriptionEvent>> {
-        let (tx, rx) = mpsc::channel(SUBSCRIBER_BACKLOG);
+        max_bytes: usize,
+    ) -> Result<SubscriptionEvents> {
+        // One slot more than the backlog, for the event that cuts a subscriber off.
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_BACKLOG + 1);
+        let queued = Arc::new(AtomicUsize::new(0));
         if let Some(from) = from {
             let first_retained = self.rows_out - self.retained.rows() as u64 + 1;
             if from + 1 < first_retained {
@@ -123,13 +199,18 @@ impl QueryOutput {
                     let skip = (from + 1).saturating_sub(seq) as usize;
                     let part = b.slice(skip, b.num_rows() - skip);
                     let first = seq + skip as u64;
-                    let event = SubscriptionEvent::Rows(numbered(&part, first, with_seq)?);
-                    if tx.try_send(event).is_err() {
-                        return Err(Error::ResourceLimit(format!(
-                            "resuming \"{}\" from seq {from} would queue more than \
-                             {SUBSCRIBER_BACKLOG} batches",
-                            self.name
-                        )));
+                    let rows = numbered(&part, first, with_seq)?;
+                    let size = queued.fetch_add(rows.get_array_memory_size(), Ordering::AcqRel);
+                    if size > max_bytes || tx.try_send(SubscriptionEvent::Rows(rows)).is_err() {
+                        return Err(Error::limit(
+                            "53400",
+                            format!(
+                                "resuming \"{}\" from seq {from} would queue more than \
+                             {SUBSCRIBER_BACKLOG} batches or {max_bytes} bytes \
+                             (--subscriber-buffer-bytes)",
+                                self.name
+                            ),
+                        ));
                     }
                 }
                 seq += n;
@@ -138,8 +219,13 @@ impl QueryOutput {
         if let Some(reason) = &self.failed {
             let _ = tx.try_send(SubscriptionEvent::Failed(reason.clone()));
         }
-        self.subscribers.push(Subscriber { tx, with_seq });
-        Ok(rx)
+        self.subscribers.push(Subscriber {
+            tx,
+            queued: queued.clone(),
+            max_bytes,
+            with_seq,
+        });
+        Ok(SubscriptionEvents { rx, queued })
     }
 
     /// Live subscribers, after dropping those whose client went away.
@@ -161,6 +247,7 @@ impl QueryOutput {
             self.rows_out += b.num_rows() as u64;
             self.retained.push(b);
             let name = &self.name;
+            let dropped = &mut self.subscribers_dropped;
             self.subscribers.retain(|s| {
                 let rows = match numbered(b, first, s.with_seq) {
                     Ok(rows) => rows,
@@ -170,23 +257,52 @@ impl QueryOutput {
                     }
                 };
                 // A subscriber that fell too far behind is cut off rather than letting
-                // memory grow without bound; its client sees the stream end.
-                s.tx.try_send(SubscriptionEvent::Rows(rows)).is_ok()
+                // memory grow without bound; its client gets 53400 after what it was sent.
+                // (One batch larger than the bound still goes to a subscriber that is
+                // keeping up.)
+                let size = rows.get_array_memory_size();
+                let before = s.queued.fetch_add(size, Ordering::AcqRel);
+                let queued = before + size;
+                if (before == 0 || queued <= s.max_bytes)
+                    && s.tx.try_send(SubscriptionEvent::Rows(rows)).is_ok()
+                {
+                    return true;
+                }
+                tracing::warn!("a subscriber of \"{name}\" fell behind by {queued} bytes: cut off");
+                let _ = s.tx.try_send(SubscriptionEvent::Failed(QueryFailure {
+                    sqlstate: "53400",
+                    message: format!(
+                        "subscription to \"{name}\" cut off: the client fell behind by more \
+                         than {} bytes or {SUBSCRIBER_BACKLOG} batches of results \
+                         (--subscriber-buffer-bytes); read faster or resume with \
+                         SUBSCRIBE {name} FROM <last seq>",
+                        s.max_bytes
+                    ),
+                }));
+                *dropped += 1;
+                false
             });
         }
     }
 
     /// Marks the query failed and tells its subscribers.
-    pub fn fail(&mut self, reason: String) {
+    pub fn fail(&mut self, reason: QueryFailure) {
         if self.failed.is_some() {
             return;
         }
         tracing::warn!("query \"{}\" failed: {reason}", self.name);
         for s in self.subscribers.drain(..) {
-            let message = format!("query \"{}\" failed: {reason}", self.name);
-            let _ = s.tx.try_send(SubscriptionEvent::Failed(message));
+            let _ = s.tx.try_send(SubscriptionEvent::Failed(QueryFailure {
+                sqlstate: reason.sqlstate,
+                message: format!("query \"{}\" failed: {}", self.name, reason.message),
+            }));
         }
         self.failed = Some(reason);
+    }
+
+    /// Subscribers cut off so far because they fell too far behind.
+    pub fn subscribers_dropped(&self) -> u64 {
+        self.subscribers_dropped
     }
 
     /// The state a checkpoint keeps: the row count and the retained rows.
@@ -233,7 +349,7 @@ mod tests {
         RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(values))]).unwrap()
     }
 
-    fn seqs(rx: &mut mpsc::Receiver<SubscriptionEvent>) -> Vec<i64> {
+    fn seqs(rx: &mut SubscriptionEvents) -> Vec<i64> {
         let mut out = Vec::new();
         while let Ok(SubscriptionEvent::Rows(b)) = rx.try_recv() {
             out.extend(b.column(0).as_primitive::<Int64Type>().values().iter());
@@ -248,16 +364,44 @@ mod tests {
         out.deliver(&[batch(0..3), batch(3..7)]);
         assert_eq!(out.rows_out(), 7);
         // Rows 3..=7 are retained (5 rows).
-        let mut rx = out.subscribe(Some(4), true).unwrap();
+        let mut rx = out.subscribe(Some(4), true, usize::MAX).unwrap();
         out.deliver(&[batch(7..9)]);
         assert_eq!(seqs(&mut rx), vec![5, 6, 7, 8, 9]);
-        let mut rx = out.subscribe(Some(9), true).unwrap();
+        let mut rx = out.subscribe(Some(9), true, usize::MAX).unwrap();
         assert!(seqs(&mut rx).is_empty());
-        let err = out.subscribe(Some(2), true).unwrap_err();
+        let err = out.subscribe(Some(2), true, usize::MAX).unwrap_err();
         assert!(err.to_string().contains("from seq 5"), "{err}");
         // Resuming from the last row that fell out of retention is still exact.
-        let mut rx = out.subscribe(Some(4), true).unwrap();
+        let mut rx = out.subscribe(Some(4), true, usize::MAX).unwrap();
         assert_eq!(seqs(&mut rx), vec![5, 6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn a_subscriber_past_its_byte_bound_is_cut_off_with_53400() {
+        let h = QueryOutput::handle("q", batch(0..1).schema(), 0);
+        let mut out = QueryOutput::lock(&h);
+        let size = batch(0..100).get_array_memory_size();
+        let mut slow = out.subscribe(None, false, 3 * size).unwrap();
+        let mut fast = out.subscribe(None, false, 3 * size).unwrap();
+        for i in 0..5 {
+            out.deliver(&[batch(i * 100..(i + 1) * 100)]);
+            // One reader keeps up.
+            assert!(matches!(fast.try_recv(), Ok(SubscriptionEvent::Rows(_))));
+        }
+        assert_eq!(out.subscribers(), 1);
+        assert_eq!(out.subscribers_dropped(), 1);
+        let mut rows = 0;
+        loop {
+            match slow.try_recv() {
+                Ok(SubscriptionEvent::Rows(b)) => rows += b.num_rows(),
+                Ok(SubscriptionEvent::Failed(f)) => {
+                    assert_eq!(f.sqlstate, "53400");
+                    break;
+                }
+                Err(e) => panic!("no error after the rows: {e:?}"),
+            }
+        }
+        assert_eq!(rows, 300);
     }
 
     #[test]
@@ -271,7 +415,7 @@ mod tests {
         let h2 = QueryOutput::handle("q", batch(0..1).schema(), 10);
         let mut out = QueryOutput::lock(&h2);
         out.restore(rows, &kept);
-        let mut rx = out.subscribe(Some(2), true).unwrap();
+        let mut rx = out.subscribe(Some(2), true, usize::MAX).unwrap();
         out.deliver(&[batch(4..5)]);
         assert_eq!(seqs(&mut rx), vec![3, 4, 5]);
     }

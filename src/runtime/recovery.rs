@@ -58,12 +58,15 @@ impl Durability {
             locked = lock.try_lock().is_ok();
         }
         if !locked {
-            return Err(Error::ResourceLimit(format!(
-                "data directory {} is in use by another saql process (it holds {}); \
+            return Err(Error::limit(
+                "55006",
+                format!(
+                    "data directory {} is in use by another saql process (it holds {}); \
                  stop it or choose another --data-dir",
-                dir.display(),
-                lock_path.display()
-            )));
+                    dir.display(),
+                    lock_path.display()
+                ),
+            ));
         }
         Ok(Durability {
             log: IngestLog::open(&dir.join("wal"), fsync, salvage)?,

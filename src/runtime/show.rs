@@ -148,6 +148,7 @@ pub(super) fn show_queries(shared: &Shared) -> StatementResult {
     let mut watermarks = Vec::new();
     let mut subscribers = Vec::new();
     let mut defs = Vec::new();
+    let mut cut_off = Vec::new();
     for (name, stream) in &shared.query_streams {
         let Some(hub) = shared.hubs.get(stream) else {
             continue;
@@ -168,6 +169,7 @@ pub(super) fn show_queries(shared: &Shared) -> StatementResult {
         late.push(hub.graph.late_rows(&q.path));
         watermarks.push(hub.stream.watermark.to_string());
         subscribers.push(output.subscribers() as u64);
+        cut_off.push(output.subscribers_dropped());
         defs.push(sql::query_sql(&q.def.query, &q.def.clauses));
     }
     rows_result(
@@ -181,6 +183,7 @@ pub(super) fn show_queries(shared: &Shared) -> StatementResult {
             ("watermark", DataType::Utf8),
             ("subscribers", DataType::Int64),
             ("definition", DataType::Utf8),
+            ("subscribers_cut_off", DataType::Int64),
         ],
         vec![
             text_column(names),
@@ -192,6 +195,7 @@ pub(super) fn show_queries(shared: &Shared) -> StatementResult {
             text_column(watermarks),
             int_column(subscribers),
             text_column(defs),
+            int_column(cut_off),
         ],
     )
 }

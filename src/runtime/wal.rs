@@ -487,7 +487,10 @@ fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
     body.extend_from_slice(stream.as_bytes());
     body.extend_from_slice(&payload);
     let len = u32::try_from(body.len()).map_err(|_| {
-        Error::ResourceLimit("a single batch over 4 GiB cannot be logged: split the COPY".into())
+        Error::limit(
+            "54000",
+            "a single batch over 4 GiB cannot be logged: split the COPY",
+        )
     })?;
     let mut frame = Vec::with_capacity(8 + body.len());
     frame.extend_from_slice(&len.to_le_bytes());

@@ -142,6 +142,6 @@ fn push_event(pending: &mut VecDeque<RecordBatch>, ev: SubscriptionEvent) -> Res
             pending.push_back(b);
             Ok(())
         }
-        SubscriptionEvent::Failed(reason) => Err(Error::Execution(reason)),
+        SubscriptionEvent::Failed(reason) => Err(Error::QueryFailed(reason)),
     }
 }

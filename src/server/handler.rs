@@ -31,6 +31,7 @@ use tokio::sync::Mutex;
 
 use super::cursor::Cursors;
 use super::encode::{copy_lines, data_rows, field_infos, pg_type};
+use super::session::Session;
 use crate::error::Error;
 use crate::plan::catalog::normalize;
 use crate::runtime::engine::{CopyIn, StatementResult, Subscription};
@@ -93,6 +94,7 @@ pub struct Connection {
     manager: Arc<ConnectionManager>,
     copy: Arc<Mutex<Option<PendingCopy>>>,
     cursors: Arc<Mutex<Cursors>>,
+    session: Arc<Session>,
 }
 
 impl Connection {
@@ -103,7 +105,14 @@ impl Connection {
             manager,
             copy: Arc::new(Mutex::new(None)),
             cursors: Arc::new(Mutex::new(Cursors::default())),
+            session: Session::new(None),
         }
+    }
+
+    /// These handlers with the session state the server's limits watch.
+    pub fn with_session(mut self, session: Arc<Session>) -> Self {
+        self.session = session;
+        self
     }
 
     /// Runs one statement: cursor statements here, in the session; everything else in the
@@ -123,13 +132,10 @@ impl Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let fail = |e: Error| pg_error(&e, query);
+        let _active = self.session.active();
         match stmt {
             Statement::DeclareCursor { name, target } => {
-                let result = self
-                    .engine
-                    .execute_statement(*target, params)
-                    .await
-                    .map_err(fail)?;
+                let result = self.execute_timed(*target, params).await.map_err(fail)?;
                 self.cursors
                     .lock()
                     .await
@@ -175,13 +181,28 @@ impl Connection {
                 })))
             }
             other => {
-                let result = self
-                    .engine
-                    .execute_statement(other, params)
-                    .await
-                    .map_err(fail)?;
+                if self.session.apply_set(&other).map_err(fail)? {
+                    return Ok(Response::Execution(Tag::new("SET")));
+                }
+                let result = self.execute_timed(other, params).await.map_err(fail)?;
                 self.respond(client, result, query, format, extended).await
             }
+        }
+    }
+
+    /// Executes a statement in the engine, within the session's statement timeout.
+    async fn execute_timed(
+        &self,
+        stmt: Statement,
+        params: &[Option<String>],
+    ) -> Result<StatementResult, Error> {
+        let timeout = self.session.timeout_for(&stmt);
+        let run = self.engine.execute_statement(stmt, params);
+        match timeout {
+            Some(t) => tokio::time::timeout(t, run)
+                .await
+                .unwrap_or(Err(Error::StatementTimeout(t))),
+            None => run.await,
         }
     }
 
@@ -245,14 +266,17 @@ fn rows_response(
     query: &str,
 ) -> PgWireResult<QueryResponse> {
     let fields = Arc::new(field_infos(schema, format));
-    let mut rows = Vec::new();
-    for b in batches {
-        rows.extend(data_rows(b, &fields).map_err(|e| pg_error(&e, query))?);
-    }
-    Ok(QueryResponse::new(
-        fields,
-        stream::iter(rows.into_iter().map(Ok)),
-    ))
+    // Rows are encoded batch by batch as they are written, so a large result is never held
+    // twice (as Arrow and as wire rows).
+    let (encode, query) = (fields.clone(), query.to_string());
+    let rows = futures::StreamExt::flat_map(stream::iter(batches.to_vec()), move |b| {
+        let rows = data_rows(&b, &encode).map_err(|e| pg_error(&e, &query));
+        stream::iter(match rows {
+            Ok(rows) => rows.into_iter().map(Ok).collect::<Vec<_>>(),
+            Err(e) => vec![Err(e)],
+        })
+    });
+    Ok(QueryResponse::new(fields, rows))
 }
 
 /// Streams a subscription until its query goes away, the client cancels (the future is
@@ -300,7 +324,7 @@ where
             }
             Ok(None) => break,
             Ok(Some(SubscriptionEvent::Failed(reason))) => {
-                return Err(pg_error(&Error::Execution(reason), query));
+                return Err(pg_error(&Error::QueryFailed(reason), query));
             }
             Ok(Some(SubscriptionEvent::Rows(batch))) => {
                 if sub.copy {
@@ -574,6 +598,7 @@ impl CopyHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        let _active = self.session.active();
         let mut pending = self.copy.lock().await;
         if let Some(p) = pending.as_mut() {
             if p.error.is_none() {

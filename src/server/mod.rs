@@ -2,9 +2,11 @@
 //! in [`handler`], and ticks the engine so idle streams advance and departed subscribers are
 //! freed. Tests bind `127.0.0.1:0` and call [`run`] just as `saql serve` does.
 
+pub mod admission;
 pub mod cursor;
 pub mod encode;
 pub mod handler;
+pub mod session;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,20 +18,60 @@ use tokio::sync::Semaphore;
 
 use crate::Engine;
 
-/// Most clients served at once; further connections wait for a slot.
-pub const MAX_CONNECTIONS: usize = 256;
+/// Default for the most clients served at once; one more is refused with 53300.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+
+/// Most clients served at once by [`run`].
+pub const MAX_CONNECTIONS: usize = DEFAULT_MAX_CONNECTIONS;
+
+/// Default statement timeout of ad hoc SELECTs.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How often the engine's housekeeping runs.
 const TICK: Duration = Duration::from_millis(200);
 
-/// Serves `engine` on `listener` until `shutdown` completes.
+/// How long the accept loop waits after a failed `accept` (out of file descriptors, ...).
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// The server's connection limits.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Most clients served at once; one more gets `53300 too many clients`.
+    pub max_connections: usize,
+    /// Close sessions idle this long (57P05); None: never.
+    pub idle_session_timeout: Option<Duration>,
+    /// Default `statement_timeout` of each session (57014 past it); None: none.
+    pub statement_timeout: Option<Duration>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_session_timeout: None,
+            statement_timeout: Some(DEFAULT_STATEMENT_TIMEOUT),
+        }
+    }
+}
+
+/// Serves `engine` on `listener` until `shutdown` completes, with the default limits.
 pub async fn run(
     listener: TcpListener,
     engine: Engine,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    run_with(listener, engine, ServerConfig::default(), shutdown).await
+}
+
+/// Serves `engine` on `listener` with `config`'s limits until `shutdown` completes.
+pub async fn run_with(
+    listener: TcpListener,
+    engine: Engine,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let manager = Arc::new(ConnectionManager::new());
-    let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let limit = Arc::new(Semaphore::new(config.max_connections));
     let ticker = {
         let engine = engine.clone();
         tokio::spawn(async move {
@@ -44,33 +86,53 @@ pub async fn run(
     let mut connections = tokio::task::JoinSet::new();
     let accept = async {
         loop {
-            let permit = limit
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-            let (socket, peer) = listener.accept().await?;
+            let (socket, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors, a connection reset before accept, ...: the
+                    // listener is still good.
+                    tracing::warn!("accepting a connection failed: {e}; retrying");
+                    tokio::time::sleep(ACCEPT_RETRY).await;
+                    continue;
+                }
+            };
             let _ = socket.set_nodelay(true);
-            let handlers = Arc::new(handler::Connection::new(engine.clone(), manager.clone()));
             while connections.try_join_next().is_some() {}
+            let Ok(permit) = limit.clone().try_acquire_owned() else {
+                let max = config.max_connections;
+                let handlers = Arc::new(handler::Connection::new(engine.clone(), manager.clone()));
+                connections.spawn(async move {
+                    if admission::is_cancel_request(&socket).await {
+                        let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
+                        return;
+                    }
+                    tracing::warn!("refused {peer}: {max} connections open (--max-connections)");
+                    admission::refuse(socket, max).await;
+                });
+                continue;
+            };
+            let session = session::Session::new(config.statement_timeout);
+            let handlers = Arc::new(
+                handler::Connection::new(engine.clone(), manager.clone())
+                    .with_session(session.clone()),
+            );
+            let idle = config.idle_session_timeout;
             connections.spawn(async move {
-                if let Err(e) = pgwire::tokio::process_socket(socket, None, handlers).await {
+                if let Err(e) = admission::serve(socket, handlers, session, idle).await {
                     tracing::debug!("connection from {peer} ended: {e}");
                 }
                 drop(permit);
             });
         }
-        #[allow(unreachable_code)]
-        Ok::<(), std::io::Error>(())
     };
-    let result = tokio::select! {
-        r = accept => r,
-        _ = shutdown => Ok(()),
-    };
+    tokio::select! {
+        () = accept => {}
+        _ = shutdown => {}
+    }
     ticker.abort();
     let _ = ticker.await;
     // Connections hold the engine: end them, so that a caller that drops its own handle
     // closes the engine (and frees its data directory) when this returns.
     connections.shutdown().await;
-    result
+    Ok(())
 }

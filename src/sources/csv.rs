@@ -136,6 +136,12 @@ pub struct CopyDecoder {
     ended: bool,
     /// The current record's fields, reused across records.
     fields: Vec<Span>,
+    /// Longest record accepted, in bytes.
+    max_line_bytes: usize,
+    /// Most input bytes accepted in all.
+    max_bytes: usize,
+    /// Input bytes received so far.
+    received: usize,
     /// Decoded bytes of the current record's fields that differ from the input.
     scratch: Vec<u8>,
 }
@@ -206,8 +212,20 @@ impl CopyDecoder {
             line: 1,
             ended: false,
             fields: Vec::new(),
+            max_line_bytes: usize::MAX,
+            max_bytes: usize::MAX,
+            received: 0,
             scratch: Vec::new(),
         })
+    }
+
+    /// Bounds the decoder: a record longer than `max_line_bytes`, or more than `max_bytes`
+    /// of input in all, fails with 54000 (the COPY is held in memory until it completes, so
+    /// that it applies atomically).
+    pub fn with_limits(mut self, max_line_bytes: usize, max_bytes: usize) -> Self {
+        self.max_line_bytes = max_line_bytes;
+        self.max_bytes = max_bytes;
+        self
     }
 
     /// Decode every complete record in the data so far; keep the rest for the next chunk.
@@ -215,12 +233,26 @@ impl CopyDecoder {
         if self.ended {
             return Ok(());
         }
+        self.received = self.received.saturating_add(chunk.len());
+        if self.received > self.max_bytes {
+            return Err(Error::limit(
+                "54000",
+                format!(
+                    "COPY data exceeds {} bytes (--max-copy-bytes), at line {}; split it \
+                     into several COPY statements",
+                    self.max_bytes, self.line
+                ),
+            ));
+        }
         self.buf.extend_from_slice(chunk);
         let mut start = 0;
         while !self.ended {
             let Some(newline) = self.find_record_end() else {
                 break;
             };
+            if newline - start > self.max_line_bytes {
+                return Err(self.line_too_long());
+            }
             let end = if newline > start && self.buf[newline - 1] == b'\r' {
                 newline - 1
             } else {
@@ -239,8 +271,21 @@ impl CopyDecoder {
         } else {
             self.buf.drain(..start);
             self.scan.pos -= start;
+            if self.buf.len() > self.max_line_bytes {
+                return Err(self.line_too_long());
+            }
         }
         Ok(())
+    }
+
+    fn line_too_long(&self) -> Error {
+        Error::limit(
+            "54000",
+            format!(
+                "COPY line {} is longer than {} bytes (--max-copy-line-bytes)",
+                self.line, self.max_line_bytes
+            ),
+        )
     }
 
     /// Decode the final record (one without a trailing newline) and return all rows.

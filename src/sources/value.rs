@@ -255,7 +255,7 @@ impl Column {
             ColumnBuilder::Int64(b) => b.append_value(parse_int(text, ty)?),
             ColumnBuilder::Float32(b) => b.append_value(parse_float(text, ty)?),
             ColumnBuilder::Float64(b) => b.append_value(parse_float(text, ty)?),
-            ColumnBuilder::Utf8(b) => b.append_value(text),
+            ColumnBuilder::Utf8(b) => b.append_value(check_text(text)?),
             ColumnBuilder::Timestamp(b) => b.append_value(timestamp_nanos(text, ty)?),
         }
         Ok(())
@@ -330,6 +330,17 @@ impl ColumnBuilder {
     }
 }
 
+/// `text` if PostgreSQL would store it: TEXT cannot hold a NUL character (22021).
+pub fn check_text(text: &str) -> Result<&str> {
+    if text.contains('\0') {
+        return Err(Error::invalid_input(
+            "22021",
+            "invalid byte sequence for encoding \"UTF8\": 0x00",
+        ));
+    }
+    Ok(text)
+}
+
 /// Parse one text value as a scalar of `data_type` (same rules as [`BatchBuilder::push_text`]).
 pub fn parse_scalar(text: &str, data_type: &DataType) -> Result<ScalarValue> {
     let ty = SqlType::of(data_type)?;
@@ -340,7 +351,7 @@ pub fn parse_scalar(text: &str, data_type: &DataType) -> Result<ScalarValue> {
         SqlType::BigInt => ScalarValue::Int64(Some(parse_int(text, ty)?)),
         SqlType::Real => ScalarValue::Float32(Some(parse_float(text, ty)?)),
         SqlType::Double => ScalarValue::Float64(Some(parse_float(text, ty)?)),
-        SqlType::Text => ScalarValue::Utf8(Some(text.to_string())),
+        SqlType::Text => ScalarValue::Utf8(Some(check_text(text)?.to_string())),
         SqlType::Timestamp | SqlType::TimestampTz => {
             let zone = match data_type {
                 DataType::Timestamp(_, zone) => zone.clone(),

@@ -3,6 +3,7 @@
 //! SQL to sqlparser, as DataFusion's `DFParser` does.
 
 pub mod ast;
+mod complexity;
 pub mod dialect;
 pub mod interval;
 pub mod parser;

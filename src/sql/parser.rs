@@ -14,18 +14,24 @@ use super::ast::{
     Clauses, ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, InvariantClause,
     InvariantKind, OutlierClause, OutlierMethod, Statement, Training, WatermarkDef,
 };
+use super::complexity;
 use super::dialect::SaqlDialect;
 use super::interval::interval_duration;
 use crate::error::{Error, Location, Result};
+use crate::limits::PARSER_RECURSION_LIMIT;
 
 /// Parses one or more statements separated by semicolons.
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
+    complexity::check_size(sql)?;
     let dialect = SaqlDialect::default();
     let tokens = Tokenizer::new(&dialect, sql)
         .tokenize_with_location()
         .map_err(|e| parser_error(ParserError::TokenizerError(e.to_string())))?;
+    complexity::check_tokens(&tokens)?;
     let (tokens, mut withins) = lift_within(&dialect, tokens)?;
-    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
+    let mut parser = Parser::new(&dialect)
+        .with_recursion_limit(PARSER_RECURSION_LIMIT)
+        .with_tokens_with_locations(tokens);
     let mut out = Vec::new();
     loop {
         while parser.consume_token(&Token::SemiColon) {}
@@ -33,6 +39,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
             break;
         }
         let mut stmt = parse_statement(&mut parser)?;
+        complexity::check_depth(&stmt)?;
         let mine = withins.iter().take_while(|w| w.at < parser.index()).count();
         for w in withins.drain(..mine) {
             let clauses = match &mut stmt {
@@ -198,7 +205,12 @@ pub fn parse_one(sql: &str) -> Result<Statement> {
 pub fn parser_error(e: ParserError) -> Error {
     let text = match e {
         ParserError::TokenizerError(s) | ParserError::ParserError(s) => s,
-        ParserError::RecursionLimitExceeded => "statement is nested too deeply".to_string(),
+        ParserError::RecursionLimitExceeded => {
+            return Error::too_complex(format!(
+                "statement too complex: nested more than {PARSER_RECURSION_LIMIT} levels \
+                 deep (stack depth limit exceeded)"
+            ))
+        }
     };
     if let Some(at) = text.rfind(" at Line: ") {
         let tail = &text[at + " at Line: ".len()..];

@@ -58,8 +58,13 @@ pub enum AfterMatch {
 }
 
 /// The most match threads one partition may hold. Patterns such as `(a | b)*` without WITHIN
-/// can fork without bound; past this the query fails with 53000 rather than exhausting memory.
-pub const MAX_THREADS_PER_PARTITION: usize = 100_000;
+/// can fork without bound; past this the query fails with 53200 rather than exhausting memory.
+pub const MAX_THREADS_PER_PARTITION: usize = crate::limits::MAX_PATTERN_THREADS;
+
+/// The most rows one partition may hold: rows buffered for matches in progress, and rows
+/// mapped by its open attempts (counted per attempt: `(a+)` without WITHIN starts an attempt
+/// at every row, each mapping every later row). Past this the query fails with 53200.
+pub const MAX_ROWS_PER_PARTITION: usize = crate::limits::MAX_PATTERN_ROWS;
 
 /// A comparison between a column of the current row and a reference, such as
 /// `b.pid = a.pid`, evaluated directly on the values (NULL on either side: false).
@@ -184,6 +189,8 @@ struct Thread {
     start_ts: i64,
     pc: u32,
     last: Option<Arc<Binding>>,
+    /// Rows mapped so far (the length of `last`).
+    mapped: u32,
 }
 
 impl Thread {
@@ -522,6 +529,7 @@ impl Matcher {
                     start_ts: cur.ts,
                     pc,
                     last: None,
+                    mapped: 0,
                 });
             }
         }
@@ -601,6 +609,7 @@ impl Matcher {
                         part.threads.push(Thread {
                             pc,
                             last: Some(b.clone()),
+                            mapped: t.mapped.saturating_add(1),
                             ..t
                         });
                         if prog.inst(pc) == Inst::Match {
@@ -613,11 +622,25 @@ impl Matcher {
             }
         }
         if part.threads.len() > MAX_THREADS_PER_PARTITION {
-            return Err(Error::ResourceLimit(format!(
-                "MATCH_RECOGNIZE holds more than {MAX_THREADS_PER_PARTITION} open match \
-                 attempts in one partition; bound the pattern with WITHIN or make its \
-                 conditions stricter"
-            )));
+            return Err(Error::limit(
+                "53200",
+                format!(
+                    "MATCH_RECOGNIZE holds more than {MAX_THREADS_PER_PARTITION} open match \
+                     attempts in one partition; bound the pattern with WITHIN or make its \
+                     conditions stricter"
+                ),
+            ));
+        }
+        let mapped: usize = part.threads.iter().map(|t| t.mapped as usize).sum();
+        if mapped.max(part.rows.len()) > MAX_ROWS_PER_PARTITION {
+            return Err(Error::limit(
+                "53200",
+                format!(
+                    "MATCH_RECOGNIZE holds more than {MAX_ROWS_PER_PARTITION} rows for open \
+                     match attempts in one partition; bound the pattern with WITHIN or make \
+                     its conditions stricter"
+                ),
+            ));
         }
         if bound {
             part.rows.push_back(StoredRow {
@@ -1023,6 +1046,7 @@ impl Operator for PatternMatcher {
                 .into_iter()
                 .map(|t| {
                     let mut last = None;
+                    let mapped = t.bindings.len() as u32;
                     for (seq, var) in t.bindings {
                         last = Some(Arc::new(Binding {
                             seq,
@@ -1037,6 +1061,7 @@ impl Operator for PatternMatcher {
                         start: t.start,
                         start_ts: t.start_ts,
                         pc: t.pc,
+                        mapped,
                         last,
                     })
                 })

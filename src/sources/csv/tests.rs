@@ -249,11 +249,12 @@ fn text_escapes_and_null() {
         table(&[&["a\tb\\cN", "NULL"], &["dAA,q\t", "\\N"], &["end\t", ""]])
     );
     // a backslash before a real newline keeps it; a lone one at the very end is dropped
-    let input = "\\b\\f\\n\\r\\v\\0\tx\\\ny\na\tb\\";
+    // (`\0`, NUL, is refused as in PostgreSQL: see nul_characters_are_rejected_with_22021)
+    let input = "\\b\\f\\n\\r\\v\tx\\\ny\na\tb\\";
     let controls = decode(text2(), CopyOptions::text(), input).unwrap();
     assert_eq!(
         rows(&controls),
-        table(&[&["\u{8}\u{c}\n\r\u{b}\u{0}", "x\ny"], &["a", "b"]])
+        table(&[&["\u{8}\u{c}\n\r\u{b}", "x\ny"], &["a", "b"]])
     );
     let pipes = CopyOptions {
         delimiter: b'|',
@@ -515,5 +516,49 @@ proptest! {
             let split = decode_chunks(s.clone(), vec![0, 1], options, &cut(&data, &points));
             prop_assert_eq!(format!("{whole:?}"), format!("{split:?}"));
         }
+    }
+}
+
+#[test]
+fn long_lines_and_large_copies_fail_with_54000_naming_the_line() {
+    let limited = || {
+        CopyDecoder::new(text2(), vec![0, 1], CopyOptions::csv())
+            .unwrap()
+            .with_limits(100, 1000)
+    };
+    // A long line fails as soon as a chunk shows it is too long, before its end arrives.
+    let mut d = limited();
+    d.feed(b"a,b\nc,d\n").unwrap();
+    let e = d.feed(&[b'x'; 150]).unwrap_err();
+    assert_eq!(e.sqlstate(), "54000");
+    assert!(e.to_string().contains("line 3"), "{e}");
+    // Also when the whole line comes in one chunk.
+    let mut d = limited();
+    let mut line = vec![b'y'; 150];
+    line.push(b'\n');
+    let e = d.feed(&line).unwrap_err();
+    assert!(e.to_string().contains("line 1"), "{e}");
+    // More data in all than the COPY may hold.
+    let mut d = limited();
+    let e = (0..200)
+        .map(|_| d.feed(b"aaaa,bbbb\n"))
+        .find_map(Result::err)
+        .unwrap();
+    assert_eq!(e.sqlstate(), "54000");
+    assert!(e.to_string().contains("1000 bytes"), "{e}");
+}
+
+#[test]
+fn nul_characters_are_rejected_with_22021() {
+    for (options, data) in [
+        (CopyOptions::csv(), "a\0b,c\n"),
+        (CopyOptions::text(), "a\\000b\tc\n"),
+        (CopyOptions::text(), "a\\x00\tc\n"),
+        (CopyOptions::text(), "a\\0\tc\n"),
+    ] {
+        let (sqlstate, message, _, line) = failure(decode(text2(), options, data));
+        assert_eq!(sqlstate, "22021", "{data:?}");
+        assert!(message.contains("0x00"), "{message}");
+        assert_eq!(line, Some(1));
     }
 }

@@ -1,0 +1,128 @@
+//! Who gets served: the connection limit (one client past `--max-connections` is told
+//! `53300 sorry, too many clients already` instead of waiting unanswered) and the idle-session
+//! timeout (a session idle past `--idle-session-timeout` is closed with 57P05). Both speak
+//! just enough of the protocol to send a FATAL ErrorResponse on a socket pgwire does not own.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::session::Session;
+
+/// The startup packet codes that are not a StartupMessage.
+const CANCEL_REQUEST: u32 = 80877102;
+const SSL_REQUEST: u32 = 80877103;
+const GSSENC_REQUEST: u32 = 80877104;
+
+/// The longest startup packet read from a client that is about to be refused.
+const MAX_STARTUP_PACKET: usize = 10_000;
+
+/// A FATAL ErrorResponse message with SQLSTATE `code`.
+pub fn fatal(code: &str, message: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (field, value) in [
+        (b'S', "FATAL"),
+        (b'V', "FATAL"),
+        (b'C', code),
+        (b'M', message),
+    ] {
+        body.push(field);
+        body.extend_from_slice(value.as_bytes());
+        body.push(0);
+    }
+    body.push(0);
+    let mut out = vec![b'E'];
+    out.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Whether the client's first packet is a CancelRequest (which is served even when the
+/// server is full: it closes at once, and may be what frees a slot). Peeks, so the packet is
+/// still there for pgwire.
+pub async fn is_cancel_request(socket: &TcpStream) -> bool {
+    let peek = async {
+        let mut head = [0u8; 8];
+        loop {
+            match socket.peek(&mut head).await {
+                Ok(8) => return u32::from_be_bytes([head[4], head[5], head[6], head[7]]),
+                Ok(0) | Err(_) => return 0,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), peek).await == Ok(CANCEL_REQUEST)
+}
+
+/// Tells a client the server is full: reads its startup packet (answering an SSL or GSS
+/// request with `N` first, as a server without TLS does), then sends 53300 and closes.
+pub async fn refuse(mut socket: TcpStream, max_connections: usize) {
+    let message = format!(
+        "sorry, too many clients already: {max_connections} connections are open \
+         (--max-connections)"
+    );
+    let exchange = async {
+        loop {
+            let len = socket.read_u32().await? as usize;
+            if !(8..=MAX_STARTUP_PACKET).contains(&len) {
+                break;
+            }
+            let mut body = vec![0u8; len - 4];
+            socket.read_exact(&mut body).await?;
+            let code = u32::from_be_bytes([body[0], body[1], body[2], body[3]]);
+            if code == SSL_REQUEST || code == GSSENC_REQUEST {
+                socket.write_all(b"N").await?;
+                continue;
+            }
+            break;
+        }
+        socket.write_all(&fatal("53300", &message)).await?;
+        socket.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), exchange).await;
+}
+
+/// Serves one connection with pgwire; with an idle timeout, closes the session (after a
+/// 57P05 FATAL message) once it has been idle that long.
+pub async fn serve<H>(
+    socket: TcpStream,
+    handlers: H,
+    session: Arc<Session>,
+    idle_timeout: Option<Duration>,
+) -> std::io::Result<()>
+where
+    H: pgwire::api::PgWireServerHandlers,
+{
+    let Some(limit) = idle_timeout else {
+        return pgwire::tokio::process_socket(socket, None, handlers).await;
+    };
+    // A second handle on the socket, to write the goodbye that pgwire cannot.
+    let std_socket = socket.into_std()?;
+    let mut goodbye = std_socket.try_clone()?;
+    let socket = TcpStream::from_std(std_socket)?;
+    let check = (limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let idle = async {
+        loop {
+            tokio::time::sleep(check).await;
+            if session.idle_for().is_some_and(|idle| idle >= limit) {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        r = pgwire::tokio::process_socket(socket, None, handlers) => r,
+        _ = idle => {
+            let message = format!(
+                "terminating connection due to idle-session timeout ({} s, \
+                 --idle-session-timeout)",
+                limit.as_secs_f64()
+            );
+            let _ = goodbye.write_all(&fatal("57P05", &message));
+            let _ = goodbye.shutdown(std::net::Shutdown::Both);
+            Ok(())
+        }
+    }
+}
