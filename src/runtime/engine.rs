@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use super::adhoc;
 use super::hub::{Hub, StreamHub};
 use super::output::{QueryOutput, SubscriptionEvent};
+use super::pg_functions::SessionInfo;
 use super::recovery::Durability;
 use super::show;
 use super::wal::{FsyncPolicy, Record, DEFAULT_GROUP_COMMIT};
@@ -252,8 +253,20 @@ impl Engine {
         stmt: Statement,
         params: &[Option<String>],
     ) -> Result<StatementResult> {
+        self.execute_statement_for(stmt, params, &SessionInfo::default())
+            .await
+    }
+
+    /// Executes one parsed statement for a client session: `current_user`,
+    /// `current_database()` and `pg_backend_pid()` answer for `session`.
+    pub async fn execute_statement_for(
+        &self,
+        stmt: Statement,
+        params: &[Option<String>],
+        session: &SessionInfo,
+    ) -> Result<StatementResult> {
         match stmt {
-            Statement::Sql(s) => self.execute_sql(*s, params).await,
+            Statement::Sql(s) => self.execute_sql(*s, params, session).await,
             other => self.execute_own(other),
         }
     }
@@ -481,7 +494,7 @@ impl Engine {
                 }
                 sq::Statement::Query(_) => {
                     params.resize(adhoc::count_placeholders(s), DataType::Utf8);
-                    let ctx = adhoc::context(&self.read())?;
+                    let ctx = adhoc::context(&self.read(), &SessionInfo::default())?;
                     Some(adhoc::select_schema(ctx, s).await?)
                 }
                 sq::Statement::ShowVariable { variable } => Some(show::show_schema(variable)),
@@ -514,6 +527,7 @@ impl Engine {
         &self,
         stmt: sq::Statement,
         params: &[Option<String>],
+        session: &SessionInfo,
     ) -> Result<StatementResult> {
         match stmt {
             sq::Statement::Insert(ins) => {
@@ -525,7 +539,7 @@ impl Engine {
                 Ok(StatementResult::Command(format!("INSERT 0 {n}")))
             }
             sq::Statement::Query(_) => {
-                let ctx = adhoc::context(&self.read())?;
+                let ctx = adhoc::context(&self.read(), session)?;
                 adhoc::select(ctx, stmt, params).await
             }
             sq::Statement::Set(_) => Ok(StatementResult::Command("SET".into())),

@@ -1,39 +1,50 @@
 //! The pgwire handlers of one connection: simple and extended queries, COPY FROM STDIN, and
 //! live subscriptions streamed row by row (each flushed at once, so psql prints it at once).
+//! Describe answers NoData for statements without rows (pgJDBC relies on it), FETCH and
+//! DECLAREd cursors describe as their cursor's rows, and Execute with a row limit suspends
+//! live portals ([`super::portal`]).
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use datafusion::sql::sqlparser::ast as sq;
 use futures::sink::{Sink, SinkExt};
 use futures::stream;
-use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::cancel::DefaultCancelHandler;
 use pgwire::api::copy::CopyHandler;
-use pgwire::api::portal::Portal;
+use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
-use pgwire::api::results::{
-    CopyResponse, DescribePortalResponse, DescribeStatementResponse, FieldFormat, FieldInfo,
-    QueryResponse, Response, Tag,
-};
-use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
+use pgwire::api::results::{CopyResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::stmt::NoopQueryParser;
+use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::{
-    ClientInfo, ClientPortalStore, ConnectionManager, NoopHandler, PgWireServerHandlers, Type,
+    ClientInfo, ClientPortalStore, ConnectionHandle, ConnectionManager, NoopHandler,
+    PgWireConnectionState, PgWireServerHandlers, Type, DEFAULT_NAME, METADATA_DATABASE,
+    METADATA_USER,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyOutResponse};
-use pgwire::messages::data::RowDescription;
+use pgwire::messages::data::{NoData, ParameterDescription, RowDescription};
+use pgwire::messages::extendedquery::{
+    Close, CloseComplete, Describe, Execute, PortalSuspended, TARGET_TYPE_BYTE_PORTAL,
+    TARGET_TYPE_BYTE_STATEMENT,
+};
 use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use tokio::sync::Mutex;
 
 use super::cursor::Cursors;
 use super::encode::{copy_lines, data_rows, field_infos, pg_type};
+use super::portal::LivePortals;
+use super::prepared::{self, PreparedStatements};
 use crate::error::Error;
-use crate::plan::catalog::normalize;
+use crate::plan::catalog::{normalize, normalize_object};
 use crate::runtime::engine::{CopyIn, StatementResult, Subscription};
+use crate::runtime::pg_functions::SessionInfo;
 use crate::runtime::SubscriptionEvent;
 use crate::sql::{self, Statement};
 use crate::Engine;
@@ -93,6 +104,25 @@ pub struct Connection {
     manager: Arc<ConnectionManager>,
     copy: Arc<Mutex<Option<PendingCopy>>>,
     cursors: Arc<Mutex<Cursors>>,
+    live: Arc<Mutex<LivePortals>>,
+    prepared: Arc<Mutex<PreparedStatements>>,
+}
+
+/// The session a client's statements run for: its user, database and process id.
+fn session_info<C: ClientInfo>(client: &C) -> SessionInfo {
+    let metadata: &HashMap<String, String> = client.metadata();
+    let user = metadata
+        .get(METADATA_USER)
+        .cloned()
+        .unwrap_or_else(|| "saql".into());
+    SessionInfo {
+        database: metadata
+            .get(METADATA_DATABASE)
+            .cloned()
+            .unwrap_or_else(|| user.clone()),
+        user,
+        pid: client.pid_and_secret_key().0,
+    }
 }
 
 impl Connection {
@@ -103,7 +133,14 @@ impl Connection {
             manager,
             copy: Arc::new(Mutex::new(None)),
             cursors: Arc::new(Mutex::new(Cursors::default())),
+            live: Arc::new(Mutex::new(LivePortals::default())),
+            prepared: Arc::new(Mutex::new(PreparedStatements::default())),
         }
+    }
+
+    /// The server's connections, for registering this one's cancel key.
+    pub(super) fn manager(&self) -> &Arc<ConnectionManager> {
+        &self.manager
     }
 
     /// Runs one statement: cursor statements here, in the session; everything else in the
@@ -123,11 +160,12 @@ impl Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let fail = |e: Error| pg_error(&e, query);
+        let session = session_info(client);
         match stmt {
             Statement::DeclareCursor { name, target } => {
                 let result = self
                     .engine
-                    .execute_statement(*target, params)
+                    .execute_statement_for(*target, params, &session)
                     .await
                     .map_err(fail)?;
                 self.cursors
@@ -174,15 +212,177 @@ impl Connection {
                     "CLOSE CURSOR ALL"
                 })))
             }
+            Statement::Sql(s) => match *s {
+                sq::Statement::Prepare {
+                    name, statement, ..
+                } => {
+                    self.prepared
+                        .lock()
+                        .await
+                        .prepare(normalize(&name), Statement::Sql(statement))
+                        .map_err(fail)?;
+                    Ok(Response::Execution(Tag::new("PREPARE")))
+                }
+                sq::Statement::Execute {
+                    name: Some(name),
+                    parameters,
+                    ..
+                } => {
+                    let stmt = self
+                        .prepared
+                        .lock()
+                        .await
+                        .get(&normalize_object(&name))
+                        .map_err(fail)?;
+                    let args = prepared::arguments(&parameters).map_err(fail)?;
+                    let result = self
+                        .engine
+                        .execute_statement_for(stmt, &args, &session)
+                        .await
+                        .map_err(fail)?;
+                    self.respond(client, result, query, format, extended).await
+                }
+                sq::Statement::Deallocate { name, .. } => {
+                    let mut prepared = self.prepared.lock().await;
+                    if prepared::is_all(&name) {
+                        prepared.clear();
+                        Ok(Response::Execution(Tag::new("DEALLOCATE ALL")))
+                    } else {
+                        prepared.deallocate(&normalize(&name)).map_err(fail)?;
+                        Ok(Response::Execution(Tag::new("DEALLOCATE")))
+                    }
+                }
+                sq::Statement::Discard { .. } => {
+                    self.prepared.lock().await.clear();
+                    let _ = self.cursors.lock().await.close(None);
+                    self.live.lock().await.clear();
+                    Ok(Response::Execution(Tag::new("DISCARD ALL")))
+                }
+                other => {
+                    let result = self
+                        .engine
+                        .execute_statement_for(Statement::Sql(Box::new(other)), params, &session)
+                        .await
+                        .map_err(fail)?;
+                    self.respond(client, result, query, format, extended).await
+                }
+            },
             other => {
                 let result = self
                     .engine
-                    .execute_statement(other, params)
+                    .execute_statement_for(other, params, &session)
                     .await
                     .map_err(fail)?;
                 self.respond(client, result, query, format, extended).await
             }
         }
+    }
+
+    /// What a statement takes and returns: its parameter types (the client's where it gave
+    /// them) and its result columns, `None` when it returns no rows.
+    async fn describe(
+        &self,
+        query: &str,
+        declared: &[Option<Type>],
+        format: &(dyn Fn(usize) -> FieldFormat + Sync),
+    ) -> PgWireResult<(Vec<Type>, Option<Vec<FieldInfo>>)> {
+        let fail = |e: Error| pg_error(&e, query);
+        let stmt = sql::parse_one(query).map_err(fail)?;
+        // `EXECUTE name (constants)` takes no parameters and returns what `name` returns.
+        let prepared = match &stmt {
+            Statement::Fetch { name, .. } => {
+                let cursors = self.cursors.lock().await;
+                let schema = cursors.schema(&normalize(name)).map_err(fail)?;
+                return Ok((vec![], Some(field_infos(&schema, format))));
+            }
+            Statement::Sql(s) => match s.as_ref() {
+                sq::Statement::Execute {
+                    name: Some(name), ..
+                } => {
+                    let prepared = self.prepared.lock().await;
+                    Some(prepared.get(&normalize_object(name)).map_err(fail)?)
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+        .map(|prepared| prepared.to_string());
+        let mut desc = self
+            .engine
+            .describe(prepared.as_deref().unwrap_or(query))
+            .await
+            .map_err(fail)?;
+        if prepared.is_some() {
+            desc.params.clear();
+        }
+        let params = desc
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                declared
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .filter(|t| *t != Type::UNKNOWN)
+                    .unwrap_or_else(|| pg_type(t))
+            })
+            .collect();
+        Ok((params, desc.schema.map(|s| field_infos(&s, format))))
+    }
+
+    /// Sends `max_rows` rows of the live portal `name` once that many exist (all waiting rows,
+    /// at least one, when 0), then PortalSuspended; fewer, then CommandComplete, when its
+    /// subscription ended. As in PostgreSQL, a row limit is a promise of that many rows:
+    /// asyncpg takes fewer for the end of the portal.
+    async fn execute_live<C>(
+        &self,
+        client: &mut C,
+        name: &str,
+        max_rows: usize,
+        format: &Format,
+        query: &str,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let fail = |e: Error| pg_error(&e, query);
+        let mut live = self.live.lock().await;
+        loop {
+            live.rows.ready(name).map_err(fail)?;
+            let waiting = live.rows.pending_rows(name);
+            if !live.rows.is_live(name) || waiting >= max_rows.max(1) {
+                break;
+            }
+            live.rows.wait(name, HEARTBEAT).await.map_err(fail)?;
+            if live.rows.pending_rows(name) == waiting {
+                client.send(heartbeat()).await?;
+            }
+        }
+        let count = (max_rows > 0).then_some(max_rows as u64);
+        let (schema, batches) = live.rows.take(name, count).map_err(fail)?;
+        let fields = Arc::new(field_infos(&schema, |i| format.format_for(i)));
+        let mut sent = 0;
+        for batch in &batches {
+            for row in data_rows(batch, &fields).map_err(fail)? {
+                client.feed(PgWireBackendMessage::DataRow(row)).await?;
+                sent += 1;
+            }
+        }
+        if live.rows.exhausted(name) {
+            live.close(name);
+            let done = Tag::new("SUBSCRIBE").with_rows(sent);
+            client
+                .send(PgWireBackendMessage::CommandComplete(done.into()))
+                .await?;
+        } else {
+            client
+                .send(PgWireBackendMessage::PortalSuspended(PortalSuspended::new()))
+                .await?;
+        }
+        Ok(())
     }
 
     async fn respond<C>(
@@ -202,8 +402,10 @@ impl Connection {
             StatementResult::Command(t) => Ok(match t.as_str() {
                 "BEGIN" => Response::TransactionStart(tag(&t)),
                 "COMMIT" | "ROLLBACK" => {
-                    // Cursors live until the end of the transaction, as in PostgreSQL.
+                    // Cursors and portals live until the end of the transaction, as in
+                    // PostgreSQL.
                     let _ = self.cursors.lock().await.close(None);
+                    self.live.lock().await.clear();
                     Response::TransactionEnd(tag(&t))
                 }
                 _ => Response::Execution(tag(&t)),
@@ -504,65 +706,147 @@ impl ExtendedQueryHandler for Connection {
         .await
     }
 
-    async fn do_describe_statement<C>(
-        &self,
-        _client: &mut C,
-        target: &StoredStatement<Self::Statement>,
-    ) -> PgWireResult<DescribeStatementResponse>
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let query = &target.statement;
-        let desc = self
-            .engine
-            .describe(query)
-            .await
-            .map_err(|e| pg_error(&e, query))?;
-        let params = desc
-            .params
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                target
-                    .parameter_types
-                    .get(i)
-                    .cloned()
-                    .flatten()
-                    .filter(|t| *t != Type::UNKNOWN)
-                    .unwrap_or_else(|| pg_type(t))
-            })
-            .collect();
-        let fields: Vec<FieldInfo> = desc
-            .schema
-            .map(|s| field_infos(&s, |_| FieldFormat::Text))
-            .unwrap_or_default();
-        Ok(DescribeStatementResponse::new(params, fields))
+        let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+        let (params, fields) = match message.target_type {
+            TARGET_TYPE_BYTE_STATEMENT => match client.portal_store().get_statement(name) {
+                Some(Entry::Value(stmt)) => {
+                    let (params, fields) = self
+                        .describe(&stmt.statement, &stmt.parameter_types, &|_| {
+                            FieldFormat::Text
+                        })
+                        .await?;
+                    (Some(params), fields)
+                }
+                _ => return self._on_describe(client, message).await,
+            },
+            TARGET_TYPE_BYTE_PORTAL => match client.portal_store().get_portal(name) {
+                Some(Entry::Value(portal)) => {
+                    let format = &portal.result_column_format;
+                    let declared = &portal.statement.parameter_types;
+                    let query = &portal.statement.statement;
+                    let (_, fields) = self
+                        .describe(query, declared, &|i| format.format_for(i))
+                        .await?;
+                    (None, fields)
+                }
+                Some(Entry::Empty) => return self._on_describe(client, message).await,
+                // A cursor DECLAREd in SQL is a portal too (psycopg 3 describes its named
+                // cursors so).
+                None => match self.cursors.lock().await.schema(name) {
+                    Ok(schema) => (None, Some(field_infos(&schema, |_| FieldFormat::Text))),
+                    Err(_) => return Err(PgWireError::PortalNotFound(name.to_string())),
+                },
+            },
+            _ => return self._on_describe(client, message).await,
+        };
+        if let Some(params) = params {
+            let oids = params.iter().map(|t| t.oid()).collect();
+            client
+                .send(PgWireBackendMessage::ParameterDescription(
+                    ParameterDescription::new(oids),
+                ))
+                .await?;
+        }
+        let answer = match fields {
+            Some(fields) => PgWireBackendMessage::RowDescription(RowDescription::new(
+                fields.iter().map(Into::into).collect(),
+            )),
+            None => PgWireBackendMessage::NoData(NoData::new()),
+        };
+        client.send(answer).await?;
+        Ok(())
     }
 
-    async fn do_describe_portal<C>(
-        &self,
-        _client: &mut C,
-        portal: &Portal<Self::Statement>,
-    ) -> PgWireResult<DescribePortalResponse>
+    async fn on_execute<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let query = &portal.statement.statement;
-        let desc = self
-            .engine
-            .describe(query)
-            .await
-            .map_err(|e| pg_error(&e, query))?;
-        let format = &portal.result_column_format;
-        let fields = desc
-            .schema
-            .map(|s| field_infos(&s, |i| format.format_for(i)))
-            .unwrap_or_default();
-        Ok(DescribePortalResponse::new(fields))
+        let name = message.name.as_deref().unwrap_or(DEFAULT_NAME).to_string();
+        let max_rows = message.max_rows.max(0) as usize;
+        let Some(Entry::Value(portal)) = client.portal_store().get_portal(&name) else {
+            return self._on_execute(client, message).await;
+        };
+        let query = portal.statement.statement.clone();
+        let bind = portal.state();
+        if !self.live.lock().await.is_open(&name, &bind) {
+            // Only a live subscription read with a row limit is ours; pgwire suspends
+            // finite results itself.
+            let live = max_rows > 0
+                && matches!(
+                    sql::parse_one(&query),
+                    Ok(Statement::Subscribe { copy: false, .. })
+                );
+            if !live {
+                return self._on_execute(client, message).await;
+            }
+            let stmt = sql::parse_one(&query).map_err(|e| pg_error(&e, &query))?;
+            let result = self
+                .engine
+                .execute_statement_for(stmt, &[], &session_info(client))
+                .await
+                .map_err(|e| pg_error(&e, &query))?;
+            self.live
+                .lock()
+                .await
+                .open(&name, bind, result)
+                .map_err(|e| pg_error(&e, &query))?;
+        }
+        if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+            return Err(PgWireError::NotReadyForQuery);
+        }
+        client.set_state(PgWireConnectionState::QueryInProgress);
+        let format = portal.result_column_format.clone();
+        let cancel = match client.session_extensions().get::<Arc<ConnectionHandle>>() {
+            Some(handle) => Some(handle.start_query().await),
+            None => None,
+        };
+        let result = match cancel {
+            Some(cancel) => tokio::select! {
+                r = self.execute_live(client, &name, max_rows, &format, &query) => r,
+                _ = cancel => Err(PgWireError::QueryCanceled),
+            },
+            None => {
+                self.execute_live(client, &name, max_rows, &format, &query)
+                    .await
+            }
+        };
+        if result.is_err() {
+            self.live.lock().await.close(&name);
+        }
+        client.set_state(PgWireConnectionState::ReadyForQuery);
+        result
+    }
+
+    async fn on_close<C>(&self, client: &mut C, message: Close) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+        match message.target_type {
+            TARGET_TYPE_BYTE_STATEMENT => client.portal_store().rm_statement(name),
+            TARGET_TYPE_BYTE_PORTAL => {
+                client.portal_store().rm_portal(name);
+                self.live.lock().await.close(name);
+            }
+            _ => {}
+        }
+        client
+            .send(PgWireBackendMessage::CloseComplete(CloseComplete::new()))
+            .await?;
+        Ok(())
     }
 }
 
@@ -609,12 +893,6 @@ impl CopyHandler for Connection {
             .send(PgWireBackendMessage::CommandComplete(tag.into()))
             .await?;
         Ok(())
-    }
-}
-
-impl NoopStartupHandler for Connection {
-    fn connection_manager(&self) -> Option<Arc<ConnectionManager>> {
-        Some(self.manager.clone())
     }
 }
 

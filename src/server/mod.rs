@@ -5,6 +5,9 @@
 pub mod cursor;
 pub mod encode;
 pub mod handler;
+pub mod portal;
+pub mod prepared;
+mod startup;
 
 use std::future::Future;
 use std::sync::Arc;
