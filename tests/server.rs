@@ -1120,3 +1120,47 @@ async fn session_functions_and_postgresql_column_names() {
     assert_eq!(code(&err), "42883");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn an_insert_of_late_rows_warns_with_a_notice() {
+    let server = Server::start(None).await;
+    let conn = format!(
+        "host=127.0.0.1 port={} user=saql dbname=saql",
+        server.addr.port()
+    );
+    let (client, mut connection) = tokio_postgres::connect(&conn, NoTls).await.unwrap();
+    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(Ok(m)) = messages.next().await {
+            if let tokio_postgres::AsyncMessage::Notice(n) = m {
+                let _ = tx.send(n.message().to_string());
+            }
+        }
+    });
+    client.batch_execute(EVENTS).await.unwrap();
+    client
+        .batch_execute("INSERT INTO events VALUES ('2024-01-01 00:10:00', 'a', 1)")
+        .await
+        .unwrap();
+    // In time: no notice. Then two rows behind the watermark (00:09:59) and one in time.
+    let n = client
+        .execute(
+            "INSERT INTO events VALUES ('2024-01-01 00:00:00', 'b', 1), \
+             ('2024-01-01 00:09:00', 'c', 1), ('2024-01-01 00:10:01', 'd', 1)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 3);
+    let notice = tokio::time::timeout(Duration::from_secs(5), notices.recv())
+        .await
+        .expect("a notice")
+        .unwrap();
+    assert!(
+        notice.starts_with("2 of 3 rows are behind the watermark of stream \"events\""),
+        "{notice}"
+    );
+    assert!(notices.try_recv().is_err(), "one notice only");
+    server.stop().await;
+}

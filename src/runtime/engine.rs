@@ -103,6 +103,14 @@ pub struct CopyIn {
 pub enum StatementResult {
     /// A command finished; the tag is what Postgres would say (`CREATE STREAM`, `INSERT 0 3`).
     Command(String),
+    /// A command finished with something the user should know (the server sends it as a
+    /// NOTICE before the tag): an INSERT some of whose rows were late.
+    CommandWithNotice {
+        /// What Postgres would say.
+        tag: String,
+        /// The notice, lowercase, no trailing period.
+        notice: String,
+    },
     /// A result set.
     Rows {
         /// Its schema.
@@ -401,21 +409,41 @@ impl Engine {
     /// With a data directory the rows are logged first and the call returns once they are
     /// durable (per [`EngineConfig::fsync`]).
     pub fn insert_batch(&self, stream: &str, batch: RecordBatch) -> Result<u64> {
+        Ok(self.insert_counting_late(stream, batch)?.rows)
+    }
+
+    /// [`Engine::insert_batch`], also saying how many of the rows were behind the stream's
+    /// watermark when they arrived, and what the watermark was.
+    fn insert_counting_late(&self, stream: &str, batch: RecordBatch) -> Result<Inserted> {
         let hub = self.hub(stream)?;
-        let (n, seq) = {
+        let (inserted, seq) = {
             let mut hub = hub.lock();
             hub.check_batch(&batch)?;
             if batch.num_rows() == 0 {
-                return Ok(0);
+                return Ok(Inserted {
+                    rows: 0,
+                    late: 0,
+                    watermark: hub.stream.watermark,
+                });
             }
             let seq = self.log(&Record::Rows {
                 stream: stream.to_string(),
                 batch: batch.clone(),
             })?;
-            (hub.insert(&batch, Instant::now())?, seq)
+            let (late_before, watermark) = (hub.stream.late_rows, hub.stream.watermark);
+            let rows = hub.insert(&batch, Instant::now())?;
+            let late = hub.stream.late_rows - late_before;
+            (
+                Inserted {
+                    rows,
+                    late,
+                    watermark,
+                },
+                seq,
+            )
         };
         self.durable(seq)?;
-        Ok(n)
+        Ok(inserted)
     }
 
     /// Moves a hub's watermark (logged, so that replay moves it at the same point).
@@ -535,8 +563,19 @@ impl Engine {
                 let schema = self.stream_schema(&target)?;
                 let batch = insert::insert_batch(&ins, &schema, params)?;
                 let engine = self.clone();
-                let n = off_async(move || engine.insert_batch(&target, batch)).await?;
-                Ok(StatementResult::Command(format!("INSERT 0 {n}")))
+                let stream = target.clone();
+                let done = off_async(move || engine.insert_counting_late(&stream, batch)).await?;
+                let tag = format!("INSERT 0 {}", done.rows);
+                if done.late == 0 {
+                    return Ok(StatementResult::Command(tag));
+                }
+                let notice = format!(
+                    "{} of {} rows are behind the watermark of stream \"{target}\" ({}): \
+                     windows that already closed will not count them (SHOW STREAMS counts \
+                     late rows)",
+                    done.late, done.rows, done.watermark
+                );
+                Ok(StatementResult::CommandWithNotice { tag, notice })
             }
             sq::Statement::Query(_) => {
                 let ctx = adhoc::context(&self.read(), session)?;
@@ -554,6 +593,13 @@ impl Engine {
             ))),
         }
     }
+}
+
+/// What an insert did.
+struct Inserted {
+    rows: u64,
+    late: u64,
+    watermark: Watermark,
 }
 
 /// Runs `work` (operators over a batch) off the async runtime's workers when there is one,

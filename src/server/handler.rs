@@ -410,6 +410,13 @@ impl Connection {
                 }
                 _ => Response::Execution(tag(&t)),
             }),
+            StatementResult::CommandWithNotice { tag: t, notice } => {
+                let info = ErrorInfo::new("NOTICE".into(), "01000".into(), notice);
+                client
+                    .send(PgWireBackendMessage::NoticeResponse(info.into()))
+                    .await?;
+                Ok(Response::Execution(tag(&t)))
+            }
             StatementResult::Rows { schema, batches } => Ok(Response::Query(rows_response(
                 &schema, &batches, format, query,
             )?)),
