@@ -212,6 +212,27 @@ def _():
         expect(len(rows) == 4, rows)
 
 
+@check("psycopg3: an INSERT of late rows gives a NOTICE; DROP STREAM ... CASCADE")
+def _():
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        notices = []
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+        conn.execute("CREATE STREAM pg3_late (ts TIMESTAMP NOT NULL, x BIGINT, "
+                     "WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)")
+        conn.execute("CREATE CONTINUOUS QUERY pg3_late_q AS SELECT x FROM pg3_late")
+        conn.execute("INSERT INTO pg3_late VALUES ('2026-12-01 10:00:00', 1)")
+        expect(notices == [], notices)
+        cur = conn.execute("INSERT INTO pg3_late VALUES ('2026-12-01 09:00:00', 2)")
+        expect(cur.rowcount == 1, cur.rowcount)
+        expect(len(notices) == 1 and notices[0].startswith("1 of 1 rows are behind"), notices)
+        conn.execute("DROP STREAM pg3_late CASCADE")
+        try:
+            conn.execute("SELECT * FROM pg3_late_q")
+            raise AssertionError("the query survived the CASCADE")
+        except psycopg.errors.UndefinedTable:
+            pass
+
+
 # ---------------------------------------------------------------- psycopg2
 import psycopg2  # noqa: E402
 import psycopg2.errors  # noqa: E402
