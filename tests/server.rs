@@ -1118,6 +1118,20 @@ async fn session_functions_and_postgresql_column_names() {
         .await
         .unwrap_err();
     assert_eq!(code(&err), "42883");
+    // Drivers' type probes: pg_type (found unqualified, as on PostgreSQL's search path) with
+    // PostgreSQL's oids, to_regtype, casts to regtype, inside a savepoint.
+    let probe = data_rows(
+        &client
+            .simple_query(
+                "BEGIN; SAVEPOINT probe; \
+                 SELECT typname, oid::regtype::text FROM pg_type t \
+                 WHERE t.oid = to_regtype('bigint') OR t.oid = to_regtype('hstore'); \
+                 RELEASE SAVEPOINT probe; COMMIT",
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(probe, vec![vec![Some("int8".into()), Some("20".into())]]);
     server.stop().await;
 }
 

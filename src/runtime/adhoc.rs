@@ -56,6 +56,7 @@ pub(super) async fn select(
         bind_placeholders(&mut stmt, params);
     }
     pg_catalog::unqualify_functions(&mut stmt);
+    pg_catalog::qualify_catalog_tables(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
     let catalog_query = pg_catalog::reads_catalog(&stmt);
     let names = pg_column_names(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
@@ -88,6 +89,7 @@ pub(super) async fn select(
 pub(super) async fn select_schema(ctx: SessionContext, stmt: &sq::Statement) -> Result<SchemaRef> {
     let mut stmt = stmt.clone();
     pg_catalog::unqualify_functions(&mut stmt);
+    pg_catalog::qualify_catalog_tables(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
     let names = pg_column_names(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
     let plan = ctx.state().statement_to_plan(df_stmt).await?;

@@ -252,6 +252,15 @@ impl Connection {
                         Ok(Response::Execution(Tag::new("DEALLOCATE")))
                     }
                 }
+                // saql has no transactions to undo (BEGIN and COMMIT only bound cursors):
+                // savepoints are accepted, as drivers set them around their probes.
+                sq::Statement::Savepoint { .. } => Ok(Response::Execution(Tag::new("SAVEPOINT"))),
+                sq::Statement::ReleaseSavepoint { .. } => {
+                    Ok(Response::Execution(Tag::new("RELEASE")))
+                }
+                sq::Statement::Rollback {
+                    savepoint: Some(_), ..
+                } => Ok(Response::Execution(Tag::new("ROLLBACK"))),
                 sq::Statement::Discard { .. } => {
                     self.prepared.lock().await.clear();
                     let _ = self.cursors.lock().await.close(None);

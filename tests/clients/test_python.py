@@ -363,9 +363,8 @@ def sqlalchemy_checks():
 
     @check("SQLAlchemy 2 (psycopg 3): connect, server version, pandas.read_sql of results")
     def _():
-        engine = sa.create_engine(
-            f"postgresql+psycopg://saql@127.0.0.1:{PORT}/saql", use_native_hstore=False
-        )
+        # Default options: the dialect probes for hstore in pg_type inside a savepoint.
+        engine = sa.create_engine(f"postgresql+psycopg://saql@127.0.0.1:{PORT}/saql")
         with engine.connect() as conn:
             expect(conn.dialect.server_version_info[:2] == (16, 0),
                    conn.dialect.server_version_info)
@@ -377,9 +376,7 @@ def sqlalchemy_checks():
 
     @check("SQLAlchemy 2 (psycopg2): connect and query")
     def _():
-        engine = sa.create_engine(
-            f"postgresql+psycopg2://saql@127.0.0.1:{PORT}/saql", use_native_hstore=False
-        )
+        engine = sa.create_engine(f"postgresql+psycopg2://saql@127.0.0.1:{PORT}/saql")
         with engine.connect() as conn:
             expect(conn.dialect.server_version_info[:2] == (16, 0),
                    conn.dialect.server_version_info)
