@@ -1010,6 +1010,14 @@ async fn execute_with_a_row_limit_suspends_the_portal() {
     .await
     .expect("the Execute returns once the row exists");
     assert_eq!(rows.unwrap()[0].get::<_, i64>(1), 99);
+    // When its query is dropped the subscription ends: the portal completes, and stays done.
+    client.batch_execute("DROP QUERY big").await.unwrap();
+    for _ in 0..2 {
+        let rest = tokio::time::timeout(Duration::from_secs(10), tx.query_portal(&portal, 5))
+            .await
+            .expect("an ended subscription completes the portal");
+        assert!(rest.unwrap().is_empty());
+    }
     tx.rollback().await.unwrap();
     server.stop().await;
 }

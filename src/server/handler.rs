@@ -16,7 +16,7 @@ use futures::sink::{Sink, SinkExt};
 use futures::stream;
 use pgwire::api::cancel::DefaultCancelHandler;
 use pgwire::api::copy::CopyHandler;
-use pgwire::api::portal::{Format, Portal};
+use pgwire::api::portal::{Format, Portal, PortalExecutionState};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{CopyResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::NoopQueryParser;
@@ -794,7 +794,9 @@ impl ExtendedQueryHandler for Connection {
         };
         let query = portal.statement.statement.clone();
         let bind = portal.state();
-        if !self.live.lock().await.is_open(&name, &bind) {
+        // A live portal whose subscription ended is finished, as pgwire's own are.
+        let finished = matches!(*bind.lock().await, PortalExecutionState::Finished);
+        if finished || !self.live.lock().await.is_open(&name, &bind) {
             // Only a live subscription read with a row limit is ours; pgwire suspends
             // finite results itself.
             let live = max_rows > 0
@@ -802,7 +804,7 @@ impl ExtendedQueryHandler for Connection {
                     sql::parse_one(&query),
                     Ok(Statement::Subscribe { copy: false, .. })
                 );
-            if !live {
+            if finished || !live {
                 return self._on_execute(client, message).await;
             }
             let stmt = sql::parse_one(&query).map_err(|e| pg_error(&e, &query))?;
@@ -814,7 +816,7 @@ impl ExtendedQueryHandler for Connection {
             self.live
                 .lock()
                 .await
-                .open(&name, bind, result)
+                .open(&name, bind.clone(), result)
                 .map_err(|e| pg_error(&e, &query))?;
         }
         if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
@@ -836,9 +838,13 @@ impl ExtendedQueryHandler for Connection {
                     .await
             }
         };
+        let mut live = self.live.lock().await;
         if result.is_err() {
-            self.live.lock().await.close(&name);
+            live.close(&name);
+        } else if !live.is_open(&name, &bind) {
+            *bind.lock().await = PortalExecutionState::Finished;
         }
+        drop(live);
         client.set_state(PgWireConnectionState::ReadyForQuery);
         result
     }
