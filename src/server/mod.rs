@@ -4,6 +4,7 @@
 
 pub mod cursor;
 pub mod encode;
+pub mod extended;
 pub mod handler;
 pub mod portal;
 pub mod prepared;
