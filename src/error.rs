@@ -292,6 +292,16 @@ impl From<datafusion::error::DataFusionError> for Error {
                 };
                 Error::plan(sqlstate, strip_datafusion_prefix(&message))
             }
+            D::Plan(m) if m.starts_with("Invalid function '") => {
+                let rest = &m["Invalid function '".len()..];
+                let name = rest.split('\'').next().unwrap_or_default();
+                let mut message = format!("function \"{name}\" does not exist");
+                if let Some(hint) = rest.split("Did you mean '").nth(1) {
+                    let hint = hint.trim_end_matches(['\'', '?']);
+                    message.push_str(&format!("; did you mean \"{hint}\"", hint = hint.trim()));
+                }
+                Error::plan("42883", message)
+            }
             D::Plan(m) => Error::plan("42804", strip_datafusion_prefix(&m)),
             D::NotImplemented(m) => Error::NotSupported(m),
             D::Context(ctx, inner) => match Error::from(*inner) {

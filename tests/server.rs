@@ -794,3 +794,395 @@ async fn explain_over_the_wire() {
     assert_eq!(code(&err), "42P01");
     server.stop().await;
 }
+
+/// The type bytes of the messages a server sends until ReadyForQuery, and the body of each.
+async fn read_until_ready(socket: &mut tokio::net::TcpStream) -> Vec<(u8, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    loop {
+        let tag = socket.read_u8().await.unwrap();
+        let len = socket.read_i32().await.unwrap() as usize;
+        let mut body = vec![0; len - 4];
+        socket.read_exact(&mut body).await.unwrap();
+        out.push((tag, body));
+        if tag == b'Z' {
+            return out;
+        }
+    }
+}
+
+fn frame(tag: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![tag];
+    m.extend_from_slice(&(body.len() as i32 + 4).to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+/// A raw protocol connection, past start-up; also returns the start-up's ParameterStatus pairs.
+async fn raw_connect(addr: SocketAddr) -> (tokio::net::TcpStream, Vec<(String, String)>) {
+    use tokio::io::AsyncWriteExt;
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut body = 196_608i32.to_be_bytes().to_vec();
+    body.extend_from_slice(b"user\0saql\0database\0saql\0\0");
+    let mut startup = (body.len() as i32 + 4).to_be_bytes().to_vec();
+    startup.extend_from_slice(&body);
+    socket.write_all(&startup).await.unwrap();
+    let params = read_until_ready(&mut socket)
+        .await
+        .into_iter()
+        .filter(|(t, _)| *t == b'S')
+        .map(|(_, b)| {
+            let mut parts = b
+                .split(|c| *c == 0)
+                .map(|p| String::from_utf8_lossy(p).into_owned());
+            (parts.next().unwrap(), parts.next().unwrap())
+        })
+        .collect();
+    (socket, params)
+}
+
+#[tokio::test]
+async fn a_prepared_insert_describes_as_no_data_and_executes_to_its_tag_only() {
+    // pgJDBC from its 5th execution: Parse a named statement, Describe it, Bind, Describe the
+    // portal, Execute. Rows described for an INSERT made it fail "a result was returned when
+    // none was expected".
+    use tokio::io::AsyncWriteExt;
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(EVENTS).await.unwrap();
+    let (mut socket, _) = raw_connect(server.addr).await;
+    let mut out = Vec::new();
+    out.extend(frame(
+        b'P',
+        b"S_1\0INSERT INTO events (ts, host, amount) VALUES ($1, $2, $3)\0\0\0",
+    ));
+    out.extend(frame(b'D', b"SS_1\0"));
+    let mut bind = b"P_1\0S_1\0\0\0\0\x03".to_vec();
+    for p in ["2024-01-01 00:00:00", "h", "42"] {
+        bind.extend_from_slice(&(p.len() as i32).to_be_bytes());
+        bind.extend_from_slice(p.as_bytes());
+    }
+    bind.extend_from_slice(b"\0\0");
+    out.extend(frame(b'B', &bind));
+    out.extend(frame(b'D', b"PP_1\0"));
+    out.extend(frame(b'E', b"P_1\0\0\0\0\0"));
+    out.extend(frame(b'S', b""));
+    socket.write_all(&out).await.unwrap();
+    let replies = read_until_ready(&mut socket).await;
+    let tags: String = replies.iter().map(|(t, _)| *t as char).collect();
+    // ParseComplete, ParameterDescription, NoData, BindComplete, NoData, CommandComplete.
+    assert_eq!(tags, "1tn2nCZ");
+    let complete = &replies[5].1;
+    assert_eq!(complete.as_slice(), b"INSERT 0 1\0");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn one_postgresql_version_everywhere() {
+    let server = Server::start(None).await;
+    let (_socket, params) = raw_connect(server.addr).await;
+    let startup = params
+        .iter()
+        .find(|(k, _)| k == "server_version")
+        .map(|(_, v)| v.clone())
+        .expect("server_version at start-up");
+    assert!(startup.starts_with("16.0 (saql "), "{startup}");
+    let client = server.connect().await;
+    let one = |q: &'static str| {
+        let client = &client;
+        async move {
+            data_rows(&client.simple_query(q).await.unwrap())[0][0]
+                .clone()
+                .unwrap()
+        }
+    };
+    let version = one("SELECT version()").await;
+    assert!(
+        version.starts_with(&format!("PostgreSQL {startup} on ")),
+        "{version}"
+    );
+    assert_eq!(one("SELECT pg_catalog.version()").await, version);
+    assert_eq!(one("SHOW server_version").await, startup);
+    assert_eq!(one("SHOW server_version_num").await, "160000");
+    assert_eq!(
+        one("SELECT current_setting('server_version_num')").await,
+        "160000"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn timestamps_go_out_with_microseconds_in_text_and_binary() {
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(EVENTS).await.unwrap();
+    client
+        .batch_execute(
+            "INSERT INTO events VALUES ('2026-12-01 13:47:58.167865008', 'a', 1), \
+             ('2026-12-01 13:47:59', 'b', 2)",
+        )
+        .await
+        .unwrap();
+    let text = data_rows(
+        &client
+            .simple_query("SELECT ts FROM events ORDER BY ts")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        text,
+        vec![
+            vec![Some("2026-12-01 13:47:58.167865".into())],
+            vec![Some("2026-12-01 13:47:59".into())],
+        ]
+    );
+    let now = data_rows(&client.simple_query("SELECT now()").await.unwrap())[0][0]
+        .clone()
+        .unwrap();
+    let fraction = now.split('.').nth(1).unwrap_or("+00");
+    assert!(
+        fraction.len() <= "123456+00".len() && now.ends_with("+00"),
+        "{now}"
+    );
+    // Binary: microseconds since 2000, which SystemTime decodes exactly.
+    let row = client
+        .query_one("SELECT ts FROM events WHERE host = $1", &[&"a"])
+        .await
+        .unwrap();
+    let ts: std::time::SystemTime = row.get(0);
+    let since = ts.duration_since(std::time::UNIX_EPOCH).unwrap();
+    assert_eq!(since.as_nanos(), 1_796_132_878_167_865_000);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn execute_with_a_row_limit_suspends_the_portal() {
+    let (server, client) = server_with_query_big().await;
+    client
+        .batch_execute(
+            "INSERT INTO events VALUES ('2024-01-01 00:00:01', 'a', 11), \
+             ('2024-01-01 00:00:02', 'b', 12), ('2024-01-01 00:00:03', 'c', 13), \
+             ('2024-01-01 00:00:04', 'd', 14), ('2024-01-01 00:00:05', 'e', 1)",
+        )
+        .await
+        .unwrap();
+    let mut reader = server.connect().await;
+    let tx = reader.transaction().await.unwrap();
+    // An ad hoc SELECT, two rows at a time.
+    let select = tx
+        .prepare("SELECT host FROM events ORDER BY ts")
+        .await
+        .unwrap();
+    let portal = tx.bind(&select, &[]).await.unwrap();
+    let mut hosts = Vec::new();
+    loop {
+        let rows = tx.query_portal(&portal, 2).await.unwrap();
+        assert!(rows.len() <= 2);
+        if rows.is_empty() {
+            break;
+        }
+        hosts.extend(rows.iter().map(|r| r.get::<_, String>(0)));
+    }
+    assert_eq!(hosts, ["a", "b", "c", "d", "e"]);
+    // A live subscription: the retained rows, then a live one, each Execute as many as asked.
+    let live = tx.prepare("SUBSCRIBE big FROM 0").await.unwrap();
+    let portal = tx.bind(&live, &[]).await.unwrap();
+    let first: Vec<String> = tx
+        .query_portal(&portal, 3)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(first, ["a", "b", "c"]);
+    let next = tx.query_portal(&portal, 1).await.unwrap();
+    assert_eq!(next[0].get::<_, String>(0), "d");
+    let insert = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        client
+            .batch_execute("INSERT INTO events VALUES ('2024-01-01 00:00:09', 'f', 99)")
+            .await
+            .unwrap();
+    };
+    let (rows, ()) = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::join!(tx.query_portal(&portal, 1), insert)
+    })
+    .await
+    .expect("the Execute returns once the row exists");
+    assert_eq!(rows.unwrap()[0].get::<_, i64>(1), 99);
+    // When its query is dropped the subscription ends: the portal completes, and stays done.
+    client.batch_execute("DROP QUERY big").await.unwrap();
+    for _ in 0..2 {
+        let rest = tokio::time::timeout(Duration::from_secs(10), tx.query_portal(&portal, 5))
+            .await
+            .expect("an ended subscription completes the portal");
+        assert!(rest.unwrap().is_empty());
+    }
+    tx.rollback().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn fetch_and_declared_cursors_describe_their_rows() {
+    let (server, client) = server_with_query_big().await;
+    client
+        .batch_execute("INSERT INTO events VALUES ('2024-01-01', 'a', 50), ('2024-01-01', 'b', 60)")
+        .await
+        .unwrap();
+    let mut reader = server.connect().await;
+    let tx = reader.transaction().await.unwrap();
+    tx.batch_execute("DECLARE c CURSOR FOR SELECT host, amount FROM events ORDER BY host")
+        .await
+        .unwrap();
+    // Through the extended protocol, as asyncpg and pgJDBC send FETCH.
+    let rows = tx.query("FETCH 1 FROM c", &[]).await.unwrap();
+    assert_eq!(rows[0].columns().len(), 2);
+    assert_eq!(rows[0].get::<_, String>(0), "a");
+    assert_eq!(rows[0].get::<_, i64>(1), 50);
+    tx.rollback().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn prepare_execute_deallocate_and_discard() {
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(EVENTS).await.unwrap();
+    client
+        .batch_execute(
+            "PREPARE ins (timestamp, text, bigint) AS \
+             INSERT INTO events (ts, host, amount) VALUES ($1, $2, $3)",
+        )
+        .await
+        .unwrap();
+    for i in 0..3 {
+        let n = client
+            .execute(
+                &format!("EXECUTE ins('2024-01-01 00:00:0{i}', 'h{i}', {i})"),
+                &[],
+            )
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    client
+        .batch_execute("PREPARE q AS SELECT host FROM events WHERE amount >= $1 ORDER BY host")
+        .await
+        .unwrap();
+    let rows = data_rows(&client.simple_query("EXECUTE q(1)").await.unwrap());
+    assert_eq!(rows, vec![vec![Some("h1".into())], vec![Some("h2".into())]]);
+    let err = client
+        .batch_execute("PREPARE q AS SELECT 1")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), "42P05");
+    client.batch_execute("DEALLOCATE q").await.unwrap();
+    let err = client.batch_execute("EXECUTE q(1)").await.unwrap_err();
+    assert_eq!(code(&err), "26000");
+    client.batch_execute("DEALLOCATE ALL").await.unwrap();
+    let err = client
+        .batch_execute("EXECUTE ins('2024-01-01', 'x', 1)")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), "26000");
+    client
+        .batch_execute("PREPARE again AS SELECT 1; DISCARD ALL")
+        .await
+        .unwrap();
+    let err = client.batch_execute("EXECUTE again").await.unwrap_err();
+    assert_eq!(code(&err), "26000");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn session_functions_and_postgresql_column_names() {
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(EVENTS).await.unwrap();
+    let stmt = client
+        .prepare("SELECT 1, count(*), min(ts), max(amount) AS top, host FROM events GROUP BY host")
+        .await
+        .unwrap();
+    let names: Vec<&str> = stmt.columns().iter().map(|c| c.name()).collect();
+    assert_eq!(names, ["?column?", "count", "min", "top", "host"]);
+    let row = &data_rows(
+        &client
+            .simple_query(
+                "SELECT current_database(), current_schema(), current_user, session_user, \
+                 pg_catalog.current_setting('timezone'), pg_backend_pid() > 0",
+            )
+            .await
+            .unwrap(),
+    )[0];
+    let expected = ["saql", "public", "saql", "saql", "UTC", "t"];
+    assert_eq!(
+        row.iter()
+            .map(|v| v.as_deref().unwrap_or("NULL"))
+            .collect::<Vec<_>>(),
+        expected
+    );
+    let err = client
+        .batch_execute("SELECT no_such_function(1)")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), "42883");
+    // Drivers' type probes: pg_type (found unqualified, as on PostgreSQL's search path) with
+    // PostgreSQL's oids, to_regtype, casts to regtype, inside a savepoint.
+    let probe = data_rows(
+        &client
+            .simple_query(
+                "BEGIN; SAVEPOINT probe; \
+                 SELECT typname, oid::regtype::text FROM pg_type t \
+                 WHERE t.oid = to_regtype('bigint') OR t.oid = to_regtype('hstore'); \
+                 RELEASE SAVEPOINT probe; COMMIT",
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(probe, vec![vec![Some("int8".into()), Some("20".into())]]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_insert_of_late_rows_warns_with_a_notice() {
+    let server = Server::start(None).await;
+    let conn = format!(
+        "host=127.0.0.1 port={} user=saql dbname=saql",
+        server.addr.port()
+    );
+    let (client, mut connection) = tokio_postgres::connect(&conn, NoTls).await.unwrap();
+    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(Ok(m)) = messages.next().await {
+            if let tokio_postgres::AsyncMessage::Notice(n) = m {
+                let _ = tx.send(n.message().to_string());
+            }
+        }
+    });
+    client.batch_execute(EVENTS).await.unwrap();
+    client
+        .batch_execute("INSERT INTO events VALUES ('2024-01-01 00:10:00', 'a', 1)")
+        .await
+        .unwrap();
+    // In time: no notice. Then two rows behind the watermark (00:09:59) and one in time.
+    let n = client
+        .execute(
+            "INSERT INTO events VALUES ('2024-01-01 00:00:00', 'b', 1), \
+             ('2024-01-01 00:09:00', 'c', 1), ('2024-01-01 00:10:01', 'd', 1)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 3);
+    let notice = tokio::time::timeout(Duration::from_secs(5), notices.recv())
+        .await
+        .expect("a notice")
+        .unwrap();
+    assert!(
+        notice.starts_with("2 of 3 rows are behind the watermark of stream \"events\""),
+        "{notice}"
+    );
+    assert!(notices.try_recv().is_err(), "one notice only");
+    server.stop().await;
+}

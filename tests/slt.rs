@@ -128,7 +128,7 @@ impl sqllogictest::DB for SaqlDb {
         let mut output = DBOutput::StatementComplete(0);
         for result in self.runtime.block_on(self.engine.execute(sql))? {
             match result {
-                StatementResult::Command(_) => {}
+                StatementResult::Command(_) | StatementResult::CommandWithNotice { .. } => {}
                 StatementResult::Rows { schema, batches } => {
                     let types = schema
                         .fields()

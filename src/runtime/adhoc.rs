@@ -1,10 +1,12 @@
 //! Ad hoc `SELECT`: a normal DataFusion batch query over each stream's recent rows and each
 //! continuous query's retained results, with enough of `pg_catalog` for psql's listings, and
-//! the `$n` placeholders of prepared statements.
+//! the `$n` placeholders of prepared statements. Result columns are named as PostgreSQL
+//! names them (`?column?`, `count`, `min`), and the session functions drivers call are there.
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::sqlparser::ast::{self as sq, Expr, Value, VisitMut, VisitorMut};
@@ -13,14 +15,17 @@ use futures::StreamExt;
 use super::engine::{Shared, StatementResult};
 use super::output::QueryOutput;
 use super::pg_catalog::{self, Relation};
+use super::pg_functions::{self, SessionInfo};
 use crate::error::{Error, Result};
 
 /// A DataFusion session whose tables are the streams' recent rows and the queries' retained
-/// results, as they are now.
-pub(super) fn context(shared: &Shared) -> Result<SessionContext> {
-    let config = SessionConfig::new()
+/// results, as they are now, with the session functions answering for `session`.
+pub(super) fn context(shared: &Shared, session: &SessionInfo) -> Result<SessionContext> {
+    let mut config = SessionConfig::new()
         .with_target_partitions(1)
         .with_information_schema(true);
+    // Sessions are in UTC, so `now()` is a timestamptz, as in PostgreSQL.
+    config.options_mut().execution.time_zone = Some("+00:00".into());
     let ctx = SessionContext::new_with_config(config);
     for (name, hub) in &shared.hubs {
         let hub = hub.lock();
@@ -38,6 +43,7 @@ pub(super) fn context(shared: &Shared) -> Result<SessionContext> {
     let streams = shared.hubs.keys().map(|n| Relation::Stream(n));
     let queries = shared.query_streams.keys().map(|n| Relation::Query(n));
     pg_catalog::register(&ctx, streams.chain(queries))?;
+    pg_functions::register(&ctx, session);
     Ok(ctx)
 }
 
@@ -55,7 +61,9 @@ pub(super) async fn select(
         bind_placeholders(&mut stmt, params);
     }
     pg_catalog::unqualify_functions(&mut stmt);
+    pg_catalog::qualify_catalog_tables(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
     let catalog_query = pg_catalog::reads_catalog(&stmt);
+    let names = pg_column_names(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
     let plan = match ctx.state().statement_to_plan(df_stmt).await {
         Ok(plan) => plan,
@@ -69,7 +77,7 @@ pub(super) async fn select(
         Err(e) => return Err(e.into()),
     };
     let df = ctx.execute_logical_plan(plan).await?;
-    let schema = Arc::new(df.schema().as_arrow().clone());
+    let schema = rename(df.schema().as_arrow(), &names);
     let mut stream = df.execute_stream().await?;
     let mut batches = Vec::new();
     let (mut rows, mut bytes) = (0usize, 0usize);
@@ -86,16 +94,92 @@ pub(super) async fn select(
                 ),
             ));
         }
-        batches.push(batch);
+        let renamed = rename(batch.schema_ref(), &names);
+        batches.push(RecordBatch::try_new(renamed, batch.columns().to_vec())?);
     }
     Ok(StatementResult::Rows { schema, batches })
 }
 
 /// The result schema of a `SELECT`, without running it.
 pub(super) async fn select_schema(ctx: SessionContext, stmt: &sq::Statement) -> Result<SchemaRef> {
-    let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt.clone()));
+    let mut stmt = stmt.clone();
+    pg_catalog::unqualify_functions(&mut stmt);
+    pg_catalog::qualify_catalog_tables(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
+    let names = pg_column_names(&stmt);
+    let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
     let plan = ctx.state().statement_to_plan(df_stmt).await?;
-    Ok(Arc::new(plan.schema().as_arrow().clone()))
+    Ok(rename(plan.schema().as_arrow(), &names))
+}
+
+/// The names PostgreSQL gives the result columns of a `SELECT` whose select list has no
+/// `*`: a function call is named after the function (`count(*)` is `count`), a cast after
+/// what it casts, any other expression without an alias `?column?`. `None` keeps
+/// DataFusion's name (a column, an alias).
+fn pg_column_names(stmt: &sq::Statement) -> Vec<Option<String>> {
+    let sq::Statement::Query(q) = stmt else {
+        return vec![];
+    };
+    let sq::SetExpr::Select(select) = q.body.as_ref() else {
+        return vec![];
+    };
+    let mut names = Vec::with_capacity(select.projection.len());
+    for item in &select.projection {
+        match item {
+            sq::SelectItem::UnnamedExpr(e) => names.push(pg_expr_name(e)),
+            sq::SelectItem::ExprWithAlias { .. } => names.push(None),
+            // A `*` stands for a number of columns known only after planning.
+            _ => return vec![],
+        }
+    }
+    names
+}
+
+fn pg_expr_name(e: &Expr) -> Option<String> {
+    Some(match e {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => return None,
+        Expr::Nested(inner) => return pg_expr_name(inner),
+        Expr::Function(f) => f
+            .name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .map(|i| {
+                if i.quote_style.is_some() {
+                    i.value.clone()
+                } else {
+                    i.value.to_lowercase()
+                }
+            })
+            .unwrap_or_else(|| "?column?".into()),
+        Expr::Cast {
+            expr, data_type, ..
+        } => match expr.as_ref() {
+            Expr::Identifier(i) => i.value.to_lowercase(),
+            Expr::CompoundIdentifier(parts) => parts.last()?.value.to_lowercase(),
+            inner => pg_expr_name(inner).unwrap_or_else(|| data_type.to_string().to_lowercase()),
+        },
+        Expr::Case { .. } => "case".into(),
+        Expr::Extract { .. } => "extract".into(),
+        Expr::Substring { .. } => "substring".into(),
+        _ => "?column?".into(),
+    })
+}
+
+/// `schema` with the fields that `names` names renamed.
+fn rename(schema: &Schema, names: &[Option<String>]) -> SchemaRef {
+    if names.len() != schema.fields().len() {
+        return Arc::new(schema.clone());
+    }
+    let fields: Vec<_> = schema
+        .fields()
+        .iter()
+        .zip(names)
+        .map(|(f, n)| match n {
+            Some(n) => Arc::new(f.as_ref().clone().with_name(n)),
+            None => f.clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 /// The number `n` of a `$n` placeholder.

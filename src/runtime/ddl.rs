@@ -73,13 +73,27 @@ impl Engine {
                 shared.query_streams.insert(name, stream);
                 Ok(seq)
             }
-            Statement::DropStream { name, if_exists } => {
+            Statement::DropStream {
+                name,
+                if_exists,
+                cascade,
+            } => {
                 let name = normalize(&name);
                 if shared.catalog.stream(&name).is_none() {
                     if if_exists {
                         return Ok(None);
                     }
                     return Err(Error::undefined("stream", &name));
+                }
+                if cascade {
+                    // Each query is dropped (and logged) on its own, so replay needs no CASCADE.
+                    for query in readers(shared, &name) {
+                        let drop = Statement::DropQuery {
+                            name: datafusion::sql::sqlparser::ast::Ident::with_quote('"', query),
+                            if_exists: false,
+                        };
+                        self.ddl(shared, drop, log)?;
+                    }
                 }
                 check_unused(shared, &name)?;
                 let seq = logged(self, format!("DROP STREAM {}", quoted(&name)))?;
@@ -118,19 +132,28 @@ impl Engine {
     }
 }
 
-/// Fails unless no query reads `name`.
-fn check_unused(shared: &Shared, name: &str) -> Result<()> {
-    let users: Vec<String> = shared
+/// The queries that read stream `name`.
+fn readers(shared: &Shared, name: &str) -> Vec<String> {
+    shared
         .query_streams
         .iter()
         .filter(|(_, s)| s.as_str() == name)
-        .map(|(q, _)| format!("\"{q}\""))
+        .map(|(q, _)| q.clone())
+        .collect()
+}
+
+/// Fails unless no query reads `name`.
+fn check_unused(shared: &Shared, name: &str) -> Result<()> {
+    let users: Vec<String> = readers(shared, name)
+        .iter()
+        .map(|q| format!("\"{q}\""))
         .collect();
     if !users.is_empty() {
         return Err(Error::Catalog {
             sqlstate: "2BP01",
             message: format!(
-                "cannot drop stream \"{name}\" because queries {} read it; drop them first",
+                "cannot drop stream \"{name}\" because queries {} read it; drop them first, \
+                 or use DROP STREAM {name} CASCADE",
                 users.join(", ")
             ),
         });

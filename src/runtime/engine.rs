@@ -19,6 +19,7 @@ use super::hub::{Hub, StreamHub};
 use super::output::{
     QueryOutput, SubscriptionEvent, SubscriptionEvents, DEFAULT_SUBSCRIBER_BUFFER_BYTES,
 };
+use super::pg_functions::SessionInfo;
 use super::recovery::Durability;
 use super::show;
 use super::wal::{FsyncPolicy, Record, DEFAULT_GROUP_COMMIT};
@@ -120,6 +121,14 @@ pub struct CopyIn {
 pub enum StatementResult {
     /// A command finished; the tag is what Postgres would say (`CREATE STREAM`, `INSERT 0 3`).
     Command(String),
+    /// A command finished with something the user should know (the server sends it as a
+    /// NOTICE before the tag): an INSERT some of whose rows were late.
+    CommandWithNotice {
+        /// What Postgres would say.
+        tag: String,
+        /// The notice, lowercase, no trailing period.
+        notice: String,
+    },
     /// A result set.
     Rows {
         /// Its schema.
@@ -270,8 +279,20 @@ impl Engine {
         stmt: Statement,
         params: &[Option<String>],
     ) -> Result<StatementResult> {
+        self.execute_statement_for(stmt, params, &SessionInfo::default())
+            .await
+    }
+
+    /// Executes one parsed statement for a client session: `current_user`,
+    /// `current_database()` and `pg_backend_pid()` answer for `session`.
+    pub async fn execute_statement_for(
+        &self,
+        stmt: Statement,
+        params: &[Option<String>],
+        session: &SessionInfo,
+    ) -> Result<StatementResult> {
         match stmt {
-            Statement::Sql(s) => self.execute_sql(*s, params).await,
+            Statement::Sql(s) => self.execute_sql(*s, params, session).await,
             other => self.execute_own(other),
         }
     }
@@ -407,21 +428,41 @@ impl Engine {
     /// With a data directory the rows are logged first and the call returns once they are
     /// durable (per [`EngineConfig::fsync`]).
     pub fn insert_batch(&self, stream: &str, batch: RecordBatch) -> Result<u64> {
+        Ok(self.insert_counting_late(stream, batch)?.rows)
+    }
+
+    /// [`Engine::insert_batch`], also saying how many of the rows were behind the stream's
+    /// watermark when they arrived, and what the watermark was.
+    fn insert_counting_late(&self, stream: &str, batch: RecordBatch) -> Result<Inserted> {
         let hub = self.hub(stream)?;
-        let (n, seq) = {
+        let (inserted, seq) = {
             let mut hub = hub.lock();
             hub.check_batch(&batch)?;
             if batch.num_rows() == 0 {
-                return Ok(0);
+                return Ok(Inserted {
+                    rows: 0,
+                    late: 0,
+                    watermark: hub.stream.watermark,
+                });
             }
             let seq = self.log(&Record::Rows {
                 stream: stream.to_string(),
                 batch: batch.clone(),
             })?;
-            (hub.insert(&batch, Instant::now())?, seq)
+            let (late_before, watermark) = (hub.stream.late_rows, hub.stream.watermark);
+            let rows = hub.insert(&batch, Instant::now())?;
+            let late = hub.stream.late_rows - late_before;
+            (
+                Inserted {
+                    rows,
+                    late,
+                    watermark,
+                },
+                seq,
+            )
         };
         self.durable(seq)?;
-        Ok(n)
+        Ok(inserted)
     }
 
     /// Moves a hub's watermark (logged, so that replay moves it at the same point).
@@ -500,7 +541,7 @@ impl Engine {
                 }
                 sq::Statement::Query(_) => {
                     params.resize(adhoc::count_placeholders(s), DataType::Utf8);
-                    let ctx = adhoc::context(&self.read())?;
+                    let ctx = adhoc::context(&self.read(), &SessionInfo::default())?;
                     Some(adhoc::select_schema(ctx, s).await?)
                 }
                 sq::Statement::ShowVariable { variable } => Some(show::show_schema(variable)),
@@ -533,6 +574,7 @@ impl Engine {
         &self,
         stmt: sq::Statement,
         params: &[Option<String>],
+        session: &SessionInfo,
     ) -> Result<StatementResult> {
         match stmt {
             sq::Statement::Insert(ins) => {
@@ -540,11 +582,22 @@ impl Engine {
                 let schema = self.stream_schema(&target)?;
                 let batch = insert::insert_batch(&ins, &schema, params)?;
                 let engine = self.clone();
-                let n = off_async(move || engine.insert_batch(&target, batch)).await?;
-                Ok(StatementResult::Command(format!("INSERT 0 {n}")))
+                let stream = target.clone();
+                let done = off_async(move || engine.insert_counting_late(&stream, batch)).await?;
+                let tag = format!("INSERT 0 {}", done.rows);
+                if done.late == 0 {
+                    return Ok(StatementResult::Command(tag));
+                }
+                let notice = format!(
+                    "{} of {} rows are behind the watermark of stream \"{target}\" ({}): \
+                     windows that already closed will not count them (SHOW STREAMS counts \
+                     late rows)",
+                    done.late, done.rows, done.watermark
+                );
+                Ok(StatementResult::CommandWithNotice { tag, notice })
             }
             sq::Statement::Query(_) => {
-                let ctx = adhoc::context(&self.read())?;
+                let ctx = adhoc::context(&self.read(), session)?;
                 let c = &self.config;
                 adhoc::select(ctx, stmt, params, c.max_result_rows, c.max_result_bytes).await
             }
@@ -560,6 +613,13 @@ impl Engine {
             ))),
         }
     }
+}
+
+/// What an insert did.
+struct Inserted {
+    rows: u64,
+    late: u64,
+    watermark: Watermark,
 }
 
 /// Runs `work` (operators over a batch) off the async runtime's workers when there is one,

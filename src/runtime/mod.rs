@@ -10,6 +10,7 @@ mod graph;
 mod hub;
 mod output;
 mod pg_catalog;
+pub mod pg_functions;
 mod predicates;
 mod recovery;
 mod retained;

@@ -28,16 +28,7 @@ pub(super) fn show_value(variable: &[sq::Ident]) -> String {
         .map(|i| i.value.to_lowercase())
         .collect::<Vec<_>>()
         .join(" ");
-    match name.as_str() {
-        "server_version" => "15.0".into(),
-        "server_encoding" | "client_encoding" => "UTF8".into(),
-        "datestyle" => "ISO, MDY".into(),
-        "timezone" | "time zone" => "UTC".into(),
-        "standard_conforming_strings" => "on".into(),
-        "transaction isolation level" | "transaction_isolation" => "read committed".into(),
-        "integer_datetimes" => "on".into(),
-        _ => String::new(),
-    }
+    super::pg_functions::setting(&name)
 }
 
 fn text_column(values: Vec<String>) -> ArrayRef {

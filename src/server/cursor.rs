@@ -106,6 +106,31 @@ impl Cursors {
         Ok(())
     }
 
+    /// The schema of a cursor's rows.
+    pub fn schema(&self, name: &str) -> Result<SchemaRef> {
+        let cursor = self.open.get(name).ok_or_else(|| no_cursor(name))?;
+        Ok(cursor.schema.clone())
+    }
+
+    /// Rows collected and not yet taken.
+    pub fn pending_rows(&self, name: &str) -> usize {
+        self.open
+            .get(name)
+            .map_or(0, |c| c.pending.iter().map(RecordBatch::num_rows).sum())
+    }
+
+    /// Whether a cursor still reads a live subscription.
+    pub fn is_live(&self, name: &str) -> bool {
+        self.open.get(name).is_some_and(|c| c.live.is_some())
+    }
+
+    /// Whether a cursor has nothing more to give: no rows waiting and no live subscription.
+    pub fn exhausted(&self, name: &str) -> bool {
+        self.open
+            .get(name)
+            .is_none_or(|c| c.live.is_none() && c.pending.is_empty())
+    }
+
     /// Takes up to `count` waiting rows (all when `None`).
     pub fn take(
         &mut self,

@@ -67,7 +67,32 @@ pub fn field_infos(schema: &Schema, format: impl Fn(usize) -> FieldFormat) -> Ve
         .collect()
 }
 
-const TIMESTAMP_FORMAT: &str = "%Y-%m-%d %H:%M:%S%.f";
+const DATE_TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
+
+/// A timestamp as PostgreSQL holds it: saql keeps nanoseconds, PostgreSQL microseconds, so
+/// the nanoseconds below the microsecond are cut off (rounded down, towards the past: a row
+/// never appears to belong to a later window than the one it was counted in).
+pub fn wire_timestamp(nanos: i64) -> DateTime<Utc> {
+    DateTime::<Utc>::from_timestamp_nanos(nanos.div_euclid(1000) * 1000)
+}
+
+/// A timestamp in PostgreSQL's text output: `2026-12-01 13:47:58.167865`, microseconds at
+/// most, trailing zeros of the fraction dropped (none when it is zero), `+00` after a
+/// `timestamptz` (saql's sessions are in UTC).
+pub fn timestamp_text(nanos: i64, with_zone: bool) -> String {
+    let dt = wire_timestamp(nanos);
+    let mut s = dt.naive_utc().format(DATE_TIME_FORMAT).to_string();
+    let micros = dt.timestamp_subsec_micros();
+    if micros != 0 {
+        let fraction = format!("{micros:06}");
+        s.push('.');
+        s.push_str(fraction.trim_end_matches('0'));
+    }
+    if with_zone {
+        s.push_str("+00");
+    }
+    s
+}
 
 fn wire_columns(batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
     batch
@@ -79,9 +104,7 @@ fn wire_columns(batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
                 return Ok(c.clone());
             }
             if target == DataType::Utf8 {
-                let options = FormatOptions::default()
-                    .with_null("")
-                    .with_timestamp_format(Some(TIMESTAMP_FORMAT));
+                let options = FormatOptions::default().with_null("");
                 let f = ArrayFormatter::try_new(c.as_ref(), &options)?;
                 let values: Vec<Option<String>> = (0..c.len())
                     .map(|i| c.is_valid(i).then(|| f.value(i).to_string()))
@@ -137,12 +160,9 @@ fn encode_value(
         }
         DataType::Timestamp(_, tz) => {
             let nanos = valid.then(|| col.as_primitive::<TimestampNanosecondType>().value(row));
-            let dt = nanos.map(DateTime::<Utc>::from_timestamp_nanos);
+            let dt = nanos.map(wire_timestamp);
             if text {
-                // As PostgreSQL prints them: no trailing zero fraction.
-                let suffix = if tz.is_some() { "+00" } else { "" };
-                let s = dt.map(|d| format!("{}{suffix}", d.naive_utc().format(TIMESTAMP_FORMAT)));
-                encoder.encode_field(&s)
+                encoder.encode_field(&nanos.map(|n| timestamp_text(n, tz.is_some())))
             } else if tz.is_some() {
                 encoder.encode_field(&dt)
             } else {
@@ -156,16 +176,16 @@ fn encode_value(
 /// Encodes every row of `batch` as a line of COPY text format (tab-separated, `\N` for NULL,
 /// backslash escapes), each ending in a newline.
 pub fn copy_lines(batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
-    let options = FormatOptions::default().with_timestamp_format(Some(TIMESTAMP_FORMAT));
-    let formatters = batch
-        .columns()
+    let columns = wire_columns(batch)?;
+    let options = FormatOptions::default();
+    let formatters = columns
         .iter()
         .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let mut lines = Vec::with_capacity(batch.num_rows());
     for row in 0..batch.num_rows() {
         let mut line = String::new();
-        for (i, (col, f)) in batch.columns().iter().zip(&formatters).enumerate() {
+        for (i, (col, f)) in columns.iter().zip(&formatters).enumerate() {
             if i > 0 {
                 line.push('\t');
             }
@@ -173,7 +193,14 @@ pub fn copy_lines(batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
                 line.push_str("\\N");
                 continue;
             }
-            for ch in f.value(row).to_string().chars() {
+            let value = match col.data_type() {
+                DataType::Timestamp(_, tz) => timestamp_text(
+                    col.as_primitive::<TimestampNanosecondType>().value(row),
+                    tz.is_some(),
+                ),
+                _ => f.value(row).to_string(),
+            };
+            for ch in value.chars() {
                 match ch {
                     '\\' => line.push_str("\\\\"),
                     '\t' => line.push_str("\\t"),
@@ -187,4 +214,27 @@ pub fn copy_lines(batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
         lines.push(line.into_bytes());
     }
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_print_as_postgresql_prints_them() {
+        // 2026-12-01 13:47:58.167865008
+        let t = 1_796_132_878_167_865_008;
+        assert_eq!(timestamp_text(t, false), "2026-12-01 13:47:58.167865");
+        assert_eq!(timestamp_text(t, true), "2026-12-01 13:47:58.167865+00");
+        assert_eq!(
+            timestamp_text(1_796_132_878_500_000_000, false),
+            "2026-12-01 13:47:58.5"
+        );
+        assert_eq!(
+            timestamp_text(1_796_132_878_000_000_999, false),
+            "2026-12-01 13:47:58"
+        );
+        // Before the epoch the fraction is still cut towards the past.
+        assert_eq!(timestamp_text(-1, false), "1969-12-31 23:59:59.999999");
+    }
 }

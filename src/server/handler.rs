@@ -1,26 +1,26 @@
-//! The pgwire handlers of one connection: simple and extended queries, COPY FROM STDIN, and
-//! live subscriptions streamed row by row (each flushed at once, so psql prints it at once).
+//! The pgwire handlers of one connection: simple queries, the statements every protocol runs
+//! through the session (cursors, PREPARE/EXECUTE, savepoints), COPY FROM STDIN, and live
+//! subscriptions streamed row by row (each flushed at once, so psql prints it at once). The
+//! extended protocol is in [`super::extended`].
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use datafusion::sql::sqlparser::ast as sq;
 use futures::sink::{Sink, SinkExt};
 use futures::stream;
-use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::cancel::DefaultCancelHandler;
 use pgwire::api::copy::CopyHandler;
-use pgwire::api::portal::Portal;
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
-use pgwire::api::results::{
-    CopyResponse, DescribePortalResponse, DescribeStatementResponse, FieldFormat, FieldInfo,
-    QueryResponse, Response, Tag,
-};
-use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
+use pgwire::api::results::{CopyResponse, FieldFormat, QueryResponse, Response, Tag};
+
 use pgwire::api::{
-    ClientInfo, ClientPortalStore, ConnectionManager, NoopHandler, PgWireServerHandlers, Type,
+    ClientInfo, ClientPortalStore, ConnectionManager, NoopHandler, PgWireServerHandlers,
+    METADATA_DATABASE, METADATA_USER,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyOutResponse};
@@ -30,18 +30,21 @@ use pgwire::messages::PgWireBackendMessage;
 use tokio::sync::Mutex;
 
 use super::cursor::Cursors;
-use super::encode::{copy_lines, data_rows, field_infos, pg_type};
+use super::encode::{copy_lines, data_rows, field_infos};
+use super::portal::LivePortals;
+use super::prepared::{self, PreparedStatements};
 use super::session::Session;
 use crate::error::Error;
-use crate::plan::catalog::normalize;
+use crate::plan::catalog::{normalize, normalize_object};
 use crate::runtime::engine::{CopyIn, StatementResult, Subscription};
+use crate::runtime::pg_functions::SessionInfo;
 use crate::runtime::SubscriptionEvent;
 use crate::sql::{self, Statement};
 use crate::Engine;
 
 /// How often a quiet subscription writes a harmless message to find out whether its client
 /// is still there.
-const HEARTBEAT: Duration = Duration::from_secs(1);
+pub(super) const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// Converts an engine error to a Postgres error with SQLSTATE and, where it applies to a
 /// place in `query` (a syntax error, an unknown name), the 1-based character position.
@@ -81,7 +84,7 @@ fn tag(text: &str) -> Tag {
     }
 }
 
-struct PendingCopy {
+pub(super) struct PendingCopy {
     copy: Box<CopyIn>,
     error: Option<Error>,
     query: String,
@@ -90,11 +93,30 @@ struct PendingCopy {
 /// Handlers for one client connection. Clones share the connection's COPY state.
 #[derive(Clone)]
 pub struct Connection {
-    engine: Engine,
-    manager: Arc<ConnectionManager>,
-    copy: Arc<Mutex<Option<PendingCopy>>>,
-    cursors: Arc<Mutex<Cursors>>,
-    session: Arc<Session>,
+    pub(super) engine: Engine,
+    pub(super) manager: Arc<ConnectionManager>,
+    pub(super) copy: Arc<Mutex<Option<PendingCopy>>>,
+    pub(super) cursors: Arc<Mutex<Cursors>>,
+    pub(super) live: Arc<Mutex<LivePortals>>,
+    pub(super) prepared: Arc<Mutex<PreparedStatements>>,
+    pub(super) session: Arc<Session>,
+}
+
+/// The session a client's statements run for: its user, database and process id.
+pub(super) fn session_info<C: ClientInfo>(client: &C) -> SessionInfo {
+    let metadata: &HashMap<String, String> = client.metadata();
+    let user = metadata
+        .get(METADATA_USER)
+        .cloned()
+        .unwrap_or_else(|| "saql".into());
+    SessionInfo {
+        database: metadata
+            .get(METADATA_DATABASE)
+            .cloned()
+            .unwrap_or_else(|| user.clone()),
+        user,
+        pid: client.pid_and_secret_key().0,
+    }
 }
 
 impl Connection {
@@ -105,6 +127,8 @@ impl Connection {
             manager,
             copy: Arc::new(Mutex::new(None)),
             cursors: Arc::new(Mutex::new(Cursors::default())),
+            live: Arc::new(Mutex::new(LivePortals::default())),
+            prepared: Arc::new(Mutex::new(PreparedStatements::default())),
             session: Session::new(None),
         }
     }
@@ -115,9 +139,14 @@ impl Connection {
         self
     }
 
+    /// The server's connections, for registering this one's cancel key.
+    pub(super) fn manager(&self) -> &Arc<ConnectionManager> {
+        &self.manager
+    }
+
     /// Runs one statement: cursor statements here, in the session; everything else in the
     /// engine.
-    async fn run<C>(
+    pub(super) async fn run<C>(
         &self,
         client: &mut C,
         stmt: Statement,
@@ -132,10 +161,14 @@ impl Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let fail = |e: Error| pg_error(&e, query);
+        let session = session_info(client);
         let _active = self.session.active();
         match stmt {
             Statement::DeclareCursor { name, target } => {
-                let result = self.execute_timed(*target, params).await.map_err(fail)?;
+                let result = self
+                    .execute_timed(*target, params, &session)
+                    .await
+                    .map_err(fail)?;
                 self.cursors
                     .lock()
                     .await
@@ -180,11 +213,80 @@ impl Connection {
                     "CLOSE CURSOR ALL"
                 })))
             }
+            Statement::Sql(s) => match *s {
+                sq::Statement::Prepare {
+                    name, statement, ..
+                } => {
+                    self.prepared
+                        .lock()
+                        .await
+                        .prepare(normalize(&name), Statement::Sql(statement))
+                        .map_err(fail)?;
+                    Ok(Response::Execution(Tag::new("PREPARE")))
+                }
+                sq::Statement::Execute {
+                    name: Some(name),
+                    parameters,
+                    ..
+                } => {
+                    let stmt = self
+                        .prepared
+                        .lock()
+                        .await
+                        .get(&normalize_object(&name))
+                        .map_err(fail)?;
+                    let args = prepared::arguments(&parameters).map_err(fail)?;
+                    let result = self
+                        .execute_timed(stmt, &args, &session)
+                        .await
+                        .map_err(fail)?;
+                    self.respond(client, result, query, format, extended).await
+                }
+                sq::Statement::Deallocate { name, .. } => {
+                    let mut prepared = self.prepared.lock().await;
+                    if prepared::is_all(&name) {
+                        prepared.clear();
+                        Ok(Response::Execution(Tag::new("DEALLOCATE ALL")))
+                    } else {
+                        prepared.deallocate(&normalize(&name)).map_err(fail)?;
+                        Ok(Response::Execution(Tag::new("DEALLOCATE")))
+                    }
+                }
+                // saql has no transactions to undo (BEGIN and COMMIT only bound cursors):
+                // savepoints are accepted, as drivers set them around their probes.
+                sq::Statement::Savepoint { .. } => Ok(Response::Execution(Tag::new("SAVEPOINT"))),
+                sq::Statement::ReleaseSavepoint { .. } => {
+                    Ok(Response::Execution(Tag::new("RELEASE")))
+                }
+                sq::Statement::Rollback {
+                    savepoint: Some(_), ..
+                } => Ok(Response::Execution(Tag::new("ROLLBACK"))),
+                sq::Statement::Discard { .. } => {
+                    self.prepared.lock().await.clear();
+                    let _ = self.cursors.lock().await.close(None);
+                    self.live.lock().await.clear();
+                    Ok(Response::Execution(Tag::new("DISCARD ALL")))
+                }
+                other => {
+                    let other = Statement::Sql(Box::new(other));
+                    if self.session.apply_set(&other).map_err(fail)? {
+                        return Ok(Response::Execution(Tag::new("SET")));
+                    }
+                    let result = self
+                        .execute_timed(other, params, &session)
+                        .await
+                        .map_err(fail)?;
+                    self.respond(client, result, query, format, extended).await
+                }
+            },
             other => {
                 if self.session.apply_set(&other).map_err(fail)? {
                     return Ok(Response::Execution(Tag::new("SET")));
                 }
-                let result = self.execute_timed(other, params).await.map_err(fail)?;
+                let result = self
+                    .execute_timed(other, params, &session)
+                    .await
+                    .map_err(fail)?;
                 self.respond(client, result, query, format, extended).await
             }
         }
@@ -195,9 +297,10 @@ impl Connection {
         &self,
         stmt: Statement,
         params: &[Option<String>],
+        session: &SessionInfo,
     ) -> Result<StatementResult, Error> {
         let timeout = self.session.timeout_for(&stmt);
-        let run = self.engine.execute_statement(stmt, params);
+        let run = self.engine.execute_statement_for(stmt, params, session);
         match timeout {
             Some(t) => tokio::time::timeout(t, run)
                 .await
@@ -223,12 +326,21 @@ impl Connection {
             StatementResult::Command(t) => Ok(match t.as_str() {
                 "BEGIN" => Response::TransactionStart(tag(&t)),
                 "COMMIT" | "ROLLBACK" => {
-                    // Cursors live until the end of the transaction, as in PostgreSQL.
+                    // Cursors and portals live until the end of the transaction, as in
+                    // PostgreSQL.
                     let _ = self.cursors.lock().await.close(None);
+                    self.live.lock().await.clear();
                     Response::TransactionEnd(tag(&t))
                 }
                 _ => Response::Execution(tag(&t)),
             }),
+            StatementResult::CommandWithNotice { tag: t, notice } => {
+                let info = ErrorInfo::new("NOTICE".into(), "01000".into(), notice);
+                client
+                    .send(PgWireBackendMessage::NoticeResponse(info.into()))
+                    .await?;
+                Ok(Response::Execution(tag(&t)))
+            }
             StatementResult::Rows { schema, batches } => Ok(Response::Query(rows_response(
                 &schema, &batches, format, query,
             )?)),
@@ -252,7 +364,7 @@ impl Connection {
     }
 }
 
-fn heartbeat() -> PgWireBackendMessage {
+pub(super) fn heartbeat() -> PgWireBackendMessage {
     PgWireBackendMessage::ParameterStatus(ParameterStatus::new(
         "saql_heartbeat".into(),
         crate::time::EventTime::now().to_string(),
@@ -412,184 +524,6 @@ impl SimpleQueryHandler for Connection {
     }
 }
 
-/// Decodes one bound parameter into the text form the engine parses.
-fn param_text(bytes: &[u8], binary: bool, ty: &Type) -> Result<String, Error> {
-    let bad = || {
-        Error::invalid_input(
-            "22P03",
-            format!("incorrect binary data format in parameter of type {ty}"),
-        )
-    };
-    if !binary {
-        return String::from_utf8(bytes.to_vec()).map_err(|_| bad());
-    }
-    let int = |n: usize| -> Result<i64, Error> {
-        let raw: [u8; 8] = {
-            let mut buf = [0u8; 8];
-            if bytes.len() != n {
-                return Err(bad());
-            }
-            let sign = if bytes[0] & 0x80 != 0 { 0xff } else { 0 };
-            buf[..8 - n].fill(sign);
-            buf[8 - n..].copy_from_slice(bytes);
-            buf
-        };
-        Ok(i64::from_be_bytes(raw))
-    };
-    Ok(match *ty {
-        Type::BOOL => (bytes.first().ok_or_else(bad)? != &0).to_string(),
-        Type::INT2 => int(2)?.to_string(),
-        Type::INT4 => int(4)?.to_string(),
-        Type::INT8 => int(8)?.to_string(),
-        Type::FLOAT4 => f32::from_bits(int(4)? as u32).to_string(),
-        Type::FLOAT8 => f64::from_bits(int(8)? as u64).to_string(),
-        Type::TIMESTAMP | Type::TIMESTAMPTZ => {
-            // Microseconds since 2000-01-01 00:00:00 UTC.
-            let micros = int(8)?;
-            let epoch_2000 = 946_684_800_000_000i64;
-            let nanos = micros
-                .checked_add(epoch_2000)
-                .and_then(|m| m.checked_mul(1000))
-                .ok_or_else(bad)?;
-            let dt = chrono::DateTime::from_timestamp_nanos(nanos);
-            format!("{}Z", dt.naive_utc().format("%Y-%m-%d %H:%M:%S%.f"))
-        }
-        _ => String::from_utf8(bytes.to_vec()).map_err(|_| bad())?,
-    })
-}
-
-#[async_trait]
-impl ExtendedQueryHandler for Connection {
-    type Statement = String;
-    type QueryParser = NoopQueryParser;
-
-    fn query_parser(&self) -> Arc<Self::QueryParser> {
-        Arc::new(NoopQueryParser)
-    }
-
-    async fn do_query<C>(
-        &self,
-        client: &mut C,
-        portal: &Portal<Self::Statement>,
-        _max_rows: usize,
-    ) -> PgWireResult<Response>
-    where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
-        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
-    {
-        let query = &portal.statement.statement;
-        let types = if portal.parameters.is_empty() {
-            vec![]
-        } else {
-            let desc = self
-                .engine
-                .describe(query)
-                .await
-                .map_err(|e| pg_error(&e, query))?;
-            (0..portal.parameters.len())
-                .map(|i| {
-                    portal
-                        .statement
-                        .parameter_types
-                        .get(i)
-                        .cloned()
-                        .flatten()
-                        .filter(|t| *t != Type::UNKNOWN)
-                        .unwrap_or_else(|| desc.params.get(i).map(pg_type).unwrap_or(Type::TEXT))
-                })
-                .collect()
-        };
-        let mut params = Vec::with_capacity(portal.parameters.len());
-        for (i, p) in portal.parameters.iter().enumerate() {
-            params.push(match p {
-                None => None,
-                Some(bytes) => Some(
-                    param_text(bytes, portal.parameter_format.is_binary(i), &types[i])
-                        .map_err(|e| pg_error(&e, query))?,
-                ),
-            });
-        }
-        let mut stmts = sql::parse(query).map_err(|e| pg_error(&e, query))?;
-        if stmts.len() != 1 {
-            let e =
-                Error::NotSupported("the extended protocol takes one statement at a time".into());
-            return Err(pg_error(&e, query));
-        }
-        let format = portal.result_column_format.clone();
-        self.run(
-            client,
-            stmts.remove(0),
-            &params,
-            query,
-            &|i| format.format_for(i),
-            true,
-        )
-        .await
-    }
-
-    async fn do_describe_statement<C>(
-        &self,
-        _client: &mut C,
-        target: &StoredStatement<Self::Statement>,
-    ) -> PgWireResult<DescribeStatementResponse>
-    where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
-        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
-    {
-        let query = &target.statement;
-        let desc = self
-            .engine
-            .describe(query)
-            .await
-            .map_err(|e| pg_error(&e, query))?;
-        let params = desc
-            .params
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                target
-                    .parameter_types
-                    .get(i)
-                    .cloned()
-                    .flatten()
-                    .filter(|t| *t != Type::UNKNOWN)
-                    .unwrap_or_else(|| pg_type(t))
-            })
-            .collect();
-        let fields: Vec<FieldInfo> = desc
-            .schema
-            .map(|s| field_infos(&s, |_| FieldFormat::Text))
-            .unwrap_or_default();
-        Ok(DescribeStatementResponse::new(params, fields))
-    }
-
-    async fn do_describe_portal<C>(
-        &self,
-        _client: &mut C,
-        portal: &Portal<Self::Statement>,
-    ) -> PgWireResult<DescribePortalResponse>
-    where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
-        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
-    {
-        let query = &portal.statement.statement;
-        let desc = self
-            .engine
-            .describe(query)
-            .await
-            .map_err(|e| pg_error(&e, query))?;
-        let format = &portal.result_column_format;
-        let fields = desc
-            .schema
-            .map(|s| field_infos(&s, |i| format.format_for(i)))
-            .unwrap_or_default();
-        Ok(DescribePortalResponse::new(fields))
-    }
-}
-
 #[async_trait]
 impl CopyHandler for Connection {
     async fn on_copy_data<C>(&self, _client: &mut C, copy_data: CopyData) -> PgWireResult<()>
@@ -634,12 +568,6 @@ impl CopyHandler for Connection {
             .send(PgWireBackendMessage::CommandComplete(tag.into()))
             .await?;
         Ok(())
-    }
-}
-
-impl NoopStartupHandler for Connection {
-    fn connection_manager(&self) -> Option<Arc<ConnectionManager>> {
-        Some(self.manager.clone())
     }
 }
 

@@ -5,8 +5,12 @@
 pub mod admission;
 pub mod cursor;
 pub mod encode;
+pub mod extended;
 pub mod handler;
+pub mod portal;
+pub mod prepared;
 pub mod session;
+mod startup;
 
 use std::future::Future;
 use std::sync::Arc;

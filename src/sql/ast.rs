@@ -12,12 +12,14 @@ use datafusion::sql::sqlparser::ast::{self as sq, Ident, ObjectName};
 pub enum Statement {
     /// `CREATE STREAM name (cols..., WATERMARK FOR ts AS ts - INTERVAL ...) [WITH (...)]`
     CreateStream(CreateStream),
-    /// `DROP STREAM [IF EXISTS] name`
+    /// `DROP STREAM [IF EXISTS] name [CASCADE | RESTRICT]`
     DropStream {
         /// The stream.
         name: Ident,
         /// Succeed quietly when it does not exist.
         if_exists: bool,
+        /// Drop the queries that read it too (`CASCADE`); otherwise they must be dropped first.
+        cascade: bool,
     },
     /// `CREATE CONTINUOUS QUERY name AS SELECT ...`
     CreateQuery(CreateQuery),
@@ -352,9 +354,14 @@ impl fmt::Display for Statement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Statement::CreateStream(s) => s.fmt(f),
-            Statement::DropStream { name, if_exists } => {
+            Statement::DropStream {
+                name,
+                if_exists,
+                cascade,
+            } => {
                 let ie = if *if_exists { "IF EXISTS " } else { "" };
-                write!(f, "DROP STREAM {ie}{name}")
+                let cascade = if *cascade { " CASCADE" } else { "" };
+                write!(f, "DROP STREAM {ie}{name}{cascade}")
             }
             Statement::CreateQuery(q) => q.fmt(f),
             Statement::DropQuery { name, if_exists } => {

@@ -306,7 +306,15 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
         let name = parser.parse_identifier()?;
         return Ok(if is_word(&second, "STREAM") {
-            Statement::DropStream { name, if_exists }
+            let cascade = parser.parse_keyword(Keyword::CASCADE);
+            if !cascade {
+                let _restrict = parser.parse_keyword(Keyword::RESTRICT);
+            }
+            Statement::DropStream {
+                name,
+                if_exists,
+                cascade,
+            }
         } else {
             Statement::DropQuery { name, if_exists }
         });
@@ -1014,6 +1022,7 @@ mod tests {
     fn other_statements_round_trip() {
         verified("CREATE CONTINUOUS QUERY q AS SELECT host, COUNT(*) FROM TUMBLE(s, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end");
         verified("DROP STREAM IF EXISTS s");
+        verified("DROP STREAM s CASCADE");
         verified("DROP QUERY q");
         verified("SHOW STREAMS");
         verified("SHOW QUERIES");

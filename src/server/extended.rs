@@ -1,0 +1,407 @@
+//! The extended query protocol of a connection: Parse/Bind/Describe/Execute/Close. Describe
+//! answers NoData for statements without rows (pgJDBC relies on it), FETCH and DECLAREd cursors
+//! describe as their cursor's rows, and Execute with a row limit suspends live portals over a
+//! subscription ([`super::portal`]); finite results are suspended by pgwire itself.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::sql::sqlparser::ast as sq;
+use futures::sink::{Sink, SinkExt};
+use pgwire::api::portal::{Format, Portal, PortalExecutionState};
+use pgwire::api::query::ExtendedQueryHandler;
+use pgwire::api::results::{FieldFormat, FieldInfo, Response, Tag};
+use pgwire::api::stmt::NoopQueryParser;
+use pgwire::api::store::{Entry, PortalStore};
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, ConnectionHandle, PgWireConnectionState, Type, DEFAULT_NAME,
+};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::data::{NoData, ParameterDescription, RowDescription};
+use pgwire::messages::extendedquery::{
+    Close, CloseComplete, Describe, Execute, PortalSuspended, TARGET_TYPE_BYTE_PORTAL,
+    TARGET_TYPE_BYTE_STATEMENT,
+};
+use pgwire::messages::PgWireBackendMessage;
+
+use super::encode::{data_rows, field_infos, pg_type};
+use super::handler::{heartbeat, pg_error, session_info, Connection, HEARTBEAT};
+use crate::error::Error;
+use crate::plan::catalog::{normalize, normalize_object};
+use crate::sql::{self, Statement};
+
+impl Connection {
+    /// What a statement takes and returns: its parameter types (the client's where it gave
+    /// them) and its result columns, `None` when it returns no rows.
+    async fn describe(
+        &self,
+        query: &str,
+        declared: &[Option<Type>],
+        format: &(dyn Fn(usize) -> FieldFormat + Sync),
+    ) -> PgWireResult<(Vec<Type>, Option<Vec<FieldInfo>>)> {
+        let fail = |e: Error| pg_error(&e, query);
+        let stmt = sql::parse_one(query).map_err(fail)?;
+        // `EXECUTE name (constants)` takes no parameters and returns what `name` returns.
+        let prepared = match &stmt {
+            Statement::Fetch { name, .. } => {
+                let cursors = self.cursors.lock().await;
+                let schema = cursors.schema(&normalize(name)).map_err(fail)?;
+                return Ok((vec![], Some(field_infos(&schema, format))));
+            }
+            Statement::Sql(s) => match s.as_ref() {
+                sq::Statement::Execute {
+                    name: Some(name), ..
+                } => {
+                    let prepared = self.prepared.lock().await;
+                    Some(prepared.get(&normalize_object(name)).map_err(fail)?)
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+        .map(|prepared| prepared.to_string());
+        let mut desc = self
+            .engine
+            .describe(prepared.as_deref().unwrap_or(query))
+            .await
+            .map_err(fail)?;
+        if prepared.is_some() {
+            desc.params.clear();
+        }
+        let params = desc
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                declared
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .filter(|t| *t != Type::UNKNOWN)
+                    .unwrap_or_else(|| pg_type(t))
+            })
+            .collect();
+        Ok((params, desc.schema.map(|s| field_infos(&s, format))))
+    }
+
+    /// Sends `max_rows` rows of the live portal `name` once that many exist (all waiting rows,
+    /// at least one, when 0), then PortalSuspended; fewer, then CommandComplete, when its
+    /// subscription ended. As in PostgreSQL, a row limit is a promise of that many rows:
+    /// asyncpg takes fewer for the end of the portal.
+    async fn execute_live<C>(
+        &self,
+        client: &mut C,
+        name: &str,
+        max_rows: usize,
+        format: &Format,
+        query: &str,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let fail = |e: Error| pg_error(&e, query);
+        let mut live = self.live.lock().await;
+        loop {
+            live.rows.ready(name).map_err(fail)?;
+            let waiting = live.rows.pending_rows(name);
+            if !live.rows.is_live(name) || waiting >= max_rows.max(1) {
+                break;
+            }
+            live.rows.wait(name, HEARTBEAT).await.map_err(fail)?;
+            if live.rows.pending_rows(name) == waiting {
+                client.send(heartbeat()).await?;
+            }
+        }
+        let count = (max_rows > 0).then_some(max_rows as u64);
+        let (schema, batches) = live.rows.take(name, count).map_err(fail)?;
+        let fields = Arc::new(field_infos(&schema, |i| format.format_for(i)));
+        let mut sent = 0;
+        for batch in &batches {
+            for row in data_rows(batch, &fields).map_err(fail)? {
+                client.feed(PgWireBackendMessage::DataRow(row)).await?;
+                sent += 1;
+            }
+        }
+        if live.rows.exhausted(name) {
+            live.close(name);
+            let done = Tag::new("SUBSCRIBE").with_rows(sent);
+            client
+                .send(PgWireBackendMessage::CommandComplete(done.into()))
+                .await?;
+        } else {
+            client
+                .send(PgWireBackendMessage::PortalSuspended(PortalSuspended::new()))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Decodes one bound parameter into the text form the engine parses.
+fn param_text(bytes: &[u8], binary: bool, ty: &Type) -> Result<String, Error> {
+    let bad = || {
+        Error::invalid_input(
+            "22P03",
+            format!("incorrect binary data format in parameter of type {ty}"),
+        )
+    };
+    if !binary {
+        return String::from_utf8(bytes.to_vec()).map_err(|_| bad());
+    }
+    let int = |n: usize| -> Result<i64, Error> {
+        let raw: [u8; 8] = {
+            let mut buf = [0u8; 8];
+            if bytes.len() != n {
+                return Err(bad());
+            }
+            let sign = if bytes[0] & 0x80 != 0 { 0xff } else { 0 };
+            buf[..8 - n].fill(sign);
+            buf[8 - n..].copy_from_slice(bytes);
+            buf
+        };
+        Ok(i64::from_be_bytes(raw))
+    };
+    Ok(match *ty {
+        Type::BOOL => (bytes.first().ok_or_else(bad)? != &0).to_string(),
+        Type::INT2 => int(2)?.to_string(),
+        Type::INT4 => int(4)?.to_string(),
+        Type::INT8 => int(8)?.to_string(),
+        Type::FLOAT4 => f32::from_bits(int(4)? as u32).to_string(),
+        Type::FLOAT8 => f64::from_bits(int(8)? as u64).to_string(),
+        Type::TIMESTAMP | Type::TIMESTAMPTZ => {
+            // Microseconds since 2000-01-01 00:00:00 UTC.
+            let micros = int(8)?;
+            let epoch_2000 = 946_684_800_000_000i64;
+            let nanos = micros
+                .checked_add(epoch_2000)
+                .and_then(|m| m.checked_mul(1000))
+                .ok_or_else(bad)?;
+            let dt = chrono::DateTime::from_timestamp_nanos(nanos);
+            format!("{}Z", dt.naive_utc().format("%Y-%m-%d %H:%M:%S%.f"))
+        }
+        _ => String::from_utf8(bytes.to_vec()).map_err(|_| bad())?,
+    })
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Connection {
+    type Statement = String;
+    type QueryParser = NoopQueryParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        Arc::new(NoopQueryParser)
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Self::Statement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let query = &portal.statement.statement;
+        let types = if portal.parameters.is_empty() {
+            vec![]
+        } else {
+            let desc = self
+                .engine
+                .describe(query)
+                .await
+                .map_err(|e| pg_error(&e, query))?;
+            (0..portal.parameters.len())
+                .map(|i| {
+                    portal
+                        .statement
+                        .parameter_types
+                        .get(i)
+                        .cloned()
+                        .flatten()
+                        .filter(|t| *t != Type::UNKNOWN)
+                        .unwrap_or_else(|| desc.params.get(i).map(pg_type).unwrap_or(Type::TEXT))
+                })
+                .collect()
+        };
+        let mut params = Vec::with_capacity(portal.parameters.len());
+        for (i, p) in portal.parameters.iter().enumerate() {
+            params.push(match p {
+                None => None,
+                Some(bytes) => Some(
+                    param_text(bytes, portal.parameter_format.is_binary(i), &types[i])
+                        .map_err(|e| pg_error(&e, query))?,
+                ),
+            });
+        }
+        let mut stmts = sql::parse(query).map_err(|e| pg_error(&e, query))?;
+        if stmts.len() != 1 {
+            let e =
+                Error::NotSupported("the extended protocol takes one statement at a time".into());
+            return Err(pg_error(&e, query));
+        }
+        let format = portal.result_column_format.clone();
+        self.run(
+            client,
+            stmts.remove(0),
+            &params,
+            query,
+            &|i| format.format_for(i),
+            true,
+        )
+        .await
+    }
+
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+        let (params, fields) = match message.target_type {
+            TARGET_TYPE_BYTE_STATEMENT => match client.portal_store().get_statement(name) {
+                Some(Entry::Value(stmt)) => {
+                    let (params, fields) = self
+                        .describe(&stmt.statement, &stmt.parameter_types, &|_| {
+                            FieldFormat::Text
+                        })
+                        .await?;
+                    (Some(params), fields)
+                }
+                _ => return self._on_describe(client, message).await,
+            },
+            TARGET_TYPE_BYTE_PORTAL => match client.portal_store().get_portal(name) {
+                Some(Entry::Value(portal)) => {
+                    let format = &portal.result_column_format;
+                    let declared = &portal.statement.parameter_types;
+                    let query = &portal.statement.statement;
+                    let (_, fields) = self
+                        .describe(query, declared, &|i| format.format_for(i))
+                        .await?;
+                    (None, fields)
+                }
+                Some(Entry::Empty) => return self._on_describe(client, message).await,
+                // A cursor DECLAREd in SQL is a portal too (psycopg 3 describes its named
+                // cursors so).
+                None => match self.cursors.lock().await.schema(name) {
+                    Ok(schema) => (None, Some(field_infos(&schema, |_| FieldFormat::Text))),
+                    Err(_) => return Err(PgWireError::PortalNotFound(name.to_string())),
+                },
+            },
+            _ => return self._on_describe(client, message).await,
+        };
+        if let Some(params) = params {
+            let oids = params.iter().map(|t| t.oid()).collect();
+            client
+                .send(PgWireBackendMessage::ParameterDescription(
+                    ParameterDescription::new(oids),
+                ))
+                .await?;
+        }
+        let answer = match fields {
+            Some(fields) => PgWireBackendMessage::RowDescription(RowDescription::new(
+                fields.iter().map(Into::into).collect(),
+            )),
+            None => PgWireBackendMessage::NoData(NoData::new()),
+        };
+        client.send(answer).await?;
+        Ok(())
+    }
+
+    async fn on_execute<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message.name.as_deref().unwrap_or(DEFAULT_NAME).to_string();
+        let max_rows = message.max_rows.max(0) as usize;
+        let Some(Entry::Value(portal)) = client.portal_store().get_portal(&name) else {
+            return self._on_execute(client, message).await;
+        };
+        let query = portal.statement.statement.clone();
+        let bind = portal.state();
+        // A live portal whose subscription ended is finished, as pgwire's own are.
+        let finished = matches!(*bind.lock().await, PortalExecutionState::Finished);
+        if finished || !self.live.lock().await.is_open(&name, &bind) {
+            // Only a live subscription read with a row limit is ours; pgwire suspends
+            // finite results itself.
+            let live = max_rows > 0
+                && matches!(
+                    sql::parse_one(&query),
+                    Ok(Statement::Subscribe { copy: false, .. })
+                );
+            if finished || !live {
+                return self._on_execute(client, message).await;
+            }
+            let stmt = sql::parse_one(&query).map_err(|e| pg_error(&e, &query))?;
+            let result = self
+                .engine
+                .execute_statement_for(stmt, &[], &session_info(client))
+                .await
+                .map_err(|e| pg_error(&e, &query))?;
+            self.live
+                .lock()
+                .await
+                .open(&name, bind.clone(), result)
+                .map_err(|e| pg_error(&e, &query))?;
+        }
+        if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+            return Err(PgWireError::NotReadyForQuery);
+        }
+        client.set_state(PgWireConnectionState::QueryInProgress);
+        let format = portal.result_column_format.clone();
+        let cancel = match client.session_extensions().get::<Arc<ConnectionHandle>>() {
+            Some(handle) => Some(handle.start_query().await),
+            None => None,
+        };
+        let result = match cancel {
+            Some(cancel) => tokio::select! {
+                r = self.execute_live(client, &name, max_rows, &format, &query) => r,
+                _ = cancel => Err(PgWireError::QueryCanceled),
+            },
+            None => {
+                self.execute_live(client, &name, max_rows, &format, &query)
+                    .await
+            }
+        };
+        let mut live = self.live.lock().await;
+        if result.is_err() {
+            live.close(&name);
+        } else if !live.is_open(&name, &bind) {
+            *bind.lock().await = PortalExecutionState::Finished;
+        }
+        drop(live);
+        client.set_state(PgWireConnectionState::ReadyForQuery);
+        result
+    }
+
+    async fn on_close<C>(&self, client: &mut C, message: Close) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+        match message.target_type {
+            TARGET_TYPE_BYTE_STATEMENT => client.portal_store().rm_statement(name),
+            TARGET_TYPE_BYTE_PORTAL => {
+                client.portal_store().rm_portal(name);
+                self.live.lock().await.close(name);
+            }
+            _ => {}
+        }
+        client
+            .send(PgWireBackendMessage::CloseComplete(CloseComplete::new()))
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Real PostgreSQL clients against the real `saql serve`: Python (psycopg 3, psycopg2, asyncpg,
+# SQLAlchemy 2 + pandas) and Java (pgJDBC) when a JDK and Debian's libpostgresql-jdbc-java are
+# installed. Exits non-zero when any check fails.
+#
+#   tests/clients/run.sh              # builds saql (debug) unless SAQL_BIN names a binary
+#
+# The Python packages go to a venv outside the repository ($SAQL_CLIENTS_VENV, default
+# ~/.cache/saql-clients-venv), installed once. The server listens on a free port of
+# 127.0.0.1 with a temporary data directory, and is stopped at the end.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+venv="${SAQL_CLIENTS_VENV:-$HOME/.cache/saql-clients-venv}"
+started=$(date +%s)
+
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c \
+    'import psycopg, psycopg2, asyncpg, sqlalchemy, pandas' 2>/dev/null; then
+    echo "== installing the Python clients into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check \
+        'psycopg[binary]>=3.1' psycopg2-binary asyncpg 'sqlalchemy>=2' pandas
+fi
+
+if [[ -z "${SAQL_BIN:-}" ]]; then
+    # Built as `cargo test` builds it (dev-dependency features unified): after `cargo test`
+    # this is a no-op, where `cargo build` would compile the dependencies a second time.
+    echo "== building saql"
+    (cd "$repo" && cargo test --quiet --no-run --test cli)
+    SAQL_BIN="${CARGO_TARGET_DIR:-$repo/target}/debug/saql"
+fi
+
+data="$(mktemp -d)"
+port="$("$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+log="$data/server.log"
+"$SAQL_BIN" serve --listen "127.0.0.1:$port" --data-dir "$data/db" --workers 2 >"$log" 2>&1 &
+server=$!
+cleanup() {
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    rm -rf "$data"
+}
+trap cleanup EXIT
+
+for _ in $(seq 1 100); do
+    if "$venv/bin/python" -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; then
+        break
+    fi
+    if ! kill -0 "$server" 2>/dev/null; then
+        echo "saql serve exited:"; cat "$log"; exit 1
+    fi
+    sleep 0.1
+done
+echo "== saql serve on 127.0.0.1:$port ($SAQL_BIN)"
+
+failed=0
+echo "== Python"
+SAQL_PORT="$port" timeout 300 "$venv/bin/python" "$here/test_python.py" || failed=1
+
+jar=/usr/share/java/postgresql.jar
+if command -v javac >/dev/null && [[ -f "$jar" ]]; then
+    echo "== Java (pgJDBC $(unzip -p "$jar" META-INF/MANIFEST.MF 2>/dev/null | sed -n 's/^Implementation-Version: //p' | tr -d '\r'))"
+    classes="$data/classes"
+    mkdir -p "$classes"
+    javac -d "$classes" -cp "$jar" "$here/JdbcTest.java"
+    SAQL_PORT="$port" timeout 300 java -cp "$classes:$jar" JdbcTest || failed=1
+else
+    echo "== Java: SKIPPED (needs javac and $jar: apt-get install default-jdk-headless libpostgresql-jdbc-java)"
+fi
+
+if ! kill -0 "$server" 2>/dev/null; then
+    echo "saql serve died during the run:"; tail -20 "$log"; failed=1
+fi
+echo "== done in $(( $(date +%s) - started ))s: $([[ $failed == 0 ]] && echo ALL PASSED || echo FAILURES)"
+exit $failed
