@@ -89,6 +89,7 @@ pub async fn refuse(mut socket: TcpStream, max_connections: usize) {
 /// 57P05 FATAL message) once it has been idle that long.
 pub async fn serve<H>(
     socket: TcpStream,
+    tls: Option<super::tls::TlsAcceptor>,
     handlers: H,
     session: Arc<Session>,
     idle_timeout: Option<Duration>,
@@ -97,7 +98,7 @@ where
     H: pgwire::api::PgWireServerHandlers,
 {
     let Some(limit) = idle_timeout else {
-        return pgwire::tokio::process_socket(socket, None, handlers).await;
+        return pgwire::tokio::process_socket(socket, tls, handlers).await;
     };
     // A second handle on the socket, to write the goodbye that pgwire cannot.
     let std_socket = socket.into_std()?;
@@ -113,7 +114,7 @@ where
         }
     };
     tokio::select! {
-        r = pgwire::tokio::process_socket(socket, None, handlers) => r,
+        r = pgwire::tokio::process_socket(socket, tls, handlers) => r,
         _ = idle => {
             let message = format!(
                 "terminating connection due to idle-session timeout ({} s, \

@@ -29,6 +29,7 @@ use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use tokio::sync::Mutex;
 
+use super::auth::{self, Startup, Users};
 use super::cursor::Cursors;
 use super::encode::{copy_lines, data_rows, field_infos, pg_type};
 use super::session::Session;
@@ -95,6 +96,8 @@ pub struct Connection {
     copy: Arc<Mutex<Option<PendingCopy>>>,
     cursors: Arc<Mutex<Cursors>>,
     session: Arc<Session>,
+    users: Option<Arc<Users>>,
+    require_tls: bool,
 }
 
 impl Connection {
@@ -106,7 +109,17 @@ impl Connection {
             copy: Arc::new(Mutex::new(None)),
             cursors: Arc::new(Mutex::new(Cursors::default())),
             session: Session::new(None),
+            users: None,
+            require_tls: false,
         }
+    }
+
+    /// These handlers authenticating clients against `users` (None: everyone is admin),
+    /// refusing clients without TLS when `require_tls`.
+    pub fn with_auth(mut self, users: Option<Arc<Users>>, require_tls: bool) -> Self {
+        self.users = users;
+        self.require_tls = require_tls;
+        self
     }
 
     /// These handlers with the session state the server's limits watch.
@@ -132,6 +145,7 @@ impl Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let fail = |e: Error| pg_error(&e, query);
+        auth::authorize(auth::role_of(self.users.as_deref(), client), &stmt)?;
         let _active = self.session.active();
         match stmt {
             Statement::DeclareCursor { name, target } => {
@@ -653,7 +667,12 @@ impl PgWireServerHandlers for Connection {
     }
 
     fn startup_handler(&self) -> Arc<impl pgwire::api::auth::StartupHandler> {
-        Arc::new(self.clone())
+        Arc::new(Startup::new(
+            self,
+            self.users.clone(),
+            self.manager.clone(),
+            self.require_tls,
+        ))
     }
 
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
