@@ -121,7 +121,13 @@ where
                  --idle-session-timeout)",
                 limit.as_secs_f64()
             );
-            let _ = goodbye.write_all(&fatal("57P05", &message));
+            // Over TLS the goodbye would have to be encrypted, which only pgwire can do:
+            // such a client sees the connection close.
+            if !session.tls() {
+                let _ = goodbye.write_all(&fatal("57P05", &message));
+            } else {
+                tracing::debug!("{message}");
+            }
             let _ = goodbye.shutdown(std::net::Shutdown::Both);
             Ok(())
         }

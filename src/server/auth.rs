@@ -29,6 +29,7 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 
 use super::handler::Connection;
+use super::session::Session;
 use crate::sql::Statement;
 
 /// SCRAM iterations of the verifiers `saql user add` writes (PostgreSQL's default).
@@ -412,27 +413,31 @@ impl AuthSource for UserSource {
 
 /// The startup handler of a connection: trust (no users file) or SCRAM-SHA-256, and, with
 /// `--require-tls`, a refusal of clients that did not ask for TLS.
-pub enum Startup {
+pub struct Startup {
+    method: Method,
+    require_tls: bool,
+    session: Arc<Session>,
+}
+
+enum Method {
     /// No users file: everyone is admin without a password.
-    Trust(Connection, bool),
+    Trust(Connection),
     /// Users from a file, authenticated with SCRAM-SHA-256.
-    Scram(
-        Box<SASLAuthStartupHandler<DefaultServerParameterProvider>>,
-        bool,
-    ),
+    Scram(Box<SASLAuthStartupHandler<DefaultServerParameterProvider>>),
 }
 
 impl Startup {
     /// The startup handler for `users` (None: trust); `require_tls` refuses plaintext
-    /// clients with 28000.
+    /// clients with 28000. Whether the client uses TLS is recorded in `session`.
     pub fn new(
         connection: &Connection,
         users: Option<Arc<Users>>,
         manager: Arc<ConnectionManager>,
         require_tls: bool,
+        session: Arc<Session>,
     ) -> Self {
-        match users {
-            None => Startup::Trust(connection.clone(), require_tls),
+        let method = match users {
+            None => Method::Trust(connection.clone()),
             Some(users) => {
                 let mut scram = ScramAuth::new(Arc::new(UserSource(users)));
                 scram.set_iterations(SCRAM_ITERATIONS);
@@ -441,8 +446,13 @@ impl Startup {
                 ))
                 .with_scram(scram)
                 .with_connection_manager(manager);
-                Startup::Scram(Box::new(handler), require_tls)
+                Method::Scram(Box::new(handler))
             }
+        };
+        Startup {
+            method,
+            require_tls,
+            session,
         }
     }
 }
@@ -459,22 +469,20 @@ impl StartupHandler for Startup {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let require_tls = match self {
-            Startup::Trust(_, r) | Startup::Scram(_, r) => *r,
-        };
-        if require_tls
-            && matches!(message, PgWireFrontendMessage::Startup(_))
-            && !client.is_secure()
-        {
+        let startup = matches!(message, PgWireFrontendMessage::Startup(_));
+        if startup && client.is_secure() {
+            self.session.set_tls();
+        }
+        if self.require_tls && startup && !client.is_secure() {
             return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
                 "FATAL".into(),
                 "28000".into(),
                 "this server requires TLS (--require-tls): connect with sslmode=require".into(),
             ))));
         }
-        let result = match self {
-            Startup::Trust(c, _) => c.on_startup(client, message).await,
-            Startup::Scram(h, _) => h.on_startup(client, message).await,
+        let result = match &self.method {
+            Method::Trust(c) => c.on_startup(client, message).await,
+            Method::Scram(h) => h.on_startup(client, message).await,
         };
         match result {
             // pgwire does not know the user at the end of the SCRAM exchange: name it, as

@@ -672,6 +672,7 @@ impl PgWireServerHandlers for Connection {
             self.users.clone(),
             self.manager.clone(),
             self.require_tls,
+            self.session.clone(),
         ))
     }
 
