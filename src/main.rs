@@ -1,5 +1,5 @@
 //! The `saql` command line: `serve` runs the Postgres-protocol server; `check`, `run` and
-//! `test` work on query files offline, without a server.
+//! `test` work on query files offline, without a server; `user` manages the users file.
 
 mod cli;
 
@@ -19,6 +19,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at startup: the size of the `serve` variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Serve the Postgres wire protocol.
@@ -58,6 +60,13 @@ enum Command {
         queries: PathBuf,
         #[command(flatten)]
         limits: cli::serve::LimitFlags,
+        #[command(flatten)]
+        security: cli::serve::SecurityFlags,
+    },
+    /// Manage the users file of `saql serve --users`.
+    User {
+        #[command(subcommand)]
+        command: cli::user::UserCommand,
     },
     /// Parse and plan every statement of the given files; CREATE STREAM statements in any of
     /// them declare the streams the others use. Exit status 1 on any error.
@@ -111,6 +120,7 @@ fn main() -> ExitCode {
             demo,
             queries,
             limits,
+            security,
         } => match cli::serve::serve(
             listen,
             limits.apply(saql::EngineConfig {
@@ -126,6 +136,7 @@ fn main() -> ExitCode {
                 ..saql::EngineConfig::default()
             }),
             limits.server(),
+            &security,
             demo.then_some(queries),
         ) {
             Ok(()) => ExitCode::SUCCESS,
@@ -142,5 +153,6 @@ fn main() -> ExitCode {
             skip_bad_rows,
         } => cli::run::run(&files, &inputs, output.as_deref(), skip_bad_rows),
         Command::Test { files } => cli::test::run(&files),
+        Command::User { command } => cli::user::run(command),
     }
 }

@@ -10,3 +10,4 @@ pub mod run;
 pub mod serve;
 pub mod source;
 pub mod test;
+pub mod user;

@@ -1,9 +1,12 @@
 //! `saql serve`: the Postgres-protocol server, optionally with the built-in demo.
 
+use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use saql::server::ServerConfig;
+use saql::server::auth::{check_listen, Users};
+use saql::server::{tls, Security, ServerConfig};
 use saql::sources::demo::{Attack, DemoGenerator};
 use saql::time::EventTime;
 use saql::{Engine, EngineConfig};
@@ -61,7 +64,64 @@ impl LimitFlags {
             max_connections: self.max_connections.max(1),
             idle_session_timeout: secs(self.idle_session_timeout),
             statement_timeout: secs(self.statement_timeout),
+            security: Security::default(),
         }
+    }
+}
+
+/// Who may connect: users and roles, TLS.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SecurityFlags {
+    /// Users file (`saql user add` writes it): clients authenticate with SCRAM-SHA-256 and
+    /// get their user's role. Without it every client is admin with no password, and only
+    /// loopback addresses may be listened on.
+    #[arg(long, env = "SAQL_USERS", value_name = "FILE")]
+    users: Option<PathBuf>,
+    /// TLS certificate chain (PEM); with --tls-key, clients may connect with TLS.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Refuse clients that do not use TLS (28000); needs --tls-cert and --tls-key.
+    #[arg(long, requires = "tls_cert")]
+    require_tls: bool,
+}
+
+impl SecurityFlags {
+    /// Loads the users file and the TLS certificate, and checks that `listen` may be served
+    /// by them (a non-loopback address needs --users).
+    pub fn load(&self, listen: &str) -> Result<Security, String> {
+        let users = match &self.users {
+            Some(path) => Some(Arc::new(Users::load(path)?)),
+            None => None,
+        };
+        let addrs = listen
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve --listen {listen}: {e}"))?;
+        for addr in addrs {
+            check_listen(&addr, users.as_deref())?;
+        }
+        if let Some(users) = &users {
+            if users.is_empty() {
+                tracing::warn!("the users file has no users: nobody can connect");
+            }
+        }
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+            _ => None,
+        };
+        if users.is_some() && tls.is_none() {
+            tracing::warn!(
+                "serving without TLS: passwords are not sent (SCRAM), but queries and results \
+                 are readable on the network; add --tls-cert and --tls-key"
+            );
+        }
+        Ok(Security {
+            users,
+            tls,
+            require_tls: self.require_tls,
+        })
     }
 }
 
@@ -69,9 +129,12 @@ impl LimitFlags {
 pub fn serve(
     listen: String,
     config: EngineConfig,
-    server: ServerConfig,
+    mut server: ServerConfig,
+    security: &SecurityFlags,
     demo_queries: Option<PathBuf>,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    // Before anything is opened or bound: a refusal leaves no trace.
+    server.security = security.load(&listen)?;
     // Statements are parsed, planned and run on these threads; deep (but allowed)
     // expressions recurse in sqlparser, DataFusion and our planner, so their stacks are
     // larger than the 2 MiB default (memory is only committed as it is touched).
@@ -86,8 +149,22 @@ pub fn serve(
             start_demo(&engine, dir).await?;
         }
         let listener = tokio::net::TcpListener::bind(&listen).await?;
+        let security = &server.security;
+        let (user, auth) = match &security.users {
+            Some(users) => ("USER", format!("{} users, SCRAM-SHA-256", users.len())),
+            None => (
+                "saql",
+                "no authentication: every client is admin".to_string(),
+            ),
+        };
+        let tls = match (&security.tls, security.require_tls) {
+            (None, _) => "no TLS",
+            (Some(_), false) => "TLS offered",
+            (Some(_), true) => "TLS required",
+        };
         tracing::info!(
-            "saql listening on {} (data in {}); connect with: psql -h {} -p {} -U saql saql",
+            "saql listening on {} (data in {}; {auth}; {tls}); connect with: psql -h {} -p {} \
+             -U {user} saql",
             listener.local_addr()?,
             data_dir.display(),
             listener.local_addr()?.ip(),

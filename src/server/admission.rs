@@ -89,6 +89,7 @@ pub async fn refuse(mut socket: TcpStream, max_connections: usize) {
 /// 57P05 FATAL message) once it has been idle that long.
 pub async fn serve<H>(
     socket: TcpStream,
+    tls: Option<super::tls::TlsAcceptor>,
     handlers: H,
     session: Arc<Session>,
     idle_timeout: Option<Duration>,
@@ -97,7 +98,7 @@ where
     H: pgwire::api::PgWireServerHandlers,
 {
     let Some(limit) = idle_timeout else {
-        return pgwire::tokio::process_socket(socket, None, handlers).await;
+        return pgwire::tokio::process_socket(socket, tls, handlers).await;
     };
     // A second handle on the socket, to write the goodbye that pgwire cannot.
     let std_socket = socket.into_std()?;
@@ -113,14 +114,20 @@ where
         }
     };
     tokio::select! {
-        r = pgwire::tokio::process_socket(socket, None, handlers) => r,
+        r = pgwire::tokio::process_socket(socket, tls, handlers) => r,
         _ = idle => {
             let message = format!(
                 "terminating connection due to idle-session timeout ({} s, \
                  --idle-session-timeout)",
                 limit.as_secs_f64()
             );
-            let _ = goodbye.write_all(&fatal("57P05", &message));
+            // Over TLS the goodbye would have to be encrypted, which only pgwire can do:
+            // such a client sees the connection close.
+            if !session.tls() {
+                let _ = goodbye.write_all(&fatal("57P05", &message));
+            } else {
+                tracing::debug!("{message}");
+            }
             let _ = goodbye.shutdown(std::net::Shutdown::Both);
             Ok(())
         }

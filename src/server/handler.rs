@@ -29,6 +29,7 @@ use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use tokio::sync::Mutex;
 
+use super::auth::{self, Startup, Users};
 use super::cursor::Cursors;
 use super::encode::{copy_lines, data_rows, field_infos};
 use super::portal::LivePortals;
@@ -100,6 +101,8 @@ pub struct Connection {
     pub(super) live: Arc<Mutex<LivePortals>>,
     pub(super) prepared: Arc<Mutex<PreparedStatements>>,
     pub(super) session: Arc<Session>,
+    pub(super) users: Option<Arc<Users>>,
+    pub(super) require_tls: bool,
 }
 
 /// The session a client's statements run for: its user, database and process id.
@@ -130,7 +133,17 @@ impl Connection {
             live: Arc::new(Mutex::new(LivePortals::default())),
             prepared: Arc::new(Mutex::new(PreparedStatements::default())),
             session: Session::new(None),
+            users: None,
+            require_tls: false,
         }
+    }
+
+    /// These handlers authenticating clients against `users` (None: everyone is admin),
+    /// refusing clients without TLS when `require_tls`.
+    pub fn with_auth(mut self, users: Option<Arc<Users>>, require_tls: bool) -> Self {
+        self.users = users;
+        self.require_tls = require_tls;
+        self
     }
 
     /// These handlers with the session state the server's limits watch.
@@ -161,6 +174,7 @@ impl Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let fail = |e: Error| pg_error(&e, query);
+        auth::authorize(auth::role_of(self.users.as_deref(), client), &stmt)?;
         let session = session_info(client);
         let _active = self.session.active();
         match stmt {
@@ -581,7 +595,13 @@ impl PgWireServerHandlers for Connection {
     }
 
     fn startup_handler(&self) -> Arc<impl pgwire::api::auth::StartupHandler> {
-        Arc::new(self.clone())
+        Arc::new(Startup::new(
+            self,
+            self.users.clone(),
+            self.manager.clone(),
+            self.require_tls,
+            self.session.clone(),
+        ))
     }
 
     fn copy_handler(&self) -> Arc<impl CopyHandler> {

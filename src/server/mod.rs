@@ -3,6 +3,7 @@
 //! freed. Tests bind `127.0.0.1:0` and call [`run`] just as `saql serve` does.
 
 pub mod admission;
+pub mod auth;
 pub mod cursor;
 pub mod encode;
 pub mod extended;
@@ -11,6 +12,7 @@ pub mod portal;
 pub mod prepared;
 pub mod session;
 mod startup;
+pub mod tls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -46,6 +48,29 @@ pub struct ServerConfig {
     pub idle_session_timeout: Option<Duration>,
     /// Default `statement_timeout` of each session (57014 past it); None: none.
     pub statement_timeout: Option<Duration>,
+    /// Who may connect, and over what.
+    pub security: Security,
+}
+
+/// Authentication and TLS of the server.
+#[derive(Clone, Default)]
+pub struct Security {
+    /// Users and roles; None: every client is admin, no password (loopback only).
+    pub users: Option<Arc<auth::Users>>,
+    /// TLS offered to clients that ask for it.
+    pub tls: Option<tls::TlsAcceptor>,
+    /// Refuse clients that do not use TLS (28000).
+    pub require_tls: bool,
+}
+
+impl std::fmt::Debug for Security {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Security")
+            .field("users", &self.users.as_ref().map(|u| u.len()))
+            .field("tls", &self.tls.is_some())
+            .field("require_tls", &self.require_tls)
+            .finish()
+    }
 }
 
 impl Default for ServerConfig {
@@ -54,6 +79,7 @@ impl Default for ServerConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_session_timeout: None,
             statement_timeout: Some(DEFAULT_STATEMENT_TIMEOUT),
+            security: Security::default(),
         }
     }
 }
@@ -118,11 +144,13 @@ pub async fn run_with(
             let session = session::Session::new(config.statement_timeout);
             let handlers = Arc::new(
                 handler::Connection::new(engine.clone(), manager.clone())
-                    .with_session(session.clone()),
+                    .with_session(session.clone())
+                    .with_auth(config.security.users.clone(), config.security.require_tls),
             );
             let idle = config.idle_session_timeout;
+            let tls = config.security.tls.clone();
             connections.spawn(async move {
-                if let Err(e) = admission::serve(socket, handlers, session, idle).await {
+                if let Err(e) = admission::serve(socket, tls, handlers, session, idle).await {
                     tracing::debug!("connection from {peer} ended: {e}");
                 }
                 drop(permit);

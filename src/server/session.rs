@@ -2,7 +2,7 @@
 //! `SET statement_timeout`, defaulting to `--statement-timeout`) and whether it is idle, and
 //! since when, for `--idle-session-timeout`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ pub struct Session {
     statement_timeout: Mutex<Option<Duration>>,
     busy: AtomicUsize,
     last_active: Mutex<Instant>,
+    tls: AtomicBool,
 }
 
 /// Marks its session busy while it lives.
@@ -41,7 +42,18 @@ impl Session {
             statement_timeout: Mutex::new(statement_timeout),
             busy: AtomicUsize::new(0),
             last_active: Mutex::new(Instant::now()),
+            tls: AtomicBool::new(false),
         })
+    }
+
+    /// Records that the client talks TLS: the server must not write plaintext to it.
+    pub fn set_tls(&self) {
+        self.tls.store(true, Ordering::Release);
+    }
+
+    /// Whether the client talks TLS.
+    pub fn tls(&self) -> bool {
+        self.tls.load(Ordering::Acquire)
     }
 
     /// Marks the session busy (running a statement, receiving COPY data) until the guard

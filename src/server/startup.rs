@@ -25,7 +25,8 @@ use crate::runtime::pg_functions::server_version;
 static PIDS: LazyLock<RandomPidSecretKeyGenerator> =
     LazyLock::new(RandomPidSecretKeyGenerator::default);
 
-fn parameters() -> DefaultServerParameterProvider {
+/// What the server reports at start-up, with or without passwords.
+pub(super) fn parameters() -> DefaultServerParameterProvider {
     let mut p = DefaultServerParameterProvider::default();
     p.server_version = server_version();
     p.date_style = "ISO, MDY".into();
