@@ -3,12 +3,15 @@
 //! a clear error with the right SQLSTATE, and the server must still answer `SELECT 1`.
 //! Limits are set low by flags where the defaults would take long to reach.
 
+mod pg_errors;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use futures::SinkExt;
+use pg_errors::{code, message};
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 
 /// A `saql serve` child process with its own data directory.
@@ -123,18 +126,6 @@ fn data_rows(messages: &[SimpleQueryMessage]) -> Vec<Vec<String>> {
             _ => None,
         })
         .collect()
-}
-
-fn code(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .map(|d| d.code().code().to_string())
-        .unwrap_or_else(|| format!("not a db error: {e}"))
-}
-
-fn message(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .map(|d| d.message().to_string())
-        .unwrap_or_default()
 }
 
 /// Runs `sql`, which must fail with `sqlstate`; returns the message.

@@ -4,6 +4,8 @@
 //! made in the test, `--require-tls`, and the refusal to serve a non-loopback address
 //! without a users file.
 
+mod pg_errors;
+
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::SinkExt;
+use pg_errors::{code, message};
 use pgwire::tokio::tokio_rustls::rustls;
 use tokio_postgres::{Client, NoTls};
 
@@ -137,18 +140,6 @@ fn users_file(dir: &Path) -> PathBuf {
     user_add(&path, "wendy", "writer", "wendy-pw");
     user_add(&path, "rita", "reader", "rita-pw");
     path
-}
-
-fn code(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .map(|d| d.code().code().to_string())
-        .unwrap_or_else(|| format!("not a db error: {e}"))
-}
-
-fn message(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .map(|d| d.message().to_string())
-        .unwrap_or_default()
 }
 
 /// `sql` fails with 42501 naming `role` and `kind`, over the simple and the extended

@@ -2,11 +2,14 @@
 //! End-to-end tests against the real server on 127.0.0.1 with real clients: tokio-postgres
 //! (simple and extended protocol, COPY, cancel) and psql where it is installed.
 
+mod pg_errors;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
 use futures::StreamExt;
+use pg_errors::{code, message};
 use saql::{Engine, EngineConfig};
 use tokio::sync::oneshot;
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
@@ -67,18 +70,6 @@ impl Server {
         }
         let _ = self.task.await;
     }
-}
-
-fn code(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .map(|d| d.code().code().to_string())
-        .unwrap_or_else(|| format!("not a db error: {e}"))
-}
-
-fn message(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .map(|d| d.message().to_string())
-        .unwrap_or_default()
 }
 
 const EVENTS: &str = "CREATE STREAM events (ts TIMESTAMP NOT NULL, host TEXT, amount BIGINT, \
