@@ -179,7 +179,48 @@ pub fn serve(
     })
 }
 
-/// Declares the demo streams, registers the queries found in `dir`, and feeds the streams
+/// The demo queries built into the binary (`queries/` as it was built), registered by
+/// `serve --demo` when its query directory is not there, so it works wherever it is started.
+const BUILT_IN_QUERIES: &[(&str, &str)] = &[
+    (
+        "00_streams.sql",
+        include_str!("../../queries/00_streams.sql"),
+    ),
+    ("apt_chain.sql", include_str!("../../queries/apt_chain.sql")),
+    (
+        "big_senders.sql",
+        include_str!("../../queries/big_senders.sql"),
+    ),
+    (
+        "cmd_starts_osql.sql",
+        include_str!("../../queries/cmd_starts_osql.sql"),
+    ),
+    ("cpu_hot.sql", include_str!("../../queries/cpu_hot.sql")),
+    ("cpu_spike.sql", include_str!("../../queries/cpu_spike.sql")),
+    (
+        "exfil_outlier.sql",
+        include_str!("../../queries/exfil_outlier.sql"),
+    ),
+    (
+        "failed_logins.sql",
+        include_str!("../../queries/failed_logins.sql"),
+    ),
+    (
+        "send_surge.sql",
+        include_str!("../../queries/send_surge.sql"),
+    ),
+    (
+        "web_children.sql",
+        include_str!("../../queries/web_children.sql"),
+    ),
+    (
+        "web_shell_tree.sql",
+        include_str!("../../queries/web_shell_tree.sql"),
+    ),
+];
+
+/// Declares the demo streams, registers the queries found in `dir` (or the built-in ones when
+/// there is no such directory), and feeds the streams
 /// with generated host activity in real time, injecting an attack every 20 seconds.
 async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     for ddl in DemoGenerator::streams_ddl().split(';') {
@@ -189,13 +230,29 @@ async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::erro
         let ddl = ddl.replacen("CREATE STREAM", "CREATE STREAM IF NOT EXISTS", 1);
         engine.execute(&ddl).await?;
     }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    files.retain(|p| p.extension().is_some_and(|e| e == "sql"));
-    files.sort();
-    for file in files {
-        let text = std::fs::read_to_string(&file)?;
+    let files = match std::fs::read_dir(dir) {
+        Ok(rd) => {
+            let mut paths: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            paths.retain(|p| p.extension().is_some_and(|e| e == "sql"));
+            paths.sort();
+            let mut files = Vec::new();
+            for path in paths {
+                files.push((path.display().to_string(), std::fs::read_to_string(&path)?));
+            }
+            files
+        }
+        Err(_) => {
+            tracing::info!(
+                "no query directory {}: registering the demo queries built into saql",
+                dir.display()
+            );
+            BUILT_IN_QUERIES
+                .iter()
+                .map(|(name, text)| (format!("built-in queries/{name}"), text.to_string()))
+                .collect()
+        }
+    };
+    for (file, text) in files {
         let text = text
             .replace(
                 "CREATE CONTINUOUS QUERY ",
@@ -203,8 +260,8 @@ async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::erro
             )
             .replace("CREATE STREAM ", "CREATE STREAM IF NOT EXISTS ");
         match engine.execute(&text).await {
-            Ok(_) => tracing::info!("registered {}", file.display()),
-            Err(e) => tracing::warn!("skipping {}: {e}", file.display()),
+            Ok(_) => tracing::info!("registered {file}"),
+            Err(e) => tracing::warn!("skipping {file}: {e}"),
         }
     }
     let engine = engine.clone();
@@ -252,4 +309,30 @@ async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::erro
         }
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BUILT_IN_QUERIES;
+
+    /// The built-in demo queries are `queries/*.sql`, every file, as they are now.
+    #[test]
+    fn built_in_queries_are_the_query_directory() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("queries");
+        let mut on_disk: Vec<(String, String)> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "sql"))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().to_string();
+                (name, std::fs::read_to_string(&p).unwrap())
+            })
+            .collect();
+        on_disk.sort();
+        let built_in: Vec<(String, String)> = BUILT_IN_QUERIES
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.to_string()))
+            .collect();
+        assert_eq!(built_in, on_disk, "add new query files to BUILT_IN_QUERIES");
+    }
 }
