@@ -31,10 +31,10 @@ enum Command {
         /// Where the catalog, the ingest log and the checkpoints are kept.
         #[arg(long, env = "SAQL_DATA_DIR", default_value = "saql-data")]
         data_dir: PathBuf,
-        /// When accepted rows reach the disk: `always` (fsync before acknowledging, shared by
-        /// concurrent writers), `interval` (the same, fsyncs gathered every 2 ms: group
-        /// commit), `off` (the OS decides: survives a killed process, not a power cut).
-        #[arg(long, env = "SAQL_FSYNC", default_value = "interval")]
+        /// When accepted rows reach the disk: `always` (fsync before acknowledging; writers
+        /// waiting together share one fsync: group commit), `interval` (the same, an fsync at
+        /// most every 2 ms), `off` (the OS decides: survives a killed process, not a power cut).
+        #[arg(long, env = "SAQL_FSYNC", default_value = "always")]
         fsync: saql::runtime::wal::FsyncPolicy,
         /// Seconds between checkpoints; 0 takes them only on CHECKPOINT.
         #[arg(long, default_value_t = 60)]

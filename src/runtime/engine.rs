@@ -22,7 +22,7 @@ use super::output::{
 use super::pg_functions::SessionInfo;
 use super::recovery::Durability;
 use super::show;
-use super::wal::{FsyncPolicy, Record, DEFAULT_GROUP_COMMIT};
+use super::wal::{FsyncPolicy, Record};
 use crate::error::{Error, Result};
 use crate::plan::catalog::{normalize, normalize_object};
 use crate::plan::{plan_continuous, Catalog};
@@ -71,7 +71,7 @@ impl Default for EngineConfig {
             data_dir: None,
             retain_rows: 10_000,
             workers: 1,
-            fsync: FsyncPolicy::Interval(DEFAULT_GROUP_COMMIT),
+            fsync: FsyncPolicy::Always,
             checkpoint_interval: Some(Duration::from_secs(60)),
             keep_checkpoints: 2,
             salvage_log: false,
