@@ -588,11 +588,68 @@ async fn psql_backslash_d_lists_streams_and_queries() {
         ],
         "{stdout}"
     );
-    // Describing one relation needs more of the catalog: a clear error, not a crash.
-    let out = run_psql(port, &["-c", "\\d events"]).await;
+    server.stop().await;
+}
+
+/// psql describes one stream (`\d NAME`: its columns with PostgreSQL's type names and
+/// NOT NULL) and one query (`\d+ NAME`: a materialized view with its definition), and the
+/// other listings answer: `\l`, `\dn`, `\dt+`, `\du`, `\df`, `\dT`, an unknown name.
+#[tokio::test]
+async fn psql_describes_a_stream_and_a_query() {
+    if psql_missing() {
+        return;
+    }
+    let (server, _client) = server_with_query_big().await;
+    let port = server.addr.port();
+    let psql = |args: &'static [&'static str]| async move {
+        let out = run_psql(port, args).await;
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "psql {args:?} failed: {stderr}");
+        assert!(stderr.is_empty(), "psql {args:?}: {stderr}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let stream = psql(&["-c", "\\d events"]).await;
+    let lines: Vec<&str> = stream.lines().map(str::trim_end).collect();
+    assert_eq!(lines[0].trim(), "Table \"public.events\"", "{stream}");
+    assert!(
+        lines.contains(&" ts     | timestamp without time zone |           | not null |"),
+        "{stream}"
+    );
+    assert!(
+        lines.contains(&" amount | bigint                      |           |          |"),
+        "{stream}"
+    );
+    let query = psql(&["-c", "\\d+ big"]).await;
+    assert!(
+        query.contains("Materialized view \"public.big\""),
+        "{query}"
+    );
+    assert!(query.contains("View definition:"), "{query}");
+    assert!(query.contains("FROM events WHERE amount > 10"), "{query}");
+    let listings = psql(&[
+        "-A", "-t", "-c", "\\l", "-c", "\\dn", "-c", "\\dt+", "-c", "\\du", "-c", "\\df", "-c",
+        "\\dT",
+    ])
+    .await;
+    let lines: Vec<&str> = listings.lines().collect();
+    assert!(lines[0].starts_with("saql|saql|UTF8|"), "{listings}");
+    assert!(lines.contains(&"public|saql"), "{listings}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("public|events|table|saql|")),
+        "{listings}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("saql|Superuser")),
+        "{listings}"
+    );
+    let out = run_psql(port, &["-c", "\\d no_such"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("SHOW STREAMS and SHOW QUERIES"), "{stderr}");
+    assert!(
+        stderr.contains("Did not find any relation named \"no_such\""),
+        "{stderr}"
+    );
     server.stop().await;
 }
 

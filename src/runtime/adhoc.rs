@@ -14,8 +14,9 @@ use futures::StreamExt;
 
 use super::engine::{Shared, StatementResult};
 use super::output::QueryOutput;
-use super::pg_catalog::{self, Relation};
+use super::pg_catalog::{self, RelKind, Relation};
 use super::pg_functions::{self, SessionInfo};
+use super::pg_rewrite;
 use crate::error::{Error, Result};
 
 /// A DataFusion session whose tables are the streams' recent rows and the queries' retained
@@ -23,12 +24,19 @@ use crate::error::{Error, Result};
 pub(super) fn context(shared: &Shared, session: &SessionInfo) -> Result<SessionContext> {
     let mut config = SessionConfig::new()
         .with_target_partitions(1)
-        .with_information_schema(true);
+        .with_default_catalog_and_schema(pg_catalog::DATABASE, "public");
     // Sessions are in UTC, so `now()` is a timestamptz, as in PostgreSQL.
     config.options_mut().execution.time_zone = Some("+00:00".into());
     let ctx = SessionContext::new_with_config(config);
+    let mut relations = Vec::new();
     for (name, hub) in &shared.hubs {
         let hub = hub.lock();
+        relations.push((
+            name.clone(),
+            RelKind::Stream,
+            hub.stream.def.schema.clone(),
+            None,
+        ));
         let table = MemTable::try_new(
             hub.stream.def.schema.clone(),
             vec![hub.stream.recent.batches()],
@@ -38,11 +46,24 @@ pub(super) fn context(shared: &Shared, session: &SessionInfo) -> Result<SessionC
             let output = QueryOutput::lock(&rt.output);
             let table = MemTable::try_new(rt.plan.schema.clone(), vec![output.retained()])?;
             ctx.register_table(q.as_str(), Arc::new(table))?;
+            let definition = rt.def.to_string();
+            relations.push((
+                q.clone(),
+                RelKind::Query,
+                rt.plan.schema.clone(),
+                Some(definition),
+            ));
         }
     }
-    let streams = shared.hubs.keys().map(|n| Relation::Stream(n));
-    let queries = shared.query_streams.keys().map(|n| Relation::Query(n));
-    pg_catalog::register(&ctx, streams.chain(queries))?;
+    let relations = relations
+        .iter()
+        .map(|(name, kind, schema, definition)| Relation {
+            name,
+            kind: *kind,
+            schema,
+            definition: definition.clone(),
+        });
+    pg_catalog::register(&ctx, relations)?;
     pg_functions::register(&ctx, session);
     Ok(ctx)
 }
@@ -60,19 +81,17 @@ pub(super) async fn select(
     if !params.is_empty() {
         bind_placeholders(&mut stmt, params);
     }
-    pg_catalog::unqualify_functions(&mut stmt);
-    pg_catalog::qualify_catalog_tables(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
-    let catalog_query = pg_catalog::reads_catalog(&stmt);
+    pg_rewrite::rewrite(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
+    let catalog_query = pg_rewrite::reads_catalog(&stmt);
     let names = pg_column_names(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
     let plan = match ctx.state().statement_to_plan(df_stmt).await {
         Ok(plan) => plan,
-        Err(_) if catalog_query => {
-            return Err(Error::NotSupported(
-                "saql's pg_catalog answers psql's \\d, \\dt and \\dm only; \
+        Err(e) if catalog_query => {
+            return Err(Error::NotSupported(format!(
+                "saql's pg_catalog cannot answer this catalog query ({e}); \
                  SHOW STREAMS and SHOW QUERIES describe streams and queries"
-                    .into(),
-            ))
+            )))
         }
         Err(e) => return Err(e.into()),
     };
@@ -103,8 +122,7 @@ pub(super) async fn select(
 /// The result schema of a `SELECT`, without running it.
 pub(super) async fn select_schema(ctx: SessionContext, stmt: &sq::Statement) -> Result<SchemaRef> {
     let mut stmt = stmt.clone();
-    pg_catalog::unqualify_functions(&mut stmt);
-    pg_catalog::qualify_catalog_tables(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
+    pg_rewrite::rewrite(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
     let names = pg_column_names(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
     let plan = ctx.state().statement_to_plan(df_stmt).await?;
@@ -134,7 +152,7 @@ fn pg_column_names(stmt: &sq::Statement) -> Vec<Option<String>> {
     names
 }
 
-fn pg_expr_name(e: &Expr) -> Option<String> {
+pub(super) fn pg_expr_name(e: &Expr) -> Option<String> {
     Some(match e {
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) => return None,
         Expr::Nested(inner) => return pg_expr_name(inner),

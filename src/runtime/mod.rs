@@ -11,6 +11,7 @@ mod hub;
 mod output;
 mod pg_catalog;
 pub mod pg_functions;
+mod pg_rewrite;
 mod predicates;
 mod recovery;
 mod retained;

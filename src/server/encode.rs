@@ -106,8 +106,13 @@ fn wire_columns(batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
             if target == DataType::Utf8 {
                 let options = FormatOptions::default().with_null("");
                 let f = ArrayFormatter::try_new(c.as_ref(), &options)?;
+                // Logical nulls: a NULL-typed column (`SELECT NULL`) has no null buffer.
+                let nulls = c.logical_nulls();
                 let values: Vec<Option<String>> = (0..c.len())
-                    .map(|i| c.is_valid(i).then(|| f.value(i).to_string()))
+                    .map(|i| {
+                        let valid = nulls.as_ref().is_none_or(|n| n.is_valid(i));
+                        valid.then(|| f.value(i).to_string())
+                    })
                     .collect();
                 return Ok(
                     Arc::new(datafusion::arrow::array::StringArray::from(values)) as ArrayRef,

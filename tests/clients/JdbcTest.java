@@ -126,6 +126,40 @@ public class JdbcTest {
             conn.rollback();
         });
 
+        check("pgJDBC: DatabaseMetaData getTables / getColumns / getPrimaryKeys", conn -> {
+            DatabaseMetaData md = conn.getMetaData();
+            List<String> tables = new ArrayList<>();
+            try (ResultSet rs = md.getTables(null, "public", "jdbc_%", new String[] {"TABLE"})) {
+                while (rs.next()) tables.add(rs.getString("TABLE_NAME"));
+            }
+            expect(tables.contains("jdbc_events"), "getTables: " + tables);
+            List<String> views = new ArrayList<>();
+            try (ResultSet rs = md.getTables(null, "public", "jdbc_%",
+                    new String[] {"MATERIALIZED VIEW"})) {
+                while (rs.next()) views.add(rs.getString("TABLE_NAME"));
+            }
+            expect(!views.isEmpty() && !views.contains("jdbc_events"), "views: " + views);
+            List<String> columns = new ArrayList<>();
+            try (ResultSet rs = md.getColumns(null, "public", "jdbc_events", "%")) {
+                while (rs.next()) {
+                    columns.add(rs.getString("COLUMN_NAME") + ":" + rs.getString("TYPE_NAME") + ":"
+                            + rs.getInt("DATA_TYPE") + ":" + rs.getString("IS_NULLABLE"));
+                }
+            }
+            expect(columns.equals(List.of(
+                    "ts:timestamp:" + Types.TIMESTAMP + ":NO",
+                    "host:text:" + Types.VARCHAR + ":YES",
+                    "amount:int8:" + Types.BIGINT + ":YES")), "getColumns: " + columns);
+            try (ResultSet rs = md.getPrimaryKeys(null, "public", "jdbc_events")) {
+                expect(!rs.next(), "a stream has no primary key");
+            }
+            try (ResultSet rs = md.getSchemas()) {
+                List<String> schemas = new ArrayList<>();
+                while (rs.next()) schemas.add(rs.getString("TABLE_SCHEM"));
+                expect(schemas.contains("public"), "getSchemas: " + schemas);
+            }
+        });
+
         check("pgJDBC: SQLSTATE on errors, the connection goes on", conn -> {
             try (Statement st = conn.createStatement()) {
                 try {

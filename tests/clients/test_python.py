@@ -384,6 +384,32 @@ def sqlalchemy_checks():
             expect(ts == T0, ts)
         engine.dispose()
 
+    @check("SQLAlchemy 2: inspect() streams and queries, reflect a Table, pandas.read_sql_table")
+    def _():
+        for driver in ["psycopg", "psycopg2"]:
+            engine = sa.create_engine(f"postgresql+{driver}://saql@127.0.0.1:{PORT}/saql")
+            insp = sa.inspect(engine)
+            tables = insp.get_table_names()
+            expect("pg3_events" in tables and "pg3_big" not in tables, tables)
+            views = insp.get_materialized_view_names()
+            expect("pg3_big" in views, views)
+            columns = [(c["name"], str(c["type"]), c["nullable"])
+                       for c in insp.get_columns("pg3_events")]
+            expect(columns == [("ts", "TIMESTAMP", False), ("host", "TEXT", True),
+                               ("amount", "BIGINT", True)], columns)
+            expect(insp.has_table("pg3_events") and not insp.has_table("no_such"), "has_table")
+            expect(insp.get_pk_constraint("pg3_events")["constrained_columns"] == [], "pk")
+            expect(insp.get_indexes("pg3_events") == [], "indexes")
+            expect("public" in insp.get_schema_names(), insp.get_schema_names())
+            expect("pg3_events" in insp.get_view_definition("pg3_big"), "view definition")
+            table = sa.Table("pg3_events", sa.MetaData(), autoload_with=engine)
+            expect([c.name for c in table.columns] == ["ts", "host", "amount"], table.columns)
+            with engine.connect() as conn:
+                n = conn.execute(sa.select(sa.func.count()).select_from(table)).scalar()
+            df = pd.read_sql_table("pg3_events", engine)
+            expect(len(df) == n and n >= 17, (len(df), n))
+            engine.dispose()
+
 
 sqlalchemy_checks()
 

@@ -1,0 +1,510 @@
+//! PostgreSQL's syntax in the catalog queries of psql and drivers, rewritten into what
+//! DataFusion plans with the same meaning: `pg_catalog.f(...)` calls, `OPERATOR(pg_catalog.~)`,
+//! `COLLATE pg_catalog.default`, `= ANY (ARRAY[...])`, casts to the oid alias types and to `pg_catalog.text`, catalog
+//! tables named without their schema, and scalar subqueries over catalog tables that are always
+//! empty (their value is NULL, and DataFusion cannot decorrelate some of them).
+//! In a query that reads the catalog, `ARRAY(SELECT ...)` is read as the empty array all of
+//! saql's catalog arrays are.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions, visit_expressions_mut, visit_relations, visit_relations_mut, AccessExpr,
+    BinaryOperator, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr,
+    Ident, ObjectName, ObjectNamePart, SelectItem, SetExpr, SetOperator, Statement, Subscript,
+    TableFactor, TableWithJoins, Value,
+};
+
+use super::adhoc::pg_expr_name;
+use super::pg_catalog::{is_catalog_table, is_empty_table, SCHEMA};
+
+/// Rewrites `stmt` in place; `taken` says whether a stream or query has a name, which then
+/// wins over a catalog table's.
+pub fn rewrite(stmt: &mut Statement, taken: impl Fn(&str) -> bool) {
+    qualify_catalog_tables(stmt, taken);
+    let catalog = reads_catalog(stmt);
+    if catalog {
+        if let Statement::Query(q) = stmt {
+            empty_query(q);
+        }
+    }
+    let _ = visit_expressions_mut(stmt, |e| {
+        rewrite_expr(e, catalog);
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+fn rewrite_expr(e: &mut Expr, catalog: bool) {
+    match e {
+        Expr::Function(f) => {
+            if let [ObjectNamePart::Identifier(schema), _] = f.name.0.as_slice() {
+                if schema.value.eq_ignore_ascii_case(SCHEMA) {
+                    f.name.0.remove(0);
+                }
+            }
+            // `ARRAY(SELECT ...)`, which DataFusion lacks, builds the catalog's arrays (options,
+            // the roles of a policy), and saql's are all empty.
+            if catalog
+                && matches!(f.args, FunctionArguments::Subquery(_))
+                && f.name.to_string().eq_ignore_ascii_case("array")
+            {
+                *e = Expr::value(Value::Null);
+            }
+        }
+        Expr::BinaryOp { op, .. } => {
+            if let BinaryOperator::PGCustomBinaryOperator(path) = op {
+                if let Some(plain) = path.last().and_then(|o| pg_operator(o)) {
+                    *op = plain;
+                }
+            }
+        }
+        // `x = ANY (ARRAY[a, b])` is `x IN (a, b)`; `x <> ALL (ARRAY[...])` is `NOT IN`.
+        Expr::AnyOp {
+            left,
+            compare_op: BinaryOperator::Eq,
+            right,
+            ..
+        }
+        | Expr::AllOp {
+            left,
+            compare_op: BinaryOperator::NotEq,
+            right,
+        } if matches!(right.as_ref(), Expr::Array(_)) => {
+            let negated = matches!(e, Expr::AllOp { .. });
+            let (Expr::AnyOp { left, right, .. } | Expr::AllOp { left, right, .. }) =
+                std::mem::replace(e, Expr::value(Value::Null))
+            else {
+                unreachable!("matched above")
+            };
+            let Expr::Array(array) = *right else {
+                unreachable!("matched above")
+            };
+            *e = Expr::InList {
+                expr: left,
+                list: array.elem,
+                negated,
+            };
+        }
+        // DataFusion's LIKE escapes with `\` only: a pattern of literals with another escape
+        // character is rewritten to escape with `\`.
+        Expr::Like {
+            pattern,
+            escape_char,
+            ..
+        }
+        | Expr::ILike {
+            pattern,
+            escape_char,
+            ..
+        } => {
+            let escape = escape_char.as_ref().and_then(|v| match &v.value {
+                Value::SingleQuotedString(c) if c.chars().count() == 1 => c.chars().next(),
+                _ => None,
+            });
+            if let (Some(escape), Some(text)) = (escape, literal_text(pattern)) {
+                if escape != '\\' {
+                    **pattern =
+                        Expr::value(Value::SingleQuotedString(backslash_escaped(&text, escape)));
+                    *escape_char = None;
+                }
+            }
+        }
+        // `(current_schemas(true))[i]`: saql's search path is `pg_catalog, public`.
+        Expr::CompoundFieldAccess { root, access_chain } => {
+            let mut root = root.as_ref();
+            while let Expr::Nested(inner) = root {
+                root = inner;
+            }
+            let schemas = matches!(root, Expr::Function(f)
+                if f.name.to_string().eq_ignore_ascii_case("current_schemas")
+                    || f.name.to_string().eq_ignore_ascii_case("pg_catalog.current_schemas"));
+            if let (true, [AccessExpr::Subscript(Subscript::Index { index })]) =
+                (schemas, access_chain.as_slice())
+            {
+                let schema = match literal_int(index) {
+                    Some(1) => Value::SingleQuotedString(SCHEMA.into()),
+                    Some(2) => Value::SingleQuotedString("public".into()),
+                    _ => Value::Null,
+                };
+                *e = Expr::value(schema);
+            }
+        }
+        Expr::Collate { expr, .. } => {
+            *e = std::mem::replace(expr.as_mut(), Expr::value(Value::Null));
+        }
+        Expr::Cast {
+            expr, data_type, ..
+        } => {
+            let name = data_type.to_string().to_lowercase();
+            let name = name.strip_prefix("pg_catalog.").unwrap_or(&name);
+            match name {
+                // `'name'::regclass` is the relation's oid; saql's oids are plain numbers.
+                "regclass" if is_string(expr) => {
+                    *e = call(
+                        "to_regclass",
+                        std::mem::replace(expr, Expr::value(Value::Null)),
+                    )
+                }
+                "regtype" if is_string(expr) => {
+                    *e = call(
+                        "to_regtype",
+                        std::mem::replace(expr, Expr::value(Value::Null)),
+                    )
+                }
+                "regtype" | "regclass" | "regproc" | "regnamespace" | "oid" => {
+                    *e = std::mem::replace(expr.as_mut(), Expr::value(Value::Null));
+                }
+                _ => {
+                    if let DataType::Custom(n, _) = data_type {
+                        if let Some(plain) = plain_type(n) {
+                            *data_type = plain;
+                        }
+                    }
+                }
+            }
+        }
+        Expr::Subquery(q) => {
+            if let SetExpr::Select(select) = q.body.as_mut() {
+                let mut empty = false;
+                for from in &mut select.from {
+                    empty |= from_is_empty(from);
+                }
+                if empty {
+                    *e = Expr::value(Value::Null);
+                } else if catalog && !aggregated(select) {
+                    // A scalar subquery has at most one row, and DataFusion plans a correlated
+                    // one only when it aggregates: `max` of its one row is that row.
+                    if let [SelectItem::UnnamedExpr(x) | SelectItem::ExprWithAlias { expr: x, .. }] =
+                        select.projection.as_mut_slice()
+                    {
+                        *x = call("max", std::mem::replace(x, Expr::value(Value::Null)));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Makes a select over an always-empty catalog table (inner-joined, not aggregated without
+/// GROUP BY) into
+/// `SELECT NULL AS name, ...` of it, with the same column names: its result has no rows
+/// whatever it computes, and what it computes (statistics objects, publications, policies)
+/// need not be plannable. Returns whether `body` has no rows.
+fn empty_result(body: &mut SetExpr) -> bool {
+    match body {
+        SetExpr::SetOperation {
+            op, left, right, ..
+        } => {
+            let (l, r) = (empty_result(left), empty_result(right));
+            match op {
+                SetOperator::Union => l && r,
+                SetOperator::Intersect => l || r,
+                _ => l,
+            }
+        }
+        SetExpr::Query(q) => empty_query(q),
+        SetExpr::Select(select) => {
+            // Grouped rows of no rows are none; an aggregate without GROUP BY gives one row.
+            let grouped =
+                !matches!(&select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty());
+            let mut empty = false;
+            for from in &mut select.from {
+                empty |= from_is_empty(from);
+            }
+            if !empty || (!grouped && aggregated(select)) {
+                return false;
+            }
+            let mut seen = std::collections::HashSet::new();
+            for (i, item) in select.projection.iter_mut().enumerate() {
+                let mut alias = match item {
+                    SelectItem::UnnamedExpr(e) => {
+                        let name = match &*e {
+                            Expr::Identifier(i) => i.value.clone(),
+                            Expr::CompoundIdentifier(parts) => {
+                                parts.last().map(|i| i.value.clone()).unwrap_or_default()
+                            }
+                            e => pg_expr_name(e).unwrap_or_else(|| "?column?".into()),
+                        };
+                        Ident::with_quote('"', name)
+                    }
+                    SelectItem::ExprWithAlias { alias, .. } => alias.clone(),
+                    _ => continue,
+                };
+                // PostgreSQL allows two columns of one name, DataFusion does not.
+                if !seen.insert(alias.value.clone()) {
+                    alias.value = format!("{}_{}", alias.value, i + 1);
+                }
+                *item = SelectItem::ExprWithAlias {
+                    expr: Expr::value(Value::Null),
+                    alias,
+                };
+            }
+            select.selection = None;
+            select.having = None;
+            select.group_by = GroupByExpr::Expressions(vec![], vec![]);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Whether a select groups or calls an aggregate outside its subqueries.
+fn aggregated(select: &datafusion::sql::sqlparser::ast::Select) -> bool {
+    !matches!(&select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty())
+        || select.projection.iter().any(|item| {
+            let e = match item {
+                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
+                _ => return false,
+            };
+            // Aggregates inside a subquery do not aggregate this select.
+            let mut e = e.clone();
+            let _ = visit_expressions_mut(&mut e, |e| {
+                if matches!(e, Expr::Subquery(_)) {
+                    *e = Expr::value(Value::Null);
+                }
+                ControlFlow::<()>::Continue(())
+            });
+            let mut found = false;
+            let _ = visit_expressions(&e, |e| {
+                found |= matches!(e, Expr::Function(f) if AGGREGATES.contains(
+                    &f.name.to_string().to_lowercase().as_str()));
+                ControlFlow::<()>::Continue(())
+            });
+            found
+        })
+}
+
+const AGGREGATES: [&str; 8] = [
+    "count",
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "bool_and",
+    "bool_or",
+    "string_agg",
+];
+
+fn literal_int(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => n.parse().ok(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The text of an expression made of string literals, casts and `||`.
+fn literal_text(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) => Some(s.clone()),
+            _ => None,
+        },
+        Expr::Nested(e) | Expr::Cast { expr: e, .. } => literal_text(e),
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::StringConcat,
+            right,
+        } => Some(literal_text(left)? + &literal_text(right)?),
+        _ => None,
+    }
+}
+
+/// A LIKE pattern escaped with `escape` as the same pattern escaped with `\`.
+fn backslash_escaped(pattern: &str, escape: char) -> String {
+    let mut out = String::with_capacity(pattern.len() + 2);
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c == escape {
+            out.push('\\');
+            if let Some(next) = chars.next() {
+                out.push(next);
+            }
+        } else if c == '\\' {
+            out.push_str("\\\\");
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// PostgreSQL's operators that `OPERATOR(pg_catalog.op)` names, as plain operators.
+fn pg_operator(op: &str) -> Option<BinaryOperator> {
+    Some(match op {
+        "~" => BinaryOperator::PGRegexMatch,
+        "~*" => BinaryOperator::PGRegexIMatch,
+        "!~" => BinaryOperator::PGRegexNotMatch,
+        "!~*" => BinaryOperator::PGRegexNotIMatch,
+        "=" => BinaryOperator::Eq,
+        "<>" => BinaryOperator::NotEq,
+        "<" => BinaryOperator::Lt,
+        "<=" => BinaryOperator::LtEq,
+        ">" => BinaryOperator::Gt,
+        ">=" => BinaryOperator::GtEq,
+        "||" => BinaryOperator::StringConcat,
+        _ => return None,
+    })
+}
+
+/// `pg_catalog.text` and friends, as the plain type.
+fn plain_type(name: &ObjectName) -> Option<DataType> {
+    let [ObjectNamePart::Identifier(schema), ObjectNamePart::Identifier(ty)] = name.0.as_slice()
+    else {
+        return None;
+    };
+    if !schema.value.eq_ignore_ascii_case(SCHEMA) {
+        return None;
+    }
+    Some(match ty.value.to_lowercase().as_str() {
+        "text" | "name" | "varchar" | "char" => DataType::Text,
+        "int2" => DataType::SmallInt(None),
+        "int4" => DataType::Int(None),
+        "int8" => DataType::BigInt(None),
+        "bool" => DataType::Boolean,
+        "float8" => DataType::DoublePrecision,
+        _ => return None,
+    })
+}
+
+fn is_string(e: &Expr) -> bool {
+    matches!(e, Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_)))
+}
+
+fn call(name: &str, arg: Expr) -> Expr {
+    Expr::Function(datafusion::sql::sqlparser::ast::Function {
+        name: ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(datafusion::sql::sqlparser::ast::FunctionArgumentList {
+            duplicate_treatment: None,
+            args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))],
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
+/// Whether a FROM item has no rows: it is, or inner-joins, an always-empty catalog table or a
+/// subquery without rows (which is made plannable on the way, see [`empty_result`]).
+fn from_is_empty(from: &mut TableWithJoins) -> bool {
+    use datafusion::sql::sqlparser::ast::JoinOperator as J;
+    let empty = |t: &mut TableFactor| match t {
+        TableFactor::Table { name, .. } => name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .is_some_and(|i| is_empty_table(&i.value.to_lowercase())),
+        TableFactor::Derived { subquery, .. } => empty_query(subquery),
+        _ => false,
+    };
+    let keeps_right = from.joins.iter().any(|j| {
+        matches!(
+            j.join_operator,
+            J::Right(_) | J::RightOuter(_) | J::FullOuter(_)
+        )
+    });
+    let mut result = empty(&mut from.relation) && !keeps_right;
+    for j in &mut from.joins {
+        let inner = matches!(j.join_operator, J::Join(_) | J::Inner(_) | J::CrossJoin(_));
+        result |= empty(&mut j.relation) && inner;
+    }
+    result
+}
+
+/// [`empty_result`] of a query's body, its ORDER BY dropped when it has no rows.
+fn empty_query(q: &mut datafusion::sql::sqlparser::ast::Query) -> bool {
+    let empty = empty_result(&mut q.body);
+    if empty {
+        q.order_by = None;
+    }
+    empty
+}
+
+/// Names the catalog's tables that `stmt` reads unqualified (`FROM pg_type`) with their schema,
+/// as PostgreSQL's search path finds them, unless `taken` (a stream or query of that name).
+fn qualify_catalog_tables(stmt: &mut Statement, taken: impl Fn(&str) -> bool) {
+    let _ = visit_relations_mut(stmt, |name| {
+        if let [ObjectNamePart::Identifier(table)] = name.0.as_slice() {
+            let lower = table.value.to_lowercase();
+            if is_catalog_table(&lower) && !taken(&lower) {
+                name.0
+                    .insert(0, ObjectNamePart::Identifier(Ident::new(SCHEMA)));
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// Whether a query reads a `pg_catalog` or `information_schema` relation (psql's describing
+/// queries and drivers' introspection do).
+pub fn reads_catalog(stmt: &Statement) -> bool {
+    let mut found = false;
+    let _ = visit_relations(stmt, |name| {
+        if let [ObjectNamePart::Identifier(schema), _] = name.0.as_slice() {
+            found |= schema.value.eq_ignore_ascii_case(SCHEMA)
+                || schema.value.eq_ignore_ascii_case("information_schema");
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(sql: &str) -> String {
+        let mut stmts = datafusion::sql::sqlparser::parser::Parser::parse_sql(
+            &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+            sql,
+        )
+        .unwrap();
+        rewrite(&mut stmts[0], |t| t == "pg_user");
+        stmts[0].to_string()
+    }
+
+    #[test]
+    fn psql_syntax_becomes_plain_sql() {
+        assert_eq!(
+            rewritten(
+                "SELECT c.oid FROM pg_class c WHERE c.relname OPERATOR(pg_catalog.~) \
+                 '^(x)$' COLLATE pg_catalog.default AND pg_catalog.pg_table_is_visible(c.oid)"
+            ),
+            "SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relname ~ '^(x)$' \
+             AND pg_table_is_visible(c.oid)"
+        );
+        assert_eq!(
+            rewritten("SELECT 'x'::regclass, a::regtype::pg_catalog.text FROM pg_user"),
+            "SELECT to_regclass('x'), a::TEXT FROM pg_user"
+        );
+    }
+
+    #[test]
+    fn subqueries_over_empty_tables_are_null() {
+        assert_eq!(
+            rewritten(
+                "SELECT (SELECT c.collname FROM pg_catalog.pg_collation c, pg_catalog.pg_type t \
+                 WHERE c.oid = a.attcollation) FROM pg_attribute a"
+            ),
+            "SELECT NULL FROM pg_catalog.pg_attribute a"
+        );
+        assert_eq!(
+            rewritten("SELECT 1 WHERE n NOT LIKE 'pg/_' || '%' ESCAPE '/'"),
+            "SELECT 1 WHERE n NOT LIKE 'pg\\_%'"
+        );
+        assert_eq!(backslash_escaped(r"a\b//c", '/'), r"a\\b\/c");
+        assert_eq!(
+            rewritten("SELECT 1 WHERE a = ANY (ARRAY['r', 'p']) AND b <> ALL (ARRAY[1])"),
+            "SELECT 1 WHERE a IN ('r', 'p') AND b NOT IN (1)"
+        );
+        // A subquery over a table with rows stays.
+        assert!(rewritten("SELECT (SELECT max(oid) FROM pg_type)").contains("SELECT max(oid)"));
+    }
+}
