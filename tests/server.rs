@@ -1003,6 +1003,55 @@ async fn timestamps_go_out_with_microseconds_in_text_and_binary() {
     server.stop().await;
 }
 
+/// A zone offset on input: TIMESTAMP ignores it (as PostgreSQL does), TIMESTAMPTZ converts
+/// the instant to UTC; the same in INSERT literals, text parameters and COPY.
+#[tokio::test]
+async fn timestamp_input_with_an_offset_as_postgresql_reads_it() {
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE STREAM zoned (local_ts TIMESTAMP NOT NULL, utc_ts TIMESTAMPTZ, n BIGINT); \
+             INSERT INTO zoned VALUES ('2026-01-01 14:00:00+02:00', '2026-01-01 14:00:00+02:00', 1)",
+        )
+        .await
+        .unwrap();
+    let text = tokio_postgres::types::Type::TEXT;
+    let insert = client
+        .prepare_typed(
+            "INSERT INTO zoned VALUES ($1, $2, 2)",
+            &[text.clone(), text],
+        )
+        .await
+        .unwrap();
+    let offset = "2026-01-01 14:00:00+02:00";
+    client.execute(&insert, &[&offset, &offset]).await.unwrap();
+    let sink = client
+        .copy_in("COPY zoned FROM STDIN WITH (FORMAT csv)")
+        .await
+        .unwrap();
+    futures::pin_mut!(sink);
+    use futures::SinkExt;
+    sink.send(bytes::Bytes::from_static(
+        b"2026-01-01T14:00:00+0200,2026-01-01T14:00:00+0200,3\n",
+    ))
+    .await
+    .unwrap();
+    sink.finish().await.unwrap();
+    let rows = data_rows(
+        &client
+            .simple_query("SELECT local_ts, utc_ts FROM zoned ORDER BY n")
+            .await
+            .unwrap(),
+    );
+    let expected = vec![
+        Some("2026-01-01 14:00:00".to_string()),
+        Some("2026-01-01 12:00:00+00".to_string()),
+    ];
+    assert_eq!(rows, vec![expected.clone(), expected.clone(), expected]);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn execute_with_a_row_limit_suspends_the_portal() {
     let (server, client) = server_with_query_big().await;

@@ -362,10 +362,11 @@ pub fn parse_scalar(text: &str, data_type: &DataType) -> Result<ScalarValue> {
     })
 }
 
-/// Parse a timestamp text into nanoseconds since the epoch (UTC). Accepts
-/// `YYYY-MM-DD[ |T]HH:MM[:SS[.fraction]]` with an optional `Z`, `UTC` or `+HH[[:]MM]` offset
-/// (the instant is converted to UTC; without one the text is taken as UTC), and a bare date
-/// (midnight). Rejects bad text with 22007 and instants outside 1677..2262 with 22008.
+/// Parse a `TIMESTAMP` (without time zone) text into nanoseconds since the epoch. Accepts
+/// `YYYY-MM-DD[ |T]HH:MM[:SS[.fraction]]` with an optional `Z`, `UTC` or `+HH[[:]MM]` offset,
+/// which is ignored as PostgreSQL ignores it for this type (`12:00+02` is 12:00; a
+/// `TIMESTAMPTZ` column converts it to UTC instead), and a bare date (midnight). Rejects bad
+/// text with 22007 and instants outside 1677..2262 with 22008.
 pub fn parse_timestamp_nanos(text: &str) -> Result<i64> {
     timestamp_nanos(text, SqlType::Timestamp)
 }
@@ -435,7 +436,8 @@ enum TimestampProblem {
 }
 
 fn timestamp_nanos(text: &str, ty: SqlType) -> Result<i64> {
-    scan_timestamp(trim_space(text).as_bytes()).map_err(|problem| match problem {
+    let with_zone = ty == SqlType::TimestampTz;
+    scan_timestamp(trim_space(text).as_bytes(), with_zone).map_err(|problem| match problem {
         TimestampProblem::Syntax => Error::invalid_input(
             "22007",
             format!("invalid input syntax for type {}: \"{text}\"", ty.name()),
@@ -502,7 +504,9 @@ impl Cursor<'_> {
     }
 }
 
-fn scan_timestamp(bytes: &[u8]) -> Result<i64, TimestampProblem> {
+/// A timestamp's nanoseconds since the epoch; its zone offset is applied when `with_zone`,
+/// and otherwise only checked.
+fn scan_timestamp(bytes: &[u8], with_zone: bool) -> Result<i64, TimestampProblem> {
     let mut c = Cursor { bytes, at: 0 };
     let year = c.digits(4, 6)?;
     c.expect(b'-')?;
@@ -537,6 +541,9 @@ fn scan_timestamp(bytes: &[u8]) -> Result<i64, TimestampProblem> {
         }
         c.skip_spaces();
         offset = scan_offset(&mut c)?;
+        if !with_zone {
+            offset = 0;
+        }
     }
     if c.peek().is_some() {
         return Err(TimestampProblem::Syntax);

@@ -152,10 +152,21 @@ fn timestamps() {
     assert_eq!(ts("2024-01-01 10:00:00"), base);
     assert_eq!(ts("2024-01-01T10:00:00Z"), base);
     assert_eq!(ts(" 2024-01-01 10:00 "), base);
-    assert_eq!(ts("2024-01-01 12:00:00+02"), base);
-    assert_eq!(ts("2024-01-01 05:30:00-04:30"), base);
-    assert_eq!(ts("2024-01-01T15:30:00+0530"), base);
+    // TIMESTAMP ignores a zone offset, as PostgreSQL does; TIMESTAMPTZ converts to UTC.
+    assert_eq!(ts("2024-01-01 10:00:00+02"), base);
+    assert_eq!(ts("2024-01-01 10:00:00-04:30"), base);
     assert_eq!(ts("2024-01-01 10:00:00 UTC"), base);
+    let tstz = |text| match accepted(
+        text,
+        DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+    ) {
+        ScalarValue::TimestampNanosecond(Some(n), _) => n,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(tstz("2024-01-01 12:00:00+02"), base);
+    assert_eq!(tstz("2024-01-01 05:30:00-04:30"), base);
+    assert_eq!(tstz("2024-01-01T15:30:00+0530"), base);
+    assert_eq!(tstz("2024-01-01 10:00:00 UTC"), base);
     assert_eq!(ts("2024-01-01 10:00:00.5"), base + 500_000_000);
     assert_eq!(ts("2024-01-01 10:00:00.123456789123"), base + 123_456_789);
     assert_eq!(ts("2024-01-01"), base - 10 * 3_600_000_000_000);
