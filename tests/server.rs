@@ -1283,3 +1283,45 @@ async fn an_insert_of_late_rows_warns_with_a_notice() {
     assert!(notices.try_recv().is_err(), "one notice only");
     server.stop().await;
 }
+
+/// `SUBSCRIBE q WITH (SNAPSHOT)` starts with the retained rows, then goes on live; through
+/// `COPY (...) TO STDOUT WITH (FORMAT csv, HEADER)` the rows are PostgreSQL's CSV after a
+/// header line. Without SNAPSHOT a subscriber sees only new rows.
+#[tokio::test]
+async fn subscribe_with_snapshot_as_csv() {
+    use futures::StreamExt;
+    let (server, client) = server_with_query_big().await;
+    client
+        .batch_execute(
+            "INSERT INTO events VALUES ('2026-01-01 10:00:00', 'a,b', 50), \
+             ('2026-01-01 10:00:01', NULL, 60), ('2026-01-01 10:00:02', 'c', 5)",
+        )
+        .await
+        .unwrap();
+    let copy = client
+        .copy_out("COPY (SUBSCRIBE big WITH (SNAPSHOT)) TO STDOUT WITH (FORMAT csv, HEADER)")
+        .await
+        .unwrap();
+    futures::pin_mut!(copy);
+    let mut text = String::new();
+    while text.lines().count() < 3 {
+        let chunk: bytes::Bytes = tokio::time::timeout(Duration::from_secs(10), copy.next())
+            .await
+            .expect("retained rows arrive")
+            .unwrap()
+            .unwrap();
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    assert_eq!(text, "host,amount\n\"a,b\",50\n,60\n");
+    let live = server.connect().await;
+    live.batch_execute("INSERT INTO events VALUES ('2026-01-01 10:00:03', '', 70)")
+        .await
+        .unwrap();
+    let chunk = tokio::time::timeout(Duration::from_secs(10), copy.next())
+        .await
+        .expect("the live row arrives")
+        .unwrap()
+        .unwrap();
+    assert_eq!(std::str::from_utf8(&chunk).unwrap(), "\"\",70\n");
+    server.stop().await;
+}

@@ -138,9 +138,10 @@ impl<'a> Replay<'a> {
         for q in queries {
             let stmt = saql::sql::Statement::Subscribe {
                 query: Ident::with_quote('"', q.as_str()),
-                copy: false,
+                copy: None,
                 from: None,
                 seq: false,
+                snapshot: false,
             };
             match futures::executor::block_on(engine.execute_statement(stmt, &[]))? {
                 StatementResult::Subscribe(s) => subscriptions.push(s),

@@ -90,8 +90,8 @@ pub struct Subscription {
     pub query: String,
     /// Schema of its rows (with a leading `seq` column if asked for).
     pub schema: SchemaRef,
-    /// Whether the client asked for COPY framing (`COPY (SUBSCRIBE q) TO STDOUT`).
-    pub copy: bool,
+    /// The COPY framing the client asked for (`COPY (SUBSCRIBE q) TO STDOUT`), if any.
+    pub copy: Option<crate::sql::CopyOut>,
     /// Result batches as the query emits them.
     pub events: SubscriptionEvents,
 }
@@ -326,6 +326,7 @@ impl Engine {
                 copy,
                 from,
                 seq,
+                snapshot,
             } => {
                 let name = normalize(&query);
                 let (hub, _) = self.query_hub(&name)?;
@@ -335,6 +336,11 @@ impl Engine {
                     .get(&name)
                     .ok_or_else(|| Error::undefined("query", &name))?;
                 let mut output = QueryOutput::lock(&q.output);
+                let from = if snapshot && from.is_none() {
+                    Some(output.retained_after())
+                } else {
+                    from
+                };
                 let events = output.subscribe(from, seq, self.config.subscriber_buffer_bytes)?;
                 return Ok(StatementResult::Subscribe(Subscription {
                     query: name,

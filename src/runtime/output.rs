@@ -155,6 +155,12 @@ impl QueryOutput {
         self.retained.batches()
     }
 
+    /// The sequence number after which the retained rows start: a subscriber from it gets
+    /// all of them (`SUBSCRIBE q WITH (SNAPSHOT)`).
+    pub fn retained_after(&self) -> u64 {
+        self.rows_out - self.retained.rows() as u64
+    }
+
     /// The schema a subscriber sees: the query's, after a `seq` column if it asked for one.
     pub fn subscriber_schema(&self, with_seq: bool) -> SchemaRef {
         if !with_seq {

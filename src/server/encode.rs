@@ -18,6 +18,7 @@ use pgwire::error::PgWireResult;
 use pgwire::messages::data::DataRow;
 
 use crate::error::Result;
+use crate::sql::CopyOut;
 
 /// The Postgres type a column is sent as.
 pub fn pg_type(t: &DataType) -> Type {
@@ -178,9 +179,9 @@ fn encode_value(
     }
 }
 
-/// Encodes every row of `batch` as a line of COPY text format (tab-separated, `\N` for NULL,
-/// backslash escapes), each ending in a newline.
-pub fn copy_lines(batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
+/// Encodes every row of `batch` as a line of COPY output, each ending in a newline: text
+/// format (tab-separated, `\N` for NULL, backslash escapes) or CSV (see [`csv_line`]).
+pub fn copy_lines(batch: &RecordBatch, format: CopyOut) -> Result<Vec<Vec<u8>>> {
     let columns = wire_columns(batch)?;
     let options = FormatOptions::default();
     let formatters = columns
@@ -188,6 +189,24 @@ pub fn copy_lines(batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
         .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let mut lines = Vec::with_capacity(batch.num_rows());
+    let value = |col: &ArrayRef, f: &ArrayFormatter, row: usize| match col.data_type() {
+        DataType::Timestamp(_, tz) => timestamp_text(
+            col.as_primitive::<TimestampNanosecondType>().value(row),
+            tz.is_some(),
+        ),
+        _ => f.value(row).to_string(),
+    };
+    if format != CopyOut::Text {
+        for row in 0..batch.num_rows() {
+            let values: Vec<Option<String>> = columns
+                .iter()
+                .zip(&formatters)
+                .map(|(col, f)| (!col.is_null(row)).then(|| value(col, f, row)))
+                .collect();
+            lines.push(csv_line(values.iter().map(Option::as_deref)));
+        }
+        return Ok(lines);
+    }
     for row in 0..batch.num_rows() {
         let mut line = String::new();
         for (i, (col, f)) in columns.iter().zip(&formatters).enumerate() {
@@ -198,13 +217,7 @@ pub fn copy_lines(batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
                 line.push_str("\\N");
                 continue;
             }
-            let value = match col.data_type() {
-                DataType::Timestamp(_, tz) => timestamp_text(
-                    col.as_primitive::<TimestampNanosecondType>().value(row),
-                    tz.is_some(),
-                ),
-                _ => f.value(row).to_string(),
-            };
+            let value = value(col, f, row);
             for ch in value.chars() {
                 match ch {
                     '\\' => line.push_str("\\\\"),
@@ -221,9 +234,48 @@ pub fn copy_lines(batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
     Ok(lines)
 }
 
+/// One line of PostgreSQL's CSV output: comma-separated, NULL as nothing, a value quoted
+/// (quotes doubled) when it holds a comma, quote, CR or LF, is empty (so that it differs from
+/// NULL) or is `\.` (the end-of-data marker).
+pub fn csv_line<'a>(values: impl Iterator<Item = Option<&'a str>>) -> Vec<u8> {
+    let mut line = String::new();
+    for (i, value) in values.enumerate() {
+        if i > 0 {
+            line.push(',');
+        }
+        let Some(value) = value else { continue };
+        let quote = value.is_empty() || value == "\\." || value.contains([',', '"', '\n', '\r']);
+        if quote {
+            line.push('"');
+            line.push_str(&value.replace('"', "\"\""));
+            line.push('"');
+        } else {
+            line.push_str(value);
+        }
+    }
+    line.push('\n');
+    line.into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csv_lines_quote_as_postgresql_does() {
+        let values = [
+            Some("a"),
+            None,
+            Some(""),
+            Some("x,y"),
+            Some("say \"hi\""),
+            Some("\\."),
+        ];
+        assert_eq!(
+            String::from_utf8(csv_line(values.into_iter())).unwrap(),
+            "a,,\"\",\"x,y\",\"say \"\"hi\"\"\",\"\\.\"\n"
+        );
+    }
 
     #[test]
     fn timestamps_print_as_postgresql_prints_them() {

@@ -31,7 +31,7 @@ use tokio::sync::Mutex;
 
 use super::auth::{self, Startup, Users};
 use super::cursor::Cursors;
-use super::encode::{copy_lines, data_rows, field_infos};
+use super::encode::{copy_lines, csv_line, data_rows, field_infos};
 use super::portal::LivePortals;
 use super::prepared::{self, PreparedStatements};
 use super::session::Session;
@@ -40,7 +40,7 @@ use crate::plan::catalog::{normalize, normalize_object};
 use crate::runtime::engine::{CopyIn, StatementResult, Subscription};
 use crate::runtime::pg_functions::SessionInfo;
 use crate::runtime::SubscriptionEvent;
-use crate::sql::{self, Statement};
+use crate::sql::{self, CopyOut, Statement};
 use crate::Engine;
 
 /// How often a quiet subscription writes a harmless message to find out whether its client
@@ -421,13 +421,13 @@ where
 {
     let columns = sub.schema.fields().len();
     let fields = Arc::new(field_infos(&sub.schema, |i| {
-        if sub.copy {
+        if sub.copy.is_some() {
             FieldFormat::Text
         } else {
             format(i)
         }
     }));
-    if sub.copy {
+    if let Some(copy) = sub.copy {
         client
             .send(PgWireBackendMessage::CopyOutResponse(CopyOutResponse::new(
                 0,
@@ -435,6 +435,15 @@ where
                 vec![0; columns],
             )))
             .await?;
+        if copy == (CopyOut::Csv { header: true }) {
+            let names = sub.schema.fields().iter().map(|f| Some(f.name().as_str()));
+            let header = csv_line(names);
+            client
+                .send(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
+                    header,
+                ))))
+                .await?;
+        }
     }
     let mut sent = 0usize;
     loop {
@@ -453,8 +462,8 @@ where
                 return Err(pg_error(&Error::QueryFailed(reason), query));
             }
             Ok(Some(SubscriptionEvent::Rows(batch))) => {
-                if sub.copy {
-                    for line in copy_lines(&batch).map_err(|e| pg_error(&e, query))? {
+                if let Some(copy) = sub.copy {
+                    for line in copy_lines(&batch, copy).map_err(|e| pg_error(&e, query))? {
                         client
                             .feed(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
                                 line,
@@ -493,7 +502,7 @@ where
             }
         }
     }
-    if sub.copy {
+    if sub.copy.is_some() {
         client
             .send(PgWireBackendMessage::CopyDone(CopyDone::new()))
             .await?;

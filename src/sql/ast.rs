@@ -36,17 +36,20 @@ pub enum Statement {
     ShowQueries,
     /// `CHECKPOINT`: write a checkpoint of all state now (as PostgreSQL's CHECKPOINT does).
     Checkpoint,
-    /// `SUBSCRIBE [TO] name [FROM n] [WITH SEQ]`, also `COPY (SUBSCRIBE name ...) TO STDOUT`
+    /// `SUBSCRIBE [TO] name [FROM n] [WITH SEQ | WITH (SNAPSHOT [= bool], SEQ [= bool])]`,
+    /// also `COPY (SUBSCRIBE name ...) TO STDOUT [WITH (FORMAT text | csv, HEADER)]`
     Subscribe {
         /// The continuous query whose results to stream.
         query: Ident,
-        /// Whether the rows go out as COPY data rather than as a result set.
-        copy: bool,
+        /// COPY framing, when the rows go out as COPY data rather than as a result set.
+        copy: Option<CopyOut>,
         /// Resume after this result sequence number: retained rows numbered above it come
         /// first, then live rows.
         from: Option<u64>,
         /// Prepend each row's sequence number as a `seq` column.
         seq: bool,
+        /// Start with the retained rows (as many as `--retain-rows` keeps), then live rows.
+        snapshot: bool,
     },
     /// `COPY stream [(cols)] FROM STDIN [WITH (FORMAT csv, HEADER true, ...)]`
     CopyFrom(CopyFrom),
@@ -331,6 +334,15 @@ impl fmt::Display for OutlierClause {
     }
 }
 
+/// The framing of `COPY (SUBSCRIBE q) TO STDOUT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyOut {
+    /// PostgreSQL's text format (tab-separated, `\N` for NULL).
+    Text,
+    /// CSV, with a header line of column names first when `header`.
+    Csv { header: bool },
+}
+
 /// `COPY stream FROM STDIN`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CopyFrom {
@@ -376,18 +388,31 @@ impl fmt::Display for Statement {
                 copy,
                 from,
                 seq,
+                snapshot,
             } => {
                 let mut target = format!("SUBSCRIBE {query}");
                 if let Some(n) = from {
                     target.push_str(&format!(" FROM {n}"));
                 }
-                if *seq {
-                    target.push_str(" WITH SEQ");
+                match (*seq, *snapshot) {
+                    (false, false) => {}
+                    (true, false) => target.push_str(" WITH SEQ"),
+                    (seq, true) => {
+                        target.push_str(" WITH (SNAPSHOT");
+                        if seq {
+                            target.push_str(", SEQ");
+                        }
+                        target.push(')');
+                    }
                 }
-                if *copy {
-                    write!(f, "COPY ({target}) TO STDOUT")
-                } else {
-                    f.write_str(&target)
+                match copy {
+                    None => f.write_str(&target),
+                    Some(CopyOut::Text) => write!(f, "COPY ({target}) TO STDOUT"),
+                    Some(CopyOut::Csv { header }) => write!(
+                        f,
+                        "COPY ({target}) TO STDOUT WITH (FORMAT csv{})",
+                        if *header { ", HEADER" } else { "" }
+                    ),
                 }
             }
             Statement::CopyFrom(c) => c.fmt(f),

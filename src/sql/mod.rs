@@ -9,7 +9,7 @@ pub mod interval;
 pub mod parser;
 
 pub use ast::{
-    query_sql, Clauses, ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget,
+    query_sql, Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateStream, ExplainTarget,
     InvariantClause, InvariantKind, OutlierClause, OutlierMethod, Statement, Training,
     WatermarkDef,
 };

@@ -11,8 +11,9 @@ use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use super::ast::{
-    Clauses, ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget, InvariantClause,
-    InvariantKind, OutlierClause, OutlierMethod, Statement, Training, WatermarkDef,
+    Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateStream, ExplainTarget,
+    InvariantClause, InvariantKind, OutlierClause, OutlierMethod, Statement, Training,
+    WatermarkDef,
 };
 use super::complexity;
 use super::dialect::SaqlDialect;
@@ -357,12 +358,13 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         parser.next_token();
         parse_word(parser, "TO");
         let query = parser.parse_identifier()?;
-        let (from, seq) = parse_subscribe_options(parser)?;
+        let (from, seq, snapshot) = parse_subscribe_options(parser)?;
         return Ok(Statement::Subscribe {
             query,
-            copy: false,
+            copy: None,
             from,
             seq,
+            snapshot,
         });
     }
     if is_word(&first, "COPY")
@@ -374,16 +376,17 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         parser.next_token();
         parse_word(parser, "TO");
         let query = parser.parse_identifier()?;
-        let (from, seq) = parse_subscribe_options(parser)?;
+        let (from, seq, snapshot) = parse_subscribe_options(parser)?;
         parser.expect_token(&Token::RParen)?;
         parser.expect_keyword_is(Keyword::TO)?;
         parser.expect_keyword_is(Keyword::STDOUT)?;
-        skip_copy_out_options(parser)?;
+        let copy = parse_copy_out_options(parser)?;
         return Ok(Statement::Subscribe {
             query,
-            copy: true,
+            copy: Some(copy),
             from,
             seq,
+            snapshot,
         });
     }
     let stmt = parser.parse_statement()?;
@@ -677,12 +680,13 @@ fn parse_declare(parser: &mut Parser) -> Result<Statement> {
     let target = if parse_word(parser, "SUBSCRIBE") {
         parse_word(parser, "TO");
         let query = parser.parse_identifier()?;
-        let (from, seq) = parse_subscribe_options(parser)?;
+        let (from, seq, snapshot) = parse_subscribe_options(parser)?;
         Statement::Subscribe {
             query,
-            copy: false,
+            copy: None,
             from,
             seq,
+            snapshot,
         }
     } else {
         Statement::Sql(Box::new(sq::Statement::Query(parser.parse_query()?)))
@@ -693,9 +697,10 @@ fn parse_declare(parser: &mut Parser) -> Result<Statement> {
     })
 }
 
-/// `[FROM n] [WITH SEQ]` after `SUBSCRIBE q`, in either order.
-fn parse_subscribe_options(parser: &mut Parser) -> Result<(Option<u64>, bool)> {
-    let (mut from, mut seq) = (None, false);
+/// `[FROM n] [WITH SEQ | WITH (SNAPSHOT [= bool], SEQ [= bool])]` after `SUBSCRIBE q`, in
+/// either order: (from, seq, snapshot).
+fn parse_subscribe_options(parser: &mut Parser) -> Result<(Option<u64>, bool, bool)> {
+    let (mut from, mut seq, mut snapshot) = (None, false, false);
     loop {
         if from.is_none() && parser.parse_keyword(Keyword::FROM) {
             let tok = parser.next_token();
@@ -709,10 +714,34 @@ fn parse_subscribe_options(parser: &mut Parser) -> Result<(Option<u64>, bool)> {
                 }
             }
         } else if !seq && parser.parse_keyword(Keyword::WITH) {
-            expect_word(parser, "SEQ")?;
-            seq = true;
+            if !parser.consume_token(&Token::LParen) {
+                expect_word(parser, "SEQ")?;
+                seq = true;
+                continue;
+            }
+            loop {
+                let key = parser.next_token();
+                let value = parse_option_bool(parser)?;
+                if is_word(&key, "SNAPSHOT") {
+                    snapshot = value;
+                } else if is_word(&key, "SEQ") {
+                    seq = value;
+                } else {
+                    return Err(error_at(
+                        &key,
+                        format!(
+                            "unknown SUBSCRIBE option \"{}\"; the options are SNAPSHOT and SEQ",
+                            key.token
+                        ),
+                    ));
+                }
+                if !parser.consume_token(&Token::Comma) {
+                    break;
+                }
+            }
+            parser.expect_token(&Token::RParen)?;
         } else {
-            return Ok((from, seq));
+            return Ok((from, seq, snapshot));
         }
     }
 }
@@ -761,33 +790,92 @@ fn parse_fetch(parser: &mut Parser) -> Result<Statement> {
     })
 }
 
-/// `COPY (SUBSCRIBE q) TO STDOUT` accepts `WITH (FORMAT text)` and nothing else.
-fn skip_copy_out_options(parser: &mut Parser) -> Result<()> {
-    if !parser.parse_keyword(Keyword::WITH) && parser.peek_token().token != Token::LParen {
-        return Ok(());
-    }
-    parser.expect_token(&Token::LParen)?;
-    loop {
-        let tok = parser.peek_token();
-        if !parse_word(parser, "FORMAT") {
+/// `[=] true | false | on | off | 1 | 0` after an option name; the option alone is true.
+fn parse_option_bool(parser: &mut Parser) -> Result<bool> {
+    let _ = parser.consume_token(&Token::Eq);
+    let tok = parser.peek_token();
+    let value = match &tok.token {
+        Token::Comma | Token::RParen => return Ok(true),
+        Token::Number(n, _) if n == "1" || n == "0" => n == "1",
+        Token::Word(w)
+            if ["true", "on"]
+                .iter()
+                .any(|v| w.value.eq_ignore_ascii_case(v)) =>
+        {
+            true
+        }
+        Token::Word(w)
+            if ["false", "off"]
+                .iter()
+                .any(|v| w.value.eq_ignore_ascii_case(v)) =>
+        {
+            false
+        }
+        Token::SingleQuotedString(s) if ["true", "on"].contains(&s.to_lowercase().as_str()) => true,
+        Token::SingleQuotedString(s) if ["false", "off"].contains(&s.to_lowercase().as_str()) => {
+            false
+        }
+        _ => {
             return Err(error_at(
                 &tok,
-                "COPY (SUBSCRIBE ...) TO STDOUT supports only the option FORMAT text",
-            ));
+                format!("expected true or false, found \"{}\"", tok.token),
+            ))
         }
-        let fmt = parser.peek_token();
-        if !parse_word(parser, "TEXT") {
-            return Err(error_at(
-                &fmt,
-                "COPY (SUBSCRIBE ...) supports only FORMAT text",
-            ));
+    };
+    parser.next_token();
+    Ok(value)
+}
+
+/// The options of `COPY (SUBSCRIBE q) TO STDOUT`: `WITH (FORMAT text | csv, HEADER [bool])`
+/// (or PostgreSQL's older `CSV [HEADER]`).
+fn parse_copy_out_options(parser: &mut Parser) -> Result<CopyOut> {
+    let (mut csv, mut header) = (false, false);
+    let with = parser.parse_keyword(Keyword::WITH);
+    if parser.consume_token(&Token::LParen) {
+        loop {
+            let key = parser.next_token();
+            if is_word(&key, "FORMAT") {
+                let fmt = parser.next_token();
+                if is_word(&fmt, "CSV") {
+                    csv = true;
+                } else if !is_word(&fmt, "TEXT") {
+                    return Err(error_at(
+                        &fmt,
+                        "COPY (SUBSCRIBE ...) supports FORMAT text and csv",
+                    ));
+                }
+            } else if is_word(&key, "HEADER") {
+                header = parse_option_bool(parser)?;
+            } else {
+                return Err(error_at(
+                    &key,
+                    "COPY (SUBSCRIBE ...) TO STDOUT takes the options FORMAT and HEADER",
+                ));
+            }
+            if !parser.consume_token(&Token::Comma) {
+                break;
+            }
         }
-        if !parser.consume_token(&Token::Comma) {
-            break;
+        parser.expect_token(&Token::RParen)?;
+    } else if with || is_word(&parser.peek_token(), "CSV") {
+        let tok = parser.next_token();
+        if !is_word(&tok, "CSV") {
+            return Err(error_at(&tok, "expected ( or CSV after WITH"));
         }
+        csv = true;
+        header = parse_word(parser, "HEADER");
     }
-    parser.expect_token(&Token::RParen)?;
-    Ok(())
+    if header && !csv {
+        return Err(Error::invalid_input(
+            "0A000",
+            "COPY HEADER is available only in CSV mode".to_string(),
+        ));
+    }
+    Ok(if csv {
+        CopyOut::Csv { header }
+    } else {
+        CopyOut::Text
+    })
 }
 
 fn copy_from(
@@ -1028,6 +1116,23 @@ mod tests {
         verified("SHOW QUERIES");
         verified("SUBSCRIBE q");
         verified("COPY (SUBSCRIBE q) TO STDOUT");
+        verified("COPY (SUBSCRIBE q WITH (SNAPSHOT)) TO STDOUT WITH (FORMAT csv, HEADER)");
+        verified("SUBSCRIBE q WITH (SNAPSHOT, SEQ)");
+        verified("SUBSCRIBE q FROM 5 WITH SEQ");
+        assert_eq!(
+            parse_one("subscribe q with (snapshot = true, seq = off)").unwrap(),
+            parse_one("SUBSCRIBE q WITH (SNAPSHOT)").unwrap()
+        );
+        assert_eq!(
+            parse_one("COPY (SUBSCRIBE q) TO STDOUT WITH CSV HEADER").unwrap(),
+            parse_one("COPY (SUBSCRIBE q) TO STDOUT WITH (FORMAT csv, HEADER true)").unwrap()
+        );
+        let err = parse_one("SUBSCRIBE q WITH (SNAPSHOT, PROGRES)").unwrap_err();
+        assert!(
+            err.to_string().contains("unknown SUBSCRIBE option"),
+            "{err}"
+        );
+        assert_eq!(err.location().map(|l| l.column), Some(29), "{err:?}");
         verified("COPY s (a, b) FROM STDIN WITH (FORMAT csv, HEADER true)");
         verified("COPY s FROM STDIN");
         verified("INSERT INTO s VALUES (1, 'a')");
@@ -1096,7 +1201,7 @@ mod tests {
         else {
             panic!("not a cursor")
         };
-        assert!(matches!(*target, Statement::Subscribe { copy: false, .. }));
+        assert!(matches!(*target, Statement::Subscribe { copy: None, .. }));
         assert_eq!(
             parse_one("FETCH FORWARD 1 FROM _psql_cursor").unwrap(),
             parse_one("FETCH 1 _psql_cursor").unwrap()
