@@ -66,8 +66,12 @@ impl HistoryAgg {
     }
 
     fn compute(self, values: impl Iterator<Item = f64> + Clone) -> Option<f64> {
-        if let HistoryAgg::Frame(f) = self {
-            return f.compute(&values.collect::<Vec<f64>>());
+        match self {
+            HistoryAgg::Frame(f) => return f.compute(&values.collect::<Vec<f64>>()),
+            // One pass, not the three the others take.
+            HistoryAgg::Min => return values.reduce(f64::min),
+            HistoryAgg::Max => return values.reduce(f64::max),
+            _ => {}
         }
         let n = values.clone().count();
         if self == HistoryAgg::Count {
