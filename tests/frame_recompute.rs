@@ -235,6 +235,14 @@ fn bad_parameters_are_refused() {
                 .to_string();
             assert!(err.to_lowercase().contains(needle), "{call}: {err}");
         }
+        // Over all history the frame would grow without bound.
+        let err = engine
+            .execute("CREATE CONTINUOUS QUERY q AS SELECT ts, MEDIAN(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS x FROM s")
+            .await
+            .err()
+            .expect("MEDIAN over all history was accepted")
+            .to_string();
+        assert!(err.contains("bounded frame"), "{err}");
         // As a plain aggregate these are refused, saying where they work.
         let err = engine
             .execute("CREATE CONTINUOUS QUERY q AS SELECT k, window_end, MAD(v) AS m FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end")

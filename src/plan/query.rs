@@ -729,6 +729,15 @@ fn plan_history(
                         return Err(Error::plan("42P20", "frame starts after it ends"));
                     }
                 }
+                if matches!((agg, start), (HistoryAgg::Frame(_), FrameStart::Unbounded)) {
+                    // Each row sorts or walks its whole frame: over all history that grows
+                    // without bound, in memory and in time per row.
+                    return Err(unsupported(format!(
+                        "{} needs a bounded frame: ROWS BETWEEN n PRECEDING or RANGE BETWEEN \
+                         INTERVAL ... PRECEDING",
+                        wf.fun.name()
+                    )));
+                }
                 HistoryFn::Aggregate {
                     agg,
                     start,
