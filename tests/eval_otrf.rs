@@ -448,23 +448,38 @@ struct Outcome {
     zip: &'static str,
     records: usize,
     mapped: usize,
+    /// Event time from the first mapped event to the last, in nanoseconds.
+    span: i64,
     counts: BTreeMap<String, Counts>,
+}
+
+/// Other alerts (not about the attack) per hour of recorded event time.
+fn per_hour(other: usize, span: i64) -> String {
+    if span <= 0 {
+        return "-".into();
+    }
+    format!("{:.1}", other as f64 * 3_600e9 / span as f64)
 }
 
 /// Prints one row per recording and a total row; returns the totals per query.
 fn print_summary(queries: &[String], outcomes: &[Outcome]) -> BTreeMap<String, Counts> {
     println!();
     println!("alerts per recording and query: total (of which not about the known attack)");
-    print!("| recording | records | mapped |");
+    print!("| recording | records | mapped | minutes |");
     for q in queries {
         print!(" {q} |");
     }
-    println!();
-    println!("|---|--:|--:|{}", "--:|".repeat(queries.len()));
+    println!(" other alerts per recording-hour |");
+    println!("|---|--:|--:|--:|{}--:|", "--:|".repeat(queries.len()));
     let mut totals: BTreeMap<String, Counts> = BTreeMap::new();
     for o in outcomes {
         let name = Path::new(o.zip).file_stem().unwrap().to_string_lossy();
-        print!("| {name} | {} | {} |", o.records, o.mapped);
+        print!(
+            "| {name} | {} | {} | {:.1} |",
+            o.records,
+            o.mapped,
+            o.span as f64 / 60e9
+        );
         for q in queries {
             let c = o.counts[q];
             print!(" {} ({}) |", c.alerts, c.other);
@@ -472,16 +487,22 @@ fn print_summary(queries: &[String], outcomes: &[Outcome]) -> BTreeMap<String, C
             t.alerts += c.alerts;
             t.other += c.other;
         }
-        println!();
+        let other: usize = o.counts.values().map(|c| c.other).sum();
+        println!(" {} |", per_hour(other, o.span));
     }
     let records: usize = outcomes.iter().map(|o| o.records).sum();
     let mapped: usize = outcomes.iter().map(|o| o.mapped).sum();
-    print!("| **total** | {records} | {mapped} |");
+    let span: i64 = outcomes.iter().map(|o| o.span).sum();
+    print!(
+        "| **total** | {records} | {mapped} | {:.1} |",
+        span as f64 / 60e9
+    );
     for q in queries {
         let t = totals[q];
         print!(" {} ({}) |", t.alerts, t.other);
     }
-    println!();
+    let other: usize = totals.values().map(|t| t.other).sum();
+    println!(" {} |", per_hour(other, span));
     totals
 }
 
@@ -551,6 +572,10 @@ fn otrf_attack_recordings() {
             zip: scenario.zip,
             records,
             mapped: events.len(),
+            span: match (events.first(), events.last()) {
+                (Some(a), Some(b)) => b.ts - a.ts,
+                _ => 0,
+            },
             counts,
         });
     }

@@ -321,6 +321,7 @@ proptest! {
             "SELECT ts, k, v FROM s INVARIANT SET (v) PER (k) TRAINING INTERVAL '20' SECOND ONLINE".to_string(),
             "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end OUTLIER ZSCORE(1) ON (total)".to_string(),
             "SELECT ts, k, LAG(v, 2) OVER (PARTITION BY k ORDER BY ts) AS p, AVG(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING) AS a FROM s".to_string(),
+            "SELECT ts, k, MEDIAN(v) OVER w AS m, MAD(v) OVER w AS d, QUANTILE(v, 0.9) OVER w AS q, EWMA(v, 0.2) OVER w AS e, EWM_STDDEV(v, 0.2) OVER w AS es, ANOMALY_LIKELIHOOD(v, 2) OVER w AS l, FIRST_VALUE(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '3' SECOND PRECEDING AND CURRENT ROW) AS f FROM s WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 6 PRECEDING AND CURRENT ROW)".to_string(),
         ];
         let cut = cut.min(rows.len());
         for q in &queries {

@@ -18,6 +18,7 @@ use datafusion::scalar::ScalarValue;
 use serde::{Deserialize, Serialize};
 
 use super::event_order::EventOrder;
+use super::robust::FrameFn;
 use super::{snapshot, Operator};
 use crate::error::{Error, Result};
 use crate::time::Watermark;
@@ -43,6 +44,8 @@ pub enum HistoryAgg {
     VarSamp,
     /// Population variance.
     VarPop,
+    /// A robust or adaptive statistic ([`FrameFn`]: MEDIAN, MAD, QUANTILE, EWMA, ...).
+    Frame(FrameFn),
 }
 
 impl HistoryAgg {
@@ -63,6 +66,13 @@ impl HistoryAgg {
     }
 
     fn compute(self, values: impl Iterator<Item = f64> + Clone) -> Option<f64> {
+        match self {
+            HistoryAgg::Frame(f) => return f.compute(&values.collect::<Vec<f64>>()),
+            // One pass, not the three the others take.
+            HistoryAgg::Min => return values.reduce(f64::min),
+            HistoryAgg::Max => return values.reduce(f64::max),
+            _ => {}
+        }
         let n = values.clone().count();
         if self == HistoryAgg::Count {
             return Some(n as f64);
@@ -83,6 +93,7 @@ impl HistoryAgg {
             HistoryAgg::StddevPop => Some((sq() / n as f64).sqrt()),
             HistoryAgg::VarSamp => (n > 1).then(|| sq() / (n - 1) as f64),
             HistoryAgg::StddevSamp => (n > 1).then(|| (sq() / (n - 1) as f64).sqrt()),
+            HistoryAgg::Frame(_) => None,
         }
     }
 }

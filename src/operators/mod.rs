@@ -10,6 +10,7 @@ pub mod invariant;
 pub mod outlier;
 pub mod pattern;
 pub mod project;
+pub mod robust;
 pub mod session_window;
 pub mod sharded;
 pub(crate) mod snapshot;

@@ -24,8 +24,13 @@ pub(crate) struct PlanContext {
 impl PlanContext {
     /// A context with DataFusion's built-in functions and no tables.
     pub(crate) fn new() -> Self {
+        let ctx = SessionContext::new();
+        // The frame functions of history (MAD, QUANTILE, EWMA, ...), for planning OVER (...).
+        for f in crate::operators::robust::udafs() {
+            ctx.register_udaf(f);
+        }
         PlanContext {
-            state: SessionContext::new().state(),
+            state: ctx.state(),
             tables: HashMap::new(),
         }
     }

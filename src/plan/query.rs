@@ -31,6 +31,7 @@ use super::spec::{
 use crate::error::{Error, Result};
 use crate::operators::aggregates::AggregateSpec;
 use crate::operators::history::{FrameStart, HistoryAgg, HistoryColumn, HistoryFn};
+use crate::operators::robust::FrameFn;
 use crate::operators::session_window::GroupColumn;
 use crate::operators::window_aggregate::WindowedInput;
 use crate::operators::Operator;
@@ -512,6 +513,9 @@ fn plan_aggregate(
                 "aggregates cannot take window_start or window_end as arguments".into(),
             ));
         }
+        // Functions that exist only over history (MAD, QUANTILE, ...) refuse here, when the
+        // query is created, rather than with its first row.
+        expr.create_accumulator()?;
         planned.push(AggregateSpec { expr, filter });
     }
     let aggregates = Aggregates {
@@ -636,6 +640,7 @@ fn plan_history(
             Some(a) => physical(ctx, a, input)?,
             None => datafusion::physical_expr::expressions::lit(1i64),
         };
+        let frame_fn = frame_function(&wf.fun, &p.args)?;
         let function = match &wf.fun {
             WindowFunctionDefinition::WindowUDF(f) if f.name().eq_ignore_ascii_case("lag") => {
                 let offset = match p.args.get(1) {
@@ -662,13 +667,21 @@ fn plan_history(
                 };
                 HistoryFn::Lag { offset, default }
             }
-            WindowFunctionDefinition::AggregateUDF(f) => {
-                let agg = HistoryAgg::from_name(f.name()).ok_or_else(|| {
-                    unsupported(format!(
-                        "{} OVER (...) is not supported; use COUNT, SUM, AVG, MIN, MAX, STDDEV or VAR",
-                        f.name()
-                    ))
-                })?;
+            WindowFunctionDefinition::AggregateUDF(_) | WindowFunctionDefinition::WindowUDF(_)
+                if frame_fn.is_some()
+                    || matches!(&wf.fun, WindowFunctionDefinition::AggregateUDF(_)) =>
+            {
+                let agg = match frame_fn {
+                    Some(f) => HistoryAgg::Frame(f),
+                    None => HistoryAgg::from_name(wf.fun.name()).ok_or_else(|| {
+                        unsupported(format!(
+                            "{} OVER (...) is not supported; use COUNT, SUM, AVG, MIN, MAX, \
+                             STDDEV, VAR, MEDIAN, MAD, QUANTILE, EWMA, EWM_STDDEV, \
+                             ANOMALY_LIKELIHOOD or FIRST_VALUE",
+                            wf.fun.name()
+                        ))
+                    })?,
+                };
                 if p.distinct || p.filter.is_some() {
                     return Err(unsupported("DISTINCT and FILTER in OVER aggregates".into()));
                 }
@@ -716,6 +729,15 @@ fn plan_history(
                         return Err(Error::plan("42P20", "frame starts after it ends"));
                     }
                 }
+                if matches!((agg, start), (HistoryAgg::Frame(_), FrameStart::Unbounded)) {
+                    // Each row sorts or walks its whole frame: over all history that grows
+                    // without bound, in memory and in time per row.
+                    return Err(unsupported(format!(
+                        "{} needs a bounded frame: ROWS BETWEEN n PRECEDING or RANGE BETWEEN \
+                         INTERVAL ... PRECEDING",
+                        wf.fun.name()
+                    )));
+                }
                 HistoryFn::Aggregate {
                     agg,
                     start,
@@ -747,6 +769,35 @@ fn plan_history(
         partition,
         relation: stream.name.clone(),
     }))
+}
+
+/// A robust or adaptive frame function (`MEDIAN`, `MAD`, `QUANTILE(x, p)`, ...: see
+/// [`FrameFn`]) for a window call, with its constant parameters; `None` for other functions.
+fn frame_function(
+    fun: &datafusion::logical_expr::WindowFunctionDefinition,
+    args: &[LExpr],
+) -> Result<Option<FrameFn>> {
+    let params = args.iter().skip(1).map(|a| match a {
+        LExpr::Literal(v, _) if !v.is_null() => v.to_string().parse::<f64>().map_err(|_| {
+            Error::plan(
+                "22023",
+                format!("{}: parameter {v} must be a number", fun.name()),
+            )
+        }),
+        other => Err(Error::NotSupported(format!(
+            "{}: parameter {other} must be a constant",
+            fun.name()
+        ))),
+    });
+    if FrameFn::from_call(fun.name(), &[]).is_none() {
+        return Ok(None);
+    }
+    let params = params.collect::<Result<Vec<f64>>>()?;
+    match FrameFn::from_call(fun.name(), &params) {
+        Some(Ok(f)) => Ok(Some(f)),
+        Some(Err(m)) => Err(Error::plan("22023", m)),
+        None => Ok(None),
+    }
 }
 
 /// Nanoseconds of an interval literal (RANGE frames).
