@@ -7,6 +7,7 @@ mod complexity;
 pub mod dialect;
 pub mod interval;
 pub mod parser;
+mod window_tvf;
 
 pub use ast::{
     query_sql, Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateStream, ExplainTarget,

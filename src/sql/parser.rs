@@ -18,6 +18,7 @@ use super::ast::{
 use super::complexity;
 use super::dialect::SaqlDialect;
 use super::interval::interval_duration;
+use super::window_tvf;
 use crate::error::{Error, Location, Result};
 use crate::limits::PARSER_RECURSION_LIMIT;
 
@@ -29,6 +30,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         .tokenize_with_location()
         .map_err(|e| parser_error(ParserError::TokenizerError(e.to_string())))?;
     complexity::check_tokens(&tokens)?;
+    let tokens = window_tvf::rewrite(tokens);
     let (tokens, mut withins) = lift_within(&dialect, tokens)?;
     let mut parser = Parser::new(&dialect)
         .with_recursion_limit(PARSER_RECURSION_LIMIT)
@@ -251,7 +253,7 @@ fn error_at(tok: &TokenWithSpan, message: impl Into<String>) -> Error {
     Error::parse(message, location)
 }
 
-fn is_word(tok: &TokenWithSpan, word: &str) -> bool {
+pub(super) fn is_word(tok: &TokenWithSpan, word: &str) -> bool {
     matches!(&tok.token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
 }
 
