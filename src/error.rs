@@ -312,6 +312,11 @@ impl From<datafusion::error::DataFusionError> for Error {
                 other => other,
             },
             D::Diagnostic(_, inner) => Error::from(*inner),
+            // saql's own errors raised inside DataFusion (table functions).
+            D::External(e) => match e.downcast::<Error>() {
+                Ok(ours) => *ours,
+                Err(e) => Error::Execution(e.to_string()),
+            },
             D::ArrowError(e, _) => Error::Execution(e.to_string()),
             other => Error::Execution(strip_datafusion_prefix(&other.to_string())),
         }

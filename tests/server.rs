@@ -1325,3 +1325,76 @@ async fn subscribe_with_snapshot_as_csv() {
     assert_eq!(std::str::from_utf8(&chunk).unwrap(), "\"\",70\n");
     server.stop().await;
 }
+
+/// An ad hoc `SELECT ... FROM TUMBLE(...)` / `HOP(...)` over a stream's recent rows (in
+/// saql's or Flink's form) gives the windows the continuous query gives for the same rows.
+#[tokio::test]
+async fn ad_hoc_windows_agree_with_the_continuous_query() {
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(EVENTS).await.unwrap();
+    for (name, window) in [
+        ("tumbling", "TUMBLE(events, ts, INTERVAL '10' SECOND)"),
+        (
+            "hopping",
+            "HOP(events, ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND)",
+        ),
+    ] {
+        client
+            .batch_execute(&format!(
+                "CREATE CONTINUOUS QUERY {name} AS SELECT host, window_end, COUNT(*) AS n, \
+                 SUM(amount) AS total FROM {window} GROUP BY host, window_start, window_end"
+            ))
+            .await
+            .unwrap();
+    }
+    let mut values = Vec::new();
+    for i in 0..120i64 {
+        let host = ["a", "b", "c"][(i * 7 % 3) as usize];
+        values.push(format!(
+            "('2026-01-01 10:00:00'::timestamp + INTERVAL '{}' SECOND, '{host}', {})",
+            i * 13 % 97,
+            i % 11
+        ));
+    }
+    // Rows out of order within the watermark's second of delay would be late; insert sorted.
+    values.sort_by_key(|v| v.split('\'').nth(3).unwrap().parse::<i64>().unwrap());
+    client
+        .batch_execute(&format!("INSERT INTO events VALUES {}", values.join(", ")))
+        .await
+        .unwrap();
+    // A last row far ahead closes every window before it.
+    client
+        .batch_execute("INSERT INTO events VALUES ('2026-01-01 11:00:00', 'z', 0)")
+        .await
+        .unwrap();
+    let rows = |sql: String| {
+        let client = &client;
+        async move { data_rows(&client.simple_query(&sql).await.unwrap()) }
+    };
+    for (name, adhoc) in [
+        ("tumbling", "TUMBLE(events, ts, INTERVAL '10' SECOND)"),
+        (
+            "tumbling",
+            "TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECONDS))",
+        ),
+        (
+            "hopping",
+            "HOP(events, ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND)",
+        ),
+    ] {
+        let continuous = rows(format!(
+            "SELECT host, window_end, n, total FROM {name} ORDER BY window_end, host"
+        ))
+        .await;
+        let recomputed = rows(format!(
+            "SELECT host, window_end, COUNT(*) AS n, SUM(amount) AS total FROM {adhoc} \
+             WHERE window_end <= TIMESTAMP '2026-01-01 10:59:00' \
+             GROUP BY host, window_start, window_end ORDER BY window_end, host"
+        ))
+        .await;
+        assert!(continuous.len() > 10, "{name}: {continuous:?}");
+        assert_eq!(continuous, recomputed, "{name} against {adhoc}");
+    }
+    server.stop().await;
+}

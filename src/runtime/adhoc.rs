@@ -12,6 +12,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::sqlparser::ast::{self as sq, Expr, Value, VisitMut, VisitorMut};
 use futures::StreamExt;
 
+use super::adhoc_windows;
 use super::engine::{Shared, StatementResult};
 use super::output::QueryOutput;
 use super::pg_catalog::{self, RelKind, Relation};
@@ -21,7 +22,12 @@ use crate::error::{Error, Result};
 
 /// A DataFusion session whose tables are the streams' recent rows and the queries' retained
 /// results, as they are now, with the session functions answering for `session`.
-pub(super) fn context(shared: &Shared, session: &SessionInfo) -> Result<SessionContext> {
+/// `TUMBLE` and `HOP` over a stream's recent rows expand to at most `max_rows` rows.
+pub(super) fn context(
+    shared: &Shared,
+    session: &SessionInfo,
+    max_rows: usize,
+) -> Result<SessionContext> {
     let mut config = SessionConfig::new()
         .with_target_partitions(1)
         .with_default_catalog_and_schema(pg_catalog::DATABASE, "public");
@@ -29,18 +35,18 @@ pub(super) fn context(shared: &Shared, session: &SessionInfo) -> Result<SessionC
     config.options_mut().execution.time_zone = Some("+00:00".into());
     let ctx = SessionContext::new_with_config(config);
     let mut relations = Vec::new();
+    let mut recent = adhoc_windows::Recent::new();
     for (name, hub) in &shared.hubs {
         let hub = hub.lock();
+        let rows = hub.stream.recent.batches();
+        recent.insert(name.clone(), (hub.stream.def.schema.clone(), rows.clone()));
         relations.push((
             name.clone(),
             RelKind::Stream,
             hub.stream.def.schema.clone(),
             None,
         ));
-        let table = MemTable::try_new(
-            hub.stream.def.schema.clone(),
-            vec![hub.stream.recent.batches()],
-        )?;
+        let table = MemTable::try_new(hub.stream.def.schema.clone(), vec![rows])?;
         ctx.register_table(name.as_str(), Arc::new(table))?;
         for (q, rt) in &hub.queries {
             let output = QueryOutput::lock(&rt.output);
@@ -64,6 +70,7 @@ pub(super) fn context(shared: &Shared, session: &SessionInfo) -> Result<SessionC
             definition: definition.clone(),
         });
     pg_catalog::register(&ctx, relations)?;
+    adhoc_windows::register(&ctx, Arc::new(recent), max_rows);
     pg_functions::register(&ctx, session);
     Ok(ctx)
 }

@@ -547,7 +547,11 @@ impl Engine {
                 }
                 sq::Statement::Query(_) => {
                     params.resize(adhoc::count_placeholders(s), DataType::Utf8);
-                    let ctx = adhoc::context(&self.read(), &SessionInfo::default())?;
+                    let ctx = adhoc::context(
+                        &self.read(),
+                        &SessionInfo::default(),
+                        self.config.max_result_rows,
+                    )?;
                     Some(adhoc::select_schema(ctx, s).await?)
                 }
                 sq::Statement::ShowVariable { variable } => Some(show::show_schema(variable)),
@@ -603,7 +607,7 @@ impl Engine {
                 Ok(StatementResult::CommandWithNotice { tag, notice })
             }
             sq::Statement::Query(_) => {
-                let ctx = adhoc::context(&self.read(), session)?;
+                let ctx = adhoc::context(&self.read(), session, self.config.max_result_rows)?;
                 let c = &self.config;
                 adhoc::select(ctx, stmt, params, c.max_result_rows, c.max_result_bytes).await
             }

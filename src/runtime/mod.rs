@@ -3,6 +3,7 @@
 //! [`engine::Engine`] ties the hubs to the catalog and executes statements.
 
 mod adhoc;
+mod adhoc_windows;
 mod checkpoint;
 mod ddl;
 pub mod engine;

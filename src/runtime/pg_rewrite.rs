@@ -431,6 +431,15 @@ fn empty_query(q: &mut datafusion::sql::sqlparser::ast::Query) -> bool {
 /// as PostgreSQL's search path finds them, unless `taken` (a stream or query of that name).
 fn qualify_catalog_tables(stmt: &mut Statement, taken: impl Fn(&str) -> bool) {
     let _ = visit_relations_mut(stmt, |name| {
+        // The window table functions are registered lower-case; DataFusion looks table
+        // functions up by name as written.
+        if let [ObjectNamePart::Identifier(f)] = name.0.as_mut_slice() {
+            if f.quote_style.is_none()
+                && ["tumble", "hop", "session"].contains(&f.value.to_lowercase().as_str())
+            {
+                f.value = f.value.to_lowercase();
+            }
+        }
         if let [ObjectNamePart::Identifier(table)] = name.0.as_slice() {
             let lower = table.value.to_lowercase();
             if is_catalog_table(&lower) && !taken(&lower) {
