@@ -190,6 +190,60 @@ async fn passwords_are_checked() {
     server.connect("rita", "new-pw").await.unwrap();
 }
 
+/// SIGHUP reads the users file again: a user added since can log in, a password changed
+/// since is the one checked; a users file that no longer parses keeps the users before it.
+#[tokio::test]
+async fn users_file_reloads_on_sighup() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path());
+    let server = Server::start(&["--users", users.to_str().unwrap()]);
+    let hangup = |server: &Server| {
+        let status = Command::new("kill")
+            .args(["-HUP", &server.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    // Polls until a login succeeds (the reload is asynchronous), at most 10 s.
+    async fn eventually(server: &Server, user: &str, password: &str) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if server.connect(user, password).await.is_ok() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    let e = server.connect("nora", "nora-pw").await.unwrap_err();
+    assert_eq!(code(&e), "28P01", "{e}");
+    user_add(&users, "nora", "reader", "nora-pw");
+    user_add(&users, "rita", "reader", "changed-pw");
+    // Not before the signal: the file is read at start and on SIGHUP only.
+    let e = server.connect("nora", "nora-pw").await.unwrap_err();
+    assert_eq!(code(&e), "28P01", "{e}");
+    hangup(&server);
+    assert!(
+        eventually(&server, "nora", "nora-pw").await,
+        "nora after SIGHUP"
+    );
+    let e = server.connect("rita", "rita-pw").await.unwrap_err();
+    assert_eq!(code(&e), "28P01", "{e}");
+    server.connect("rita", "changed-pw").await.unwrap();
+
+    // A broken file is reported and the users stay.
+    std::fs::write(&users, "this is not a users file\n").unwrap();
+    hangup(&server);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.connect("nora", "nora-pw").await.unwrap();
+    let mut server = server;
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "the server is still up"
+    );
+}
+
 #[tokio::test]
 async fn password_from_the_environment() {
     let dir = tempfile::tempdir().unwrap();

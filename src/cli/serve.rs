@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use saql::server::auth::{check_listen, Users};
+use saql::server::auth::{check_listen, Users, UsersFile};
 use saql::server::{tls, Security, ServerConfig};
 use saql::sources::demo::{Attack, DemoGenerator};
 use saql::time::EventTime;
@@ -96,6 +96,8 @@ impl SecurityFlags {
             Some(path) => Some(Arc::new(Users::load(path)?)),
             None => None,
         };
+        // The users file is read again on SIGHUP.
+        let users_file = users.as_deref().cloned().map(UsersFile::new);
         let addrs = listen
             .to_socket_addrs()
             .map_err(|e| format!("cannot resolve --listen {listen}: {e}"))?;
@@ -118,7 +120,7 @@ impl SecurityFlags {
             );
         }
         Ok(Security {
-            users,
+            users: users_file,
             tls,
             require_tls: self.require_tls,
         })
@@ -135,6 +137,7 @@ pub fn serve(
 ) -> Result<(), Box<dyn std::error::Error>> {
     // Before anything is opened or bound: a refusal leaves no trace.
     server.security = security.load(&listen)?;
+    let users_path = security.users.clone();
     // Statements are parsed, planned and run on these threads; deep (but allowed)
     // expressions recurse in sqlparser, DataFusion and our planner, so their stacks are
     // larger than the 2 MiB default (memory is only committed as it is touched).
@@ -151,7 +154,13 @@ pub fn serve(
         let listener = tokio::net::TcpListener::bind(&listen).await?;
         let security = &server.security;
         let (user, auth) = match &security.users {
-            Some(users) => ("USER", format!("{} users, SCRAM-SHA-256", users.len())),
+            Some(users) => (
+                "USER",
+                format!(
+                    "{} users, SCRAM-SHA-256, reloaded on SIGHUP",
+                    users.current().len()
+                ),
+            ),
             None => (
                 "saql",
                 "no authentication: every client is admin".to_string(),
@@ -170,6 +179,9 @@ pub fn serve(
             listener.local_addr()?.ip(),
             listener.local_addr()?.port()
         );
+        if let (Some(users), Some(path)) = (&security.users, &users_path) {
+            reload_users_on_hangup(users.clone(), path.clone())?;
+        }
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
             tracing::info!("shutting down");
@@ -177,6 +189,29 @@ pub fn serve(
         saql::server::run_with(listener, engine, server, shutdown).await?;
         Ok(())
     })
+}
+
+/// Reads the users file again on each SIGHUP (`kill -HUP`), as PostgreSQL reloads its
+/// configuration: a file that does not read or parse is reported and the users before it
+/// stay.
+fn reload_users_on_hangup(users: UsersFile, path: PathBuf) -> std::io::Result<()> {
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match Users::load(&path) {
+                Ok(loaded) => {
+                    tracing::info!(
+                        "SIGHUP: reloaded {} users from {}",
+                        loaded.len(),
+                        path.display()
+                    );
+                    users.replace(loaded);
+                }
+                Err(e) => tracing::warn!("SIGHUP: {e}; the users loaded before stay"),
+            }
+        }
+    });
+    Ok(())
 }
 
 /// The demo queries built into the binary (`queries/` as it was built), registered by

@@ -12,7 +12,7 @@ use std::fmt::{self, Debug};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use base64::engine::general_purpose::STANDARD;
@@ -176,6 +176,36 @@ pub struct User {
     pub role: Role,
     /// How the user's password is checked.
     pub verifier: Verifier,
+}
+
+/// The users of a running server: those of the users file as last read. A reload (SIGHUP)
+/// replaces them for connections that start afterwards; sessions already logged in keep the
+/// role they had, as PostgreSQL's sessions do over a reload.
+#[derive(Debug, Clone)]
+pub struct UsersFile {
+    current: Arc<RwLock<Arc<Users>>>,
+}
+
+impl UsersFile {
+    /// The users as first read.
+    pub fn new(users: Users) -> Self {
+        UsersFile {
+            current: Arc::new(RwLock::new(Arc::new(users))),
+        }
+    }
+
+    /// The users now.
+    pub fn current(&self) -> Arc<Users> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces the users, for connections that start from now on.
+    pub fn replace(&self, users: Users) {
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(users);
+    }
 }
 
 /// The users allowed to connect, read from a users file.

@@ -56,7 +56,7 @@ pub struct ServerConfig {
 #[derive(Clone, Default)]
 pub struct Security {
     /// Users and roles; None: every client is admin, no password (loopback only).
-    pub users: Option<Arc<auth::Users>>,
+    pub users: Option<auth::UsersFile>,
     /// TLS offered to clients that ask for it.
     pub tls: Option<tls::TlsAcceptor>,
     /// Refuse clients that do not use TLS (28000).
@@ -66,7 +66,7 @@ pub struct Security {
 impl std::fmt::Debug for Security {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Security")
-            .field("users", &self.users.as_ref().map(|u| u.len()))
+            .field("users", &self.users.as_ref().map(|u| u.current().len()))
             .field("tls", &self.tls.is_some())
             .field("require_tls", &self.require_tls)
             .finish()
@@ -145,7 +145,10 @@ pub async fn run_with(
             let handlers = Arc::new(
                 handler::Connection::new(engine.clone(), manager.clone())
                     .with_session(session.clone())
-                    .with_auth(config.security.users.clone(), config.security.require_tls),
+                    .with_auth(
+                        config.security.users.as_ref().map(auth::UsersFile::current),
+                        config.security.require_tls,
+                    ),
             );
             let idle = config.idle_session_timeout;
             let tls = config.security.tls.clone();
