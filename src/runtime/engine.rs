@@ -26,7 +26,7 @@ use super::wal::{FsyncPolicy, Record};
 use crate::error::{Error, Result};
 use crate::plan::catalog::{normalize, normalize_object};
 use crate::plan::{plan_continuous, Catalog};
-use crate::sources::csv::{CopyDecoder, CopyOptions};
+use crate::sources::csv::{CopyDecoder, CopyFormat, CopyOptions};
 use crate::sources::insert;
 use crate::sql::{self, CopyFrom, ExplainTarget, Statement};
 use crate::time::Watermark;
@@ -113,6 +113,8 @@ pub struct CopyIn {
     pub stream: String,
     /// Number of columns per input line.
     pub columns: usize,
+    /// Whether the data is in PostgreSQL's binary format (`FORMAT binary`).
+    pub binary: bool,
     /// Decodes the incoming data.
     pub decoder: CopyDecoder,
 }
@@ -403,6 +405,15 @@ impl Engine {
         } else {
             CopyOptions::text()
         };
+        if c.binary {
+            if c.header || c.delimiter.is_some() || c.quote.is_some() || c.null.is_some() {
+                return Err(Error::invalid_input(
+                    "42601",
+                    "cannot specify HEADER, DELIMITER, NULL or QUOTE in BINARY mode",
+                ));
+            }
+            options.format = CopyFormat::Binary;
+        }
         options.header = c.header;
         if let Some(d) = c.delimiter {
             options.delimiter = ascii_option(d, "DELIMITER")?;
@@ -417,6 +428,7 @@ impl Engine {
         Ok(StatementResult::CopyIn(Box::new(CopyIn {
             stream: name,
             columns: n,
+            binary: c.binary,
             decoder: CopyDecoder::new(def.schema.clone(), columns, options)?
                 .with_limits(self.config.max_copy_line_bytes, self.config.max_copy_bytes),
         })))

@@ -360,13 +360,14 @@ impl Connection {
             )?)),
             StatementResult::CopyIn(copy) => {
                 let columns = copy.columns;
+                let format = i8::from(copy.binary);
                 *self.copy.lock().await = Some(PendingCopy {
                     copy,
                     error: None,
                     query: query.to_string(),
                 });
                 Ok(Response::CopyIn(CopyResponse::new(
-                    0,
+                    format,
                     columns,
                     stream::empty(),
                 )))

@@ -8,6 +8,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
+use crate::sources::copy_binary::BinaryCopy;
 use crate::sources::value::BatchBuilder;
 
 /// The data format of a COPY.
@@ -17,6 +18,8 @@ pub enum CopyFormat {
     Text,
     /// RFC 4180-style CSV as PostgreSQL reads it: quoted fields, unquoted empty field = NULL.
     Csv,
+    /// PostgreSQL's binary format ([`super::copy_binary`]).
+    Binary,
 }
 
 /// The options of a COPY, as in `COPY s FROM STDIN WITH (FORMAT csv, HEADER, ...)`.
@@ -144,6 +147,8 @@ pub struct CopyDecoder {
     received: usize,
     /// Decoded bytes of the current record's fields that differ from the input.
     scratch: Vec<u8>,
+    /// The state of a binary COPY (`FORMAT binary`).
+    binary: Option<BinaryCopy>,
 }
 
 /// Where the search for a record's end stopped, so a chunk boundary never rescans.
@@ -199,6 +204,7 @@ impl CopyDecoder {
         }
         let unlisted = (0..width).filter(|&c| !listed[c]).collect();
         let distinct_escape = (options.escape != options.quote).then_some(options.escape);
+        let options_format = options.format;
         Ok(CopyDecoder {
             header_pending: options.header,
             options,
@@ -216,6 +222,7 @@ impl CopyDecoder {
             max_bytes: usize::MAX,
             received: 0,
             scratch: Vec::new(),
+            binary: (options_format == CopyFormat::Binary).then(BinaryCopy::default),
         })
     }
 
@@ -243,6 +250,9 @@ impl CopyDecoder {
                     self.max_bytes, self.line
                 ),
             ));
+        }
+        if let Some(binary) = &mut self.binary {
+            return binary.feed(chunk, &mut self.builder, &self.columns, &self.unlisted);
         }
         self.buf.extend_from_slice(chunk);
         let mut start = 0;
@@ -290,6 +300,10 @@ impl CopyDecoder {
 
     /// Decode the final record (one without a trailing newline) and return all rows.
     pub fn finish(mut self) -> Result<RecordBatch> {
+        if let Some(binary) = &self.binary {
+            binary.finish()?;
+            return self.builder.finish();
+        }
         if !self.ended && !self.buf.is_empty() {
             let end = match self.buf.last() {
                 Some(b'\r') => self.buf.len() - 1,
@@ -372,6 +386,7 @@ impl CopyDecoder {
             CopyFormat::Text => split_text(record, options, &mut self.fields, &mut self.scratch),
             CopyFormat::Csv => split_csv(record, options, &mut self.fields, &mut self.scratch)
                 .map_err(|e| e.at_line(line))?,
+            CopyFormat::Binary => unreachable!("binary COPY is decoded by BinaryCopy"),
         }
         let fields = &self.fields[..];
         let empty_line_for_no_columns = self.columns.is_empty() && fields == [Span::Input(0, 0)];

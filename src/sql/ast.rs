@@ -352,6 +352,8 @@ pub struct CopyFrom {
     pub columns: Vec<Ident>,
     /// `csv` or `text` (the default, as in PostgreSQL).
     pub csv: bool,
+    /// `FORMAT binary`.
+    pub binary: bool,
     /// `HEADER [true]`.
     pub header: bool,
     /// `DELIMITER 'c'`.
@@ -532,7 +534,12 @@ impl fmt::Display for CopyFrom {
             write!(f, " ({})", cols.join(", "))?;
         }
         f.write_str(" FROM STDIN")?;
-        let mut opts = vec![format!("FORMAT {}", if self.csv { "csv" } else { "text" })];
+        let format = match (self.binary, self.csv) {
+            (true, _) => "binary",
+            (false, true) => "csv",
+            (false, false) => "text",
+        };
+        let mut opts = vec![format!("FORMAT {format}")];
         if self.header {
             opts.push("HEADER true".into());
         }

@@ -916,6 +916,7 @@ fn copy_from(
         stream,
         columns,
         csv: false,
+        binary: false,
         header: false,
         delimiter: None,
         null: None,
@@ -924,11 +925,12 @@ fn copy_from(
     for opt in options {
         match opt {
             CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
-                "csv" => copy.csv = true,
-                "text" => copy.csv = false,
+                "csv" => (copy.csv, copy.binary) = (true, false),
+                "text" => (copy.csv, copy.binary) = (false, false),
+                "binary" => (copy.csv, copy.binary) = (false, true),
                 other => {
                     return Err(Error::NotSupported(format!(
-                        "COPY format \"{other}\" is not supported; use csv or text"
+                        "COPY format \"{other}\" is not supported; use csv, text or binary"
                     )))
                 }
             },
@@ -1137,6 +1139,7 @@ mod tests {
         assert_eq!(err.location().map(|l| l.column), Some(29), "{err:?}");
         verified("COPY s (a, b) FROM STDIN WITH (FORMAT csv, HEADER true)");
         verified("COPY s FROM STDIN");
+        verified("COPY s FROM STDIN WITH (FORMAT binary)");
         verified("INSERT INTO s VALUES (1, 'a')");
         verified("SELECT 1");
         verified("DECLARE c CURSOR FOR SUBSCRIBE q");

@@ -318,6 +318,39 @@ async def _():
         await conn.close()
 
 
+@check("binary COPY: asyncpg copy_records_to_table, psycopg 3 binary copy; NULLs, types")
+async def _():
+    conn = await asyncpg.connect(host="127.0.0.1", port=PORT, user="saql", database="saql")
+    try:
+        await conn.execute(
+            "CREATE STREAM bin_events (ts TIMESTAMP NOT NULL, host TEXT, amount BIGINT, "
+            "x DOUBLE PRECISION, ok BOOLEAN, small INT)")
+        rows = [(T0 + dt.timedelta(seconds=i), f"h{i}" if i % 3 else None, i * 10,
+                 i / 4, i % 2 == 0, i) for i in range(50)]
+        status = await conn.copy_records_to_table(
+            "bin_events", records=rows, columns=["ts", "host", "amount", "x", "ok", "small"])
+        expect(status == "COPY 50", status)
+        got = await conn.fetch("SELECT ts, host, amount, x, ok, small FROM bin_events ORDER BY ts")
+        expect([tuple(r) for r in got] == rows, got[:3])
+    finally:
+        await conn.close()
+    with psycopg.connect(DSN, autocommit=True) as c:
+        with c.cursor().copy("COPY bin_events (ts, host, amount) FROM STDIN (FORMAT binary)") as cp:
+            cp.set_types(["timestamp", "text", "int8"])
+            cp.write_row((T0, "psy", 7))
+        n = c.execute("SELECT count(*) FROM bin_events WHERE host = 'psy'").fetchone()[0]
+        expect(n == 1, n)
+        # Not binary data: 22P04 with the reason, and the stream keeps its rows.
+        try:
+            with c.cursor().copy("COPY bin_events FROM STDIN (FORMAT binary)") as cp:
+                cp.write(b"ts,host\n")
+            raise AssertionError("text accepted as binary COPY")
+        except psycopg.errors.BadCopyFileFormat as e:
+            expect("signature" in str(e), e)
+        n = c.execute("SELECT count(*) FROM bin_events").fetchone()[0]
+        expect(n == 51, n)
+
+
 @check("asyncpg: cursors with a fetch size (portal suspension) over SELECT and SUBSCRIBE")
 async def _():
     conn = await asyncpg.connect(host="127.0.0.1", port=PORT, user="saql", database="saql")
