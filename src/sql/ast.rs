@@ -155,19 +155,57 @@ pub struct Clauses {
     /// `WITHIN INTERVAL '...'` after a `MATCH_RECOGNIZE` pattern. sqlparser does not know
     /// it, so the front end lifts it out of the query body, and [`query_sql`] puts it back.
     pub within: Option<sq::Expr>,
+    /// `SUBSET u = (a, b), ...` after a `MATCH_RECOGNIZE` pattern, lifted out like `within`.
+    pub subsets: Vec<SubsetDef>,
 }
 
-/// A query body with its clauses as SQL: `WITHIN` returns to its place after `PATTERN (...)`.
+/// `u = (a, b)` in a `SUBSET` clause: a union variable standing for the rows of `a` and `b`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubsetDef {
+    /// The union variable.
+    pub name: sq::Ident,
+    /// The pattern variables it stands for.
+    pub vars: Vec<sq::Ident>,
+}
+
+impl fmt::Display for SubsetDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} = (", self.name)?;
+        for (i, v) in self.vars.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{v}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// A query body with its clauses as SQL: `SUBSET` and `WITHIN` return to their place after
+/// `PATTERN (...)`.
 pub fn query_sql(query: &sq::Query, clauses: &Clauses) -> String {
     let mut text = query.to_string();
+    let mut lifted = String::new();
+    if !clauses.subsets.is_empty() {
+        lifted.push_str(" SUBSET ");
+        for (i, s) in clauses.subsets.iter().enumerate() {
+            if i > 0 {
+                lifted.push_str(", ");
+            }
+            lifted.push_str(&s.to_string());
+        }
+    }
     if let Some(within) = &clauses.within {
+        lifted.push_str(&format!(" WITHIN {within}"));
+    }
+    if !lifted.is_empty() {
         let at = text
             .find("MATCH_RECOGNIZE(")
             .and_then(|m| text[m..].find("PATTERN (").map(|p| m + p))
             .and_then(|p| text[p..].find(") DEFINE ").map(|d| p + d + 1));
         match at {
-            Some(at) => text.insert_str(at, &format!(" WITHIN {within}")),
-            None => text.push_str(&format!(" WITHIN {within}")),
+            Some(at) => text.insert_str(at, &lifted),
+            None => text.push_str(&lifted),
         }
     }
     text.push_str(&clauses.to_string());

@@ -10,7 +10,7 @@ pub mod parser;
 
 pub use ast::{
     query_sql, Clauses, ColumnDef, CopyFrom, CreateQuery, CreateStream, ExplainTarget,
-    InvariantClause, InvariantKind, OutlierClause, OutlierMethod, Statement, Training,
+    InvariantClause, InvariantKind, OutlierClause, OutlierMethod, Statement, SubsetDef, Training,
     WatermarkDef,
 };
 pub use parser::{parse, parse_one};

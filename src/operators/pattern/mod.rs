@@ -28,7 +28,10 @@ use ahash::AHashMap;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array,
 };
-use datafusion::arrow::compute::{cast, interleave_record_batch, prep_null_mask_filter, take};
+use datafusion::arrow::compute::kernels::nullif::nullif;
+use datafusion::arrow::compute::{
+    cast, interleave, interleave_record_batch, prep_null_mask_filter, take,
+};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::expressions::Column;
@@ -36,7 +39,7 @@ use datafusion::physical_plan::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 use serde::{Deserialize, Serialize};
 
-pub use nfa::{Inst, Pattern, Program};
+pub use nfa::{Inst, Pattern, Position, Program};
 pub use refs::{Ref, RefKind};
 
 use super::event_order::EventOrder;
@@ -51,10 +54,42 @@ pub enum AfterMatch {
     PastLastRow,
     /// At the row after the match's first row.
     ToNextRow,
-    /// At the first row mapped to the variable.
+    /// At the first row mapped to the variable (or to a variable of the subset: indexes
+    /// past the variables name [`PatternSpec::subsets`]).
     ToFirst(u16),
-    /// At the last row mapped to the variable.
+    /// At the last row mapped to the variable (or subset).
     ToLast(u16),
+}
+
+/// What a match returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RowsPerMatch {
+    /// One summary row per match (the default).
+    One,
+    /// Every row of every match (`ALL ROWS PER MATCH`).
+    All(EmptyMatches),
+}
+
+/// What `ALL ROWS PER MATCH` does with empty matches and with rows in no match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EmptyMatches {
+    /// `SHOW EMPTY MATCHES` (the default): an empty match returns one row, the row it was
+    /// found at, with its measures over no rows.
+    Show,
+    /// `OMIT EMPTY MATCHES`: an empty match returns nothing (it still takes a match number).
+    Omit,
+    /// `WITH UNMATCHED ROWS`: empty matches are shown, and every row that is in no match
+    /// (and is not where an empty match was found) is returned once with NULL measures.
+    WithUnmatched,
+}
+
+/// One column of the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OutputColumn {
+    /// The value of `Measures::exprs[i]` (NULL in an unmatched row).
+    Measure(usize),
+    /// The input column of the returned row (`ALL ROWS PER MATCH`).
+    Input(usize),
 }
 
 /// The most match threads one partition may hold. Patterns such as `(a | b)*` without WITHIN
@@ -146,8 +181,10 @@ pub struct Measures {
     pub refs: Vec<Ref>,
     /// One field per reference.
     pub schema: SchemaRef,
-    /// One per output column, over `schema`.
+    /// Expressions over `schema`.
     pub exprs: Vec<Arc<dyn PhysicalExpr>>,
+    /// The output columns, in order.
+    pub columns: Vec<OutputColumn>,
 }
 
 /// Everything the planner decides about a `MATCH_RECOGNIZE`.
@@ -165,6 +202,11 @@ pub struct PatternSpec {
     pub within: Option<Duration>,
     /// `AFTER MATCH SKIP ...`.
     pub after_match: AfterMatch,
+    /// `ONE ROW PER MATCH` or `ALL ROWS PER MATCH ...`.
+    pub rows_per_match: RowsPerMatch,
+    /// `SUBSET u = (a, b)`: each union variable's name and variables. A reference's
+    /// variable `variables.len() + i` is subset `i`.
+    pub subsets: Vec<(String, Vec<u16>)>,
     /// What a match emits.
     pub measures: Measures,
     /// Schema of the input rows.
@@ -178,8 +220,13 @@ pub struct PatternSpec {
 struct Binding {
     seq: u64,
     var: u16,
+    /// Mapped inside `{- -}`: left out of the rows `ALL ROWS PER MATCH` returns.
+    excluded: bool,
     prev: Option<Arc<Binding>>,
 }
+
+/// The flag bit of an excluded binding's variable in a snapshot.
+const EXCLUDED_BIT: u16 = 0x8000;
 
 /// A match attempt's thread, parked at a `Var` instruction (waiting for a row) or at `Match`.
 #[derive(Clone)]
@@ -195,13 +242,9 @@ struct Thread {
 
 impl Thread {
     /// The rows mapped so far, oldest first.
-    fn bindings(&self) -> Vec<(u64, u16)> {
-        let mut out = Vec::new();
-        let mut at = self.last.as_deref();
-        while let Some(b) = at {
-            out.push((b.seq, b.var));
-            at = b.prev.as_deref();
-        }
+    fn bindings(&self) -> Vec<&Arc<Binding>> {
+        let mut out: Vec<&Arc<Binding>> =
+            std::iter::successors(self.last.as_ref(), |b| b.prev.as_ref()).collect();
         out.reverse();
         out
     }
@@ -227,6 +270,12 @@ struct Partition {
     next_start: u64,
     /// Matches emitted so far.
     matches: u64,
+    /// Whether a row of the partition has been matched (`^` holds before the first).
+    started: bool,
+    /// `WITH UNMATCHED ROWS`: rows not yet known to be in a match or in none, in order.
+    undecided: VecDeque<StoredRow>,
+    /// `WITH UNMATCHED ROWS`: rows before this sequence number are in an emitted match.
+    covered: u64,
 }
 
 impl Partition {
@@ -247,12 +296,27 @@ struct Current<'a> {
     ts: i64,
 }
 
+/// A row of output before the measures are evaluated: the reference values, and the input
+/// row it returns (`ALL ROWS PER MATCH`) or takes the partition columns from.
+struct Found {
+    refs: Vec<ScalarValue>,
+    row: Option<StoredRow>,
+    /// False for an unmatched row: its measures are NULL.
+    matched: bool,
+}
+
 /// The immutable part of the operator.
 struct Matcher {
     spec: PatternSpec,
     program: Program,
     within: Option<i64>,
     prev_depth: usize,
+    /// The instructions an attempt starts at at the partition's first row (`^` holds).
+    start_first: Vec<u32>,
+    /// Whether the pattern uses `^` (partitions must remember that they started).
+    anchored: bool,
+    /// Whether a row where an attempt starts must be stored (an empty match returns it).
+    keep_start_rows: bool,
     /// Whether no condition reads the rows a thread mapped (only the current row and PREV):
     /// then two threads of one attempt at the same instruction have the same future, and
     /// only the preferred one need live, as in a Pike VM.
@@ -284,13 +348,13 @@ pub struct PatternMatcher {
     /// Rows waiting for the watermark.
     order: EventOrder,
     next_seq: u64,
-    /// Reference values of matches found and not yet emitted.
-    found: Vec<Vec<ScalarValue>>,
+    /// Rows of matches found and not yet emitted.
+    found: Vec<Found>,
     scratch: Scratch,
 }
 
 impl PatternMatcher {
-    /// Compiles the pattern; fails if it can match zero rows.
+    /// Compiles the pattern.
     pub fn try_new(spec: PatternSpec) -> Result<Self> {
         let program = Program::compile(&spec.pattern)?;
         let fields = spec
@@ -315,7 +379,13 @@ impl PatternMatcher {
         let program_len = program.len();
         let variables = spec.variables.len();
         let mut start = Vec::new();
-        program.closure(0, &mut vec![false; program_len], &mut start);
+        let mut seen = vec![false; program_len];
+        program.closure(0, Position::Inside, &mut seen, &mut start);
+        let mut start_first = Vec::new();
+        program.closure(0, Position::First, &mut seen, &mut start_first);
+        let anchored = spec.pattern.any(&|p| matches!(p, Pattern::Start));
+        let keep_start_rows = spec.rows_per_match != RowsPerMatch::All(EmptyMatches::Omit)
+            && spec.pattern.matches_empty();
         let dedupe = spec
             .variables
             .iter()
@@ -330,6 +400,9 @@ impl PatternMatcher {
                 prev_depth,
                 dedupe,
                 start,
+                start_first,
+                anchored,
+                keep_start_rows,
             },
             scratch: Scratch {
                 seen: vec![false; program_len],
@@ -411,21 +484,24 @@ impl PatternMatcher {
     fn expire(&mut self, wm: i64) -> Result<()> {
         let prog = &self.m.program;
         let first = self.found.len();
+        let at_end = wm == i64::MAX;
         let mut completed: Vec<(&[u8], std::ops::Range<usize>)> = Vec::new();
         for (key, part) in self.partitions.iter_mut() {
             if part.threads.is_empty() {
                 continue;
             }
             let before = part.threads.len();
-            part.threads.retain(|t| {
-                prog.inst(t.pc) == Inst::Match
-                    || (wm != i64::MAX
-                        && self
-                            .m
-                            .within
-                            .is_none_or(|w| t.start_ts.saturating_add(w) >= wm))
+            let within = self.m.within;
+            // A thread waiting at `$` has mapped its last row: WITHIN is met, and the next
+            // row of its partition ends it.
+            part.threads.retain(|t| match prog.inst(t.pc) {
+                Inst::Match | Inst::End => true,
+                _ => !at_end && within.is_none_or(|w| t.start_ts.saturating_add(w) >= wm),
             });
-            if part.threads.len() != before {
+            if at_end {
+                self.m.finish(part, &mut self.scratch);
+            }
+            if part.threads.len() != before || at_end {
                 let start = self.found.len();
                 self.m.resolve(part, &mut self.found)?;
                 if self.found.len() > start {
@@ -435,15 +511,14 @@ impl PatternMatcher {
         }
         if completed.len() > 1 {
             completed.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            let mut done: Vec<Option<Vec<ScalarValue>>> =
-                self.found.drain(first..).map(Some).collect();
+            let mut done: Vec<Option<Found>> = self.found.drain(first..).map(Some).collect();
             for (_, range) in completed {
                 for i in range {
                     self.found.extend(done[i - first].take());
                 }
             }
         }
-        let keep = self.m.prev_depth > 0 || self.m.uses_match_number();
+        let keep = self.m.prev_depth > 0 || self.m.uses_match_number() || self.m.anchored;
         if !keep {
             self.partitions.retain(|_, p| !p.threads.is_empty());
         }
@@ -461,7 +536,7 @@ impl PatternMatcher {
         let mut columns = Vec::with_capacity(measures.refs.len());
         for j in 0..measures.refs.len() {
             columns.push(ScalarValue::iter_to_array(
-                found.iter().map(|values| values[j].clone()),
+                found.iter().map(|f| f.refs[j].clone()),
             )?);
         }
         let refs = RecordBatch::try_new_with_options(
@@ -469,22 +544,55 @@ impl PatternMatcher {
             columns,
             &RecordBatchOptions::new().with_row_count(Some(n)),
         )?;
-        let out = measures
+        let values = measures
             .exprs
             .iter()
             .map(|e| Ok(e.evaluate(&refs)?.into_array(n)?))
             .collect::<Result<Vec<_>>>()?;
-        let out = out
-            .into_iter()
-            .zip(self.m.spec.schema.fields())
-            .map(|(a, f)| {
-                if a.data_type() == f.data_type() {
-                    Ok(a)
-                } else {
-                    Ok(cast(&a, f.data_type())?)
+        // Unmatched rows have NULL measures.
+        let unmatched = found
+            .iter()
+            .any(|f| !f.matched)
+            .then(|| BooleanArray::from_iter(found.iter().map(|f| Some(!f.matched))));
+        // The returned input rows (ALL ROWS PER MATCH), gathered from their batches.
+        let mut sources: Vec<&RecordBatch> = Vec::new();
+        let mut index: AHashMap<*const RecordBatch, usize> = AHashMap::new();
+        let mut picks = Vec::new();
+        if measures
+            .columns
+            .iter()
+            .any(|c| matches!(c, OutputColumn::Input(_)))
+        {
+            for f in &found {
+                let s = f.row.as_ref().ok_or_else(|| {
+                    Error::Internal("an ALL ROWS PER MATCH row without its input row".into())
+                })?;
+                let b = *index.entry(Arc::as_ptr(&s.batch)).or_insert_with(|| {
+                    sources.push(s.batch.as_ref());
+                    sources.len() - 1
+                });
+                picks.push((b, s.row as usize));
+            }
+        }
+        let mut out = Vec::with_capacity(measures.columns.len());
+        for (c, f) in measures.columns.iter().zip(self.m.spec.schema.fields()) {
+            let a = match *c {
+                OutputColumn::Measure(i) => match &unmatched {
+                    Some(mask) => nullif(&values[i], mask)?,
+                    None => values[i].clone(),
+                },
+                OutputColumn::Input(col) => {
+                    let arrays: Vec<&dyn Array> =
+                        sources.iter().map(|b| b.column(col).as_ref()).collect();
+                    interleave(&arrays, &picks)?
                 }
-            })
-            .collect::<Result<Vec<_>>>()?;
+            };
+            out.push(if a.data_type() == f.data_type() {
+                a
+            } else {
+                cast(&a, f.data_type())?
+            });
+        }
         Ok(vec![RecordBatch::try_new(self.m.spec.schema.clone(), out)?])
     }
 }
@@ -512,18 +620,39 @@ impl Matcher {
                 prog.inst(t.pc) == Inst::Match || cur.ts.saturating_sub(t.start_ts) <= w
             });
         }
-        // Most rows neither extend a match nor can start one: skip them quickly.
+        if matches!(
+            self.spec.rows_per_match,
+            RowsPerMatch::All(EmptyMatches::WithUnmatched)
+        ) {
+            if part.undecided.len() >= MAX_ROWS_PER_PARTITION {
+                return Err(rows_limit());
+            }
+            part.undecided.push_back(StoredRow {
+                seq: cur.seq,
+                batch: cur.batch.clone(),
+                row: cur.row as u32,
+            });
+        }
+        let start = if part.started {
+            &self.start
+        } else {
+            &self.start_first
+        };
+        part.started = true;
+        // Most rows neither extend a match nor can start one: skip them quickly. An attempt
+        // that can match empty always starts.
         let may_start = |pc: &u32| match prog.inst(*pc) {
-            Inst::Var(v) => masks[v as usize].as_ref().is_none_or(|m| m.value(cur.row)),
+            Inst::Var(v, _) => masks[v as usize].as_ref().is_none_or(|m| m.value(cur.row)),
+            Inst::Match => true,
             _ => false,
         };
-        let can_start = cur.seq >= part.next_start && self.start.iter().any(may_start);
+        let can_start = cur.seq >= part.next_start && start.iter().any(may_start);
         if part.threads.is_empty() && !can_start {
             self.remember(part, cur);
             return Ok(());
         }
         if can_start {
-            for &pc in &self.start {
+            for &pc in start {
                 part.threads.push(Thread {
                     start: cur.seq,
                     start_ts: cur.ts,
@@ -546,7 +675,7 @@ impl Matcher {
         verdict.resize(part.threads.len(), false);
         ask.iter_mut().for_each(Vec::clear);
         for (i, t) in part.threads.iter().enumerate() {
-            let Inst::Var(v) = prog.inst(t.pc) else {
+            let Inst::Var(v, _) = prog.inst(t.pc) else {
                 continue;
             };
             let v = v as usize;
@@ -590,15 +719,16 @@ impl Matcher {
                     matched = Some(t.start);
                     part.threads.push(t);
                 }
-                Inst::Var(v) if verdict[i] => {
+                Inst::Var(v, excluded) if verdict[i] => {
                     bound = true;
                     let b = Arc::new(Binding {
                         seq: cur.seq,
                         var: v,
+                        excluded,
                         prev: t.last.clone(),
                     });
                     pcs.clear();
-                    prog.closure(t.pc + 1, seen, pcs);
+                    prog.closure(t.pc + 1, Position::Inside, seen, pcs);
                     for &pc in pcs.iter() {
                         if self.dedupe {
                             if parked[pc as usize] == t.start + 1 {
@@ -633,16 +763,9 @@ impl Matcher {
         }
         let mapped: usize = part.threads.iter().map(|t| t.mapped as usize).sum();
         if mapped.max(part.rows.len()) > MAX_ROWS_PER_PARTITION {
-            return Err(Error::limit(
-                "53200",
-                format!(
-                    "MATCH_RECOGNIZE holds more than {MAX_ROWS_PER_PARTITION} rows for open \
-                     match attempts in one partition; bound the pattern with WITHIN or make \
-                     its conditions stricter"
-                ),
-            ));
+            return Err(rows_limit());
         }
-        if bound {
+        if bound || (can_start && self.keep_start_rows) {
             part.rows.push_back(StoredRow {
                 seq: cur.seq,
                 batch: cur.batch.clone(),
@@ -651,6 +774,36 @@ impl Matcher {
         }
         self.remember(part, cur);
         Ok(())
+    }
+
+    /// At the end of the input: threads waiting at `$` go on, and those that reach the end
+    /// of the pattern match; every other thread that waits for a row ends. Preference
+    /// order is kept: once an attempt has a match, its less preferred threads end.
+    fn finish(&self, part: &mut Partition, scratch: &mut Scratch) {
+        let prog = &self.program;
+        let old = std::mem::take(&mut part.threads);
+        let mut matched: Option<u64> = None;
+        for t in old {
+            if matched == Some(t.start) {
+                continue;
+            }
+            match prog.inst(t.pc) {
+                Inst::Match => {
+                    matched = Some(t.start);
+                    part.threads.push(t);
+                }
+                Inst::End => {
+                    scratch.pcs.clear();
+                    prog.closure(t.pc, Position::End, &mut scratch.seen, &mut scratch.pcs);
+                    if let Some(&pc) = scratch.pcs.iter().find(|&&pc| prog.inst(pc) == Inst::Match)
+                    {
+                        matched = Some(t.start);
+                        part.threads.push(Thread { pc, ..t });
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Keeps the row for PREV, if any condition reads earlier rows of the partition.
@@ -754,13 +907,22 @@ impl Matcher {
             let s = part.row(seq)?;
             column_value(&s.batch, s.row as usize)
         };
-        let wanted = |v: u16| r.var.is_none_or(|rv| rv == v);
+        let wanted = |v: u16| r.var.is_none_or(|rv| self.member(rv, v));
         // The current row counts as the newest row of its variable (DEFINE's running view).
         let current = current.filter(|(_, v)| wanted(*v));
         // The mapped rows, newest first.
         let chain = || std::iter::successors(last, |b| b.prev.as_ref()).filter(|b| wanted(b.var));
         let values = match r.kind {
             RefKind::MatchNumber => vec![ScalarValue::Int64(Some(part.matches as i64 + 1))],
+            RefKind::Classifier => {
+                let var = match current {
+                    Some((_, v)) => Some(v),
+                    None => chain().next().map(|b| b.var),
+                };
+                return Ok(ScalarValue::Utf8(
+                    var.map(|v| self.spec.variables[v as usize].name.clone()),
+                ));
+            }
             RefKind::Prev(n) => {
                 let n = n as usize;
                 match part.recent.len().checked_sub(n) {
@@ -798,25 +960,30 @@ impl Matcher {
 
     /// Emits the partition's matches that are final, in start order, applying AFTER MATCH
     /// SKIP after each; then forgets rows no thread maps any more.
-    fn resolve(&self, part: &mut Partition, found: &mut Vec<Vec<ScalarValue>>) -> Result<()> {
+    fn resolve(&self, part: &mut Partition, found: &mut Vec<Found>) -> Result<()> {
+        let unmatched_rows = matches!(
+            self.spec.rows_per_match,
+            RowsPerMatch::All(EmptyMatches::WithUnmatched)
+        );
         while part
             .threads
             .first()
             .is_some_and(|t| self.program.inst(t.pc) == Inst::Match)
         {
             let t = part.threads.remove(0);
-            let bindings = t.bindings();
-            let measures = &self.spec.measures;
-            let mut values = Vec::with_capacity(measures.refs.len());
-            for (j, r) in measures.refs.iter().enumerate() {
-                let ty = measures.schema.field(j).data_type();
-                values.push(self.value(r, ty, part, t.last.as_ref(), None)?);
+            if unmatched_rows {
+                self.decide(part, t.start, found)?;
             }
-            found.push(values);
+            let bindings = t.bindings();
+            self.emit_match(part, &t, &bindings, found)?;
             part.matches += 1;
-            let last = bindings.last().map_or(t.start, |b| b.0);
-            let of = |var: u16, first: bool| {
-                let mut rows = bindings.iter().filter(|b| b.1 == var).map(|b| b.0);
+            let last = bindings.last().map_or(t.start, |b| b.seq);
+            part.covered = part.covered.max(last + 1);
+            let of = |set: u16, first: bool| {
+                let mut rows = bindings
+                    .iter()
+                    .filter(|b| self.member(set, b.var))
+                    .map(|b| b.seq);
                 if first {
                     rows.next()
                 } else {
@@ -824,15 +991,44 @@ impl Matcher {
                 }
             };
             let next = match self.spec.after_match {
+                _ if bindings.is_empty() => t.start + 1,
                 AfterMatch::PastLastRow => last + 1,
                 AfterMatch::ToNextRow => t.start + 1,
-                AfterMatch::ToFirst(v) => of(v, true).unwrap_or(t.start + 1),
-                AfterMatch::ToLast(v) => of(v, false).unwrap_or(t.start + 1),
+                AfterMatch::ToFirst(v) | AfterMatch::ToLast(v) => {
+                    let first = matches!(self.spec.after_match, AfterMatch::ToFirst(_));
+                    let how = if first { "FIRST" } else { "LAST" };
+                    let name = self.var_name(v);
+                    let Some(target) = of(v, first) else {
+                        return Err(Error::invalid_input(
+                            SKIP_ERROR,
+                            format!(
+                                "AFTER MATCH SKIP TO {how} {name} failed: \"{name}\" maps no row \
+                                 of match {}; make it mandatory in PATTERN or skip PAST LAST ROW",
+                                part.matches
+                            ),
+                        ));
+                    };
+                    if target == t.start {
+                        return Err(Error::invalid_input(
+                            SKIP_ERROR,
+                            format!(
+                                "AFTER MATCH SKIP TO {how} {name} failed: it would resume at the \
+                                 first row of match {}, which would find it again; skip TO NEXT \
+                                 ROW or to a later variable",
+                                part.matches
+                            ),
+                        ));
+                    }
+                    target
+                }
             };
-            // Never restart where this match started: that would find it again.
-            part.next_start = part.next_start.max(next.max(t.start + 1));
+            part.next_start = part.next_start.max(next);
             let next_start = part.next_start;
             part.threads.retain(|t| t.start >= next_start);
+        }
+        if unmatched_rows {
+            let until = part.threads.first().map_or(u64::MAX, |t| t.start);
+            self.decide(part, until, found)?;
         }
         match part.threads.first() {
             Some(t) => {
@@ -845,6 +1041,116 @@ impl Matcher {
         }
         Ok(())
     }
+
+    /// `WITH UNMATCHED ROWS`: the rows before `until` are decided (no open attempt can map
+    /// them any more); those in no match are returned with NULL measures.
+    fn decide(&self, part: &mut Partition, until: u64, found: &mut Vec<Found>) -> Result<()> {
+        while part.undecided.front().is_some_and(|r| r.seq < until) {
+            let Some(row) = part.undecided.pop_front() else {
+                break;
+            };
+            if row.seq >= part.covered {
+                let refs = (self.spec.measures.schema.fields().iter())
+                    .map(|f| ScalarValue::try_from(f.data_type()))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                found.push(Found {
+                    refs,
+                    row: Some(row),
+                    matched: false,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The output rows of one match: one summary row, or each of its rows (without the
+    /// excluded ones) with RUNNING measures over the rows up to it and FINAL measures over
+    /// all its rows; an empty match returns the row it was found at (unless omitted).
+    fn emit_match(
+        &self,
+        part: &Partition,
+        t: &Thread,
+        bindings: &[&Arc<Binding>],
+        found: &mut Vec<Found>,
+    ) -> Result<()> {
+        let measures = &self.spec.measures;
+        let refs_at = |last: Option<&Arc<Binding>>| -> Result<Vec<ScalarValue>> {
+            (measures.refs.iter().enumerate())
+                .map(|(j, r)| {
+                    let ty = measures.schema.field(j).data_type();
+                    let at = if r.is_final { t.last.as_ref() } else { last };
+                    self.value(r, ty, part, at, None)
+                })
+                .collect()
+        };
+        match self.spec.rows_per_match {
+            // The row gives the partition columns: the last row, or where an empty match was.
+            RowsPerMatch::One => found.push(Found {
+                refs: refs_at(t.last.as_ref())?,
+                row: Some(
+                    part.row(bindings.last().map_or(t.start, |b| b.seq))?
+                        .clone(),
+                ),
+                matched: true,
+            }),
+            RowsPerMatch::All(mode) if bindings.is_empty() => {
+                if mode != EmptyMatches::Omit {
+                    found.push(Found {
+                        refs: refs_at(None)?,
+                        row: Some(part.row(t.start)?.clone()),
+                        matched: true,
+                    });
+                }
+            }
+            RowsPerMatch::All(_) => {
+                for &b in bindings {
+                    if b.excluded {
+                        continue;
+                    }
+                    found.push(Found {
+                        refs: refs_at(Some(b))?,
+                        row: Some(part.row(b.seq)?.clone()),
+                        matched: true,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether variable `v` is `set` or in subset `set`.
+    fn member(&self, set: u16, v: u16) -> bool {
+        let n = self.spec.variables.len();
+        match (set as usize).checked_sub(n) {
+            None => set == v,
+            Some(i) => self.spec.subsets.get(i).is_some_and(|s| s.1.contains(&v)),
+        }
+    }
+
+    /// The name of a variable or subset.
+    fn var_name(&self, set: u16) -> &str {
+        let n = self.spec.variables.len();
+        match (set as usize).checked_sub(n) {
+            None => &self.spec.variables[set as usize].name,
+            Some(i) => self.spec.subsets.get(i).map_or("?", |s| s.0.as_str()),
+        }
+    }
+}
+
+/// SQLSTATE of a failed `AFTER MATCH SKIP TO`: a data exception (SQL:2016 makes it a
+/// run-time exception; saql reports the class code).
+pub const SKIP_ERROR: &str = "22000";
+
+/// The error when a partition holds too many rows.
+fn rows_limit() -> Error {
+    Error::limit(
+        "53200",
+        format!(
+            "MATCH_RECOGNIZE holds more than {MAX_ROWS_PER_PARTITION} rows for open match \
+             attempts in one partition; bound the pattern with WITHIN or make its conditions \
+             stricter"
+        ),
+    )
 }
 
 /// Serialised state, beside the pending and stored rows in IPC.
@@ -865,6 +1171,12 @@ struct SavedPartition {
     rows: Vec<(u64, u32)>,
     recent: Vec<(u64, u32)>,
     threads: Vec<SavedThread>,
+    #[serde(default)]
+    started: bool,
+    #[serde(default)]
+    undecided: Vec<(u64, u32)>,
+    #[serde(default)]
+    covered: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -872,6 +1184,7 @@ struct SavedThread {
     start: u64,
     start_ts: i64,
     pc: u32,
+    /// (sequence number, variable with [`EXCLUDED_BIT`] set if excluded).
     bindings: Vec<(u64, u16)>,
 }
 
@@ -883,6 +1196,7 @@ struct FlatPartitions {
     /// (sequence number, batch, row in that batch).
     rows: Vec<(u64, usize, u32)>,
     recent: Vec<(u64, usize, u32)>,
+    undecided: Vec<(u64, usize, u32)>,
     /// (start, start time, pc, end of its bindings).
     threads: Vec<(u64, i64, u32, usize)>,
     bindings: Vec<(u64, u16)>,
@@ -893,18 +1207,23 @@ struct PartitionEnds {
     key: usize,
     rows: usize,
     recent: usize,
+    undecided: usize,
     threads: usize,
     next_start: u64,
     matches: u64,
+    started: bool,
+    covered: u64,
 }
 
 impl FlatPartitions {
-    /// The partitions as saved: stored rows are numbered in the order of `rows` then `recent`
-    /// (the order in which they are gathered into the stored batch).
+    /// The partitions as saved: stored rows are numbered in the order of `rows`, `recent`
+    /// then `undecided` (the order in which they are gathered into the stored batch).
     fn unflatten(&self) -> Vec<SavedPartition> {
         let mut out = Vec::with_capacity(self.ends.len());
         let (mut key, mut rows, mut recent, mut threads, mut binding) = (0, 0, 0, 0, 0);
+        let mut undecided = 0;
         let recent_base = self.rows.len();
+        let undecided_base = recent_base + self.recent.len();
         for e in &self.ends {
             out.push(SavedPartition {
                 key: self.keys[key..e.key].to_vec(),
@@ -914,6 +1233,11 @@ impl FlatPartitions {
                 recent: (recent..e.recent)
                     .map(|i| (self.recent[i].0, (recent_base + i) as u32))
                     .collect(),
+                undecided: (undecided..e.undecided)
+                    .map(|i| (self.undecided[i].0, (undecided_base + i) as u32))
+                    .collect(),
+                started: e.started,
+                covered: e.covered,
                 threads: self.threads[threads..e.threads]
                     .iter()
                     .map(|&(start, start_ts, pc, end)| {
@@ -929,6 +1253,7 @@ impl FlatPartitions {
                     .collect(),
             });
             (key, rows, recent, threads) = (e.key, e.rows, e.recent, e.threads);
+            undecided = e.undecided;
         }
         out
     }
@@ -979,11 +1304,13 @@ impl Operator for PatternMatcher {
             flat.keys.extend_from_slice(key);
             flat.rows.extend(p.rows.iter().map(&mut pick));
             flat.recent.extend(p.recent.iter().map(&mut pick));
+            flat.undecided.extend(p.undecided.iter().map(&mut pick));
             for t in &p.threads {
                 let from = flat.bindings.len();
                 let mut at = t.last.as_deref();
                 while let Some(b) = at {
-                    flat.bindings.push((b.seq, b.var));
+                    let flag = if b.excluded { EXCLUDED_BIT } else { 0 };
+                    flat.bindings.push((b.seq, b.var | flag));
                     at = b.prev.as_deref();
                 }
                 flat.bindings[from..].reverse();
@@ -994,9 +1321,12 @@ impl Operator for PatternMatcher {
                 key: flat.keys.len(),
                 rows: flat.rows.len(),
                 recent: flat.recent.len(),
+                undecided: flat.undecided.len(),
                 threads: flat.threads.len(),
                 next_start: p.next_start,
                 matches: p.matches,
+                started: p.started,
+                covered: p.covered,
             });
         }
         let pending = self.order.pending()?;
@@ -1005,7 +1335,9 @@ impl Operator for PatternMatcher {
         let schema = self.m.spec.input_schema.clone();
         Ok(snapshot::StateImage::later(move || {
             let refs: Vec<&RecordBatch> = batches.iter().map(|b| b.as_ref()).collect();
-            let picks: Vec<(usize, usize)> = (flat.rows.iter().chain(&flat.recent))
+            let picks: Vec<(usize, usize)> = (flat.rows.iter())
+                .chain(&flat.recent)
+                .chain(&flat.undecided)
                 .map(|&(_, b, row)| (b, row as usize))
                 .collect();
             let stored = if picks.is_empty() {
@@ -1050,7 +1382,8 @@ impl Operator for PatternMatcher {
                     for (seq, var) in t.bindings {
                         last = Some(Arc::new(Binding {
                             seq,
-                            var,
+                            var: var & !EXCLUDED_BIT,
+                            excluded: var & EXCLUDED_BIT != 0,
                             prev: last,
                         }));
                     }
@@ -1074,6 +1407,9 @@ impl Operator for PatternMatcher {
                     recent: p.recent.into_iter().map(row).collect(),
                     next_start: p.next_start,
                     matches: p.matches,
+                    started: p.started,
+                    undecided: p.undecided.into_iter().map(row).collect(),
+                    covered: p.covered,
                 },
             );
         }
