@@ -181,10 +181,57 @@ impl fmt::Display for SubsetDef {
     }
 }
 
+/// Writes `RUNNING(f(...))` and `FINAL(f(...))`, as the front end hands them to sqlparser,
+/// back as SQL:2016 spells them: `RUNNING f(...)`, `FINAL f(...)`.
+pub fn pattern_semantics_sql(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    // Byte offsets of the `)` to drop.
+    let mut drop: Vec<usize> = Vec::new();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < text.len() {
+        let rest = &text[i..];
+        let word = ["RUNNING(", "FINAL("].into_iter().find(|w| {
+            rest.len() >= w.len()
+                && rest[..w.len()].eq_ignore_ascii_case(w)
+                && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_'))
+        });
+        if let Some(w) = word {
+            // Find the `)` that closes this `(`, outside string literals.
+            let mut depth = 0i32;
+            let mut quoted = false;
+            for (k, c) in text[i + w.len() - 1..].char_indices() {
+                match c {
+                    '\'' => quoted = !quoted,
+                    '(' if !quoted => depth += 1,
+                    ')' if !quoted => {
+                        depth -= 1;
+                        if depth == 0 {
+                            drop.push(i + w.len() - 1 + k);
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            out.push_str(&w[..w.len() - 1]);
+            out.push(' ');
+            i += w.len();
+            continue;
+        }
+        let c = rest.chars().next().unwrap_or(' ');
+        if !drop.contains(&i) {
+            out.push(c);
+        }
+        i += c.len_utf8();
+    }
+    out
+}
+
 /// A query body with its clauses as SQL: `SUBSET` and `WITHIN` return to their place after
 /// `PATTERN (...)`.
 pub fn query_sql(query: &sq::Query, clauses: &Clauses) -> String {
-    let mut text = query.to_string();
+    let mut text = pattern_semantics_sql(&query.to_string());
     let mut lifted = String::new();
     if !clauses.subsets.is_empty() {
         lifted.push_str(" SUBSET ");

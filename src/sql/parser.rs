@@ -128,7 +128,7 @@ fn rewrite_pattern_words(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     }
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
     // Exclusions opened and not yet closed by `-}`.
-    let mut exclusions = 0usize;
+    let mut exclusions: Vec<bool> = Vec::new();
     // Where each pending `)` goes: after the token at this index closes the call.
     let mut closes: Vec<usize> = Vec::new();
     let mut inside = 0i32; // parenthesis depth inside MATCH_RECOGNIZE, 0 outside
@@ -144,15 +144,27 @@ fn rewrite_pattern_words(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
             continue;
         }
         match &t.token {
+            // Only where a quantifier could be read: not first in a group or alternative.
+            Token::LBrace
+                if significant(&tokens, i + 1).is_some_and(|n| tokens[n].token == Token::Minus)
+                    && out[..out.len() - 1]
+                        .iter()
+                        .rev()
+                        .find(|p| !matches!(p.token, Token::Whitespace(_)))
+                        .is_some_and(|p| !matches!(p.token, Token::LParen | Token::Pipe)) =>
+            {
+                out.insert(out.len() - 1, TokenWithSpan::new(Token::LParen, t.span));
+                exclusions.push(true);
+            }
             Token::LBrace
                 if significant(&tokens, i + 1).is_some_and(|n| tokens[n].token == Token::Minus) =>
             {
-                out.insert(out.len() - 1, TokenWithSpan::new(Token::LParen, t.span));
-                exclusions += 1;
+                exclusions.push(false);
             }
-            Token::RBrace if exclusions > 0 => {
-                exclusions -= 1;
-                out.push(TokenWithSpan::new(Token::RParen, t.span));
+            Token::RBrace if !exclusions.is_empty() => {
+                if exclusions.pop() == Some(true) {
+                    out.push(TokenWithSpan::new(Token::RParen, t.span));
+                }
             }
             Token::Word(w)
                 if w.quote_style.is_none()
@@ -194,6 +206,15 @@ fn rewrite_pattern_words(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
                     depth == 0
                 });
                 if let Some(close) = close {
+                    // One spelling, so that the printed form parses to the same tree.
+                    let upper = if is_word(t, "FINAL") {
+                        "FINAL"
+                    } else {
+                        "RUNNING"
+                    };
+                    if let Some(last) = out.last_mut() {
+                        last.token = Token::make_word(upper, None);
+                    }
                     out.push(TokenWithSpan::new(Token::LParen, t.span));
                     closes.push(close);
                     closes.sort_unstable_by(|a, b| b.cmp(a));
@@ -1296,6 +1317,77 @@ mod tests {
     fn several_statements() {
         let stmts = parse("SHOW STREAMS; ;SELECT 1;").unwrap();
         assert_eq!(stmts.len(), 2);
+    }
+
+    #[test]
+    fn row_pattern_recognition_constructs_round_trip() {
+        let sql = "CREATE CONTINUOUS QUERY ev AS SELECT * FROM s MATCH_RECOGNIZE(\
+                   PARTITION BY host ORDER BY ts \
+                   MEASURES CLASSIFIER() AS step, MATCH_NUMBER() AS n, RUNNING COUNT(*) AS so_far, \
+                   final Last(u.v) AS fin, RUNNING sum(a.v) AS s \
+                   ALL ROWS PER MATCH WITH UNMATCHED ROWS AFTER MATCH SKIP TO u \
+                   PATTERN (^ a {- x -}*? PERMUTE(b, c) (d | {- e -}) $) \
+                   SUBSET u = (a, b), w = (c, d) WITHIN INTERVAL '1' MINUTE \
+                   DEFINE a AS CLASSIFIER() = 'a', b AS b.v > FIRST(u.v))";
+        let Statement::CreateQuery(cq) = verified(sql) else {
+            panic!("not a query")
+        };
+        assert_eq!(cq.clauses.subsets.len(), 2);
+        assert_eq!(cq.clauses.subsets[1].to_string(), "w = (c, d)");
+        let printed = cq.to_string();
+        for part in [
+            "RUNNING COUNT(*) AS so_far",
+            "FINAL Last(u.v) AS fin",
+            "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
+            // SKIP TO v is SQL:2016's shorthand for SKIP TO LAST v.
+            "AFTER MATCH SKIP TO LAST u",
+            "PATTERN (^ a ( {- x -} )*? PERMUTE(b, c) ( d | {- e -} ) $) \
+             SUBSET u = (a, b), w = (c, d) WITHIN INTERVAL '1' MINUTE DEFINE",
+        ] {
+            assert!(printed.contains(part), "{part} in {printed}");
+        }
+        // The other orders of the lifted clauses, and lower-case keywords.
+        verified(
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+             MEASURES final count(*) AS n ALL ROWS PER MATCH OMIT EMPTY MATCHES \
+             PATTERN (permute(a, b) c*) WITHIN INTERVAL '5' SECOND SUBSET u = (a) \
+             DEFINE a AS v > 0)",
+        );
+        verified(
+            "EXPLAIN SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts MEASURES a.v AS v \
+             ALL ROWS PER MATCH SHOW EMPTY MATCHES PATTERN (a*) DEFINE a AS v > 0)",
+        );
+    }
+
+    #[test]
+    fn row_pattern_errors_point_at_the_token() {
+        // A SUBSET without its parentheses.
+        let err = parse_one(
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+             MEASURES a.v AS v PATTERN (a) SUBSET u = a DEFINE a AS v > 0)",
+        )
+        .unwrap_err();
+        assert_eq!(err.sqlstate(), "42601");
+        assert_eq!(err.location().map(|l| l.column), Some(115), "{err}");
+        // SUBSET outside a continuous query.
+        let err = parse_one(
+            "SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts MEASURES a.v AS v\n  PATTERN (a) \
+             SUBSET u = (a) DEFINE a AS v > 0)",
+        )
+        .unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("SUBSET is supported in continuous queries only"));
+        let loc = err.location().unwrap();
+        assert_eq!((loc.line, loc.column), (2, 15), "{err}");
+        // Something else between PATTERN and DEFINE.
+        let err = parse_one(
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+             MEASURES a.v AS v PATTERN (a) SUBSET u = (a) FOO DEFINE a AS v > 0)",
+        )
+        .unwrap_err();
+        assert_eq!(err.sqlstate(), "42601");
+        assert_eq!(err.location().map(|l| l.column), Some(119), "{err}");
     }
 
     #[test]
