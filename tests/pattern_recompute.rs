@@ -169,10 +169,12 @@ const MEASURES: &str = "MATCH_NUMBER() AS mn, FIRST(ts) AS t0, LAST(ts) AS t1, C
                         SUM(v) AS total, COUNT(u.*) AS nb, MAX(u.v) AS mb, LAST(a.v) AS la, \
                         CLASSIFIER() AS cls, FINAL COUNT(u.*) AS nu";
 
-/// ALL ROWS PER MATCH: running and final measures, CLASSIFIER and a SUBSET.
+/// ALL ROWS PER MATCH: running and final measures, CLASSIFIER, a SUBSET, and navigation
+/// (physical PREV/NEXT over the match's rows, logical FIRST/LAST offsets, and both nested).
 const ALL_MEASURES: &str = "MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, COUNT(*) AS n, \
                             FINAL COUNT(*) AS fin_n, RUNNING SUM(v) AS rs, FINAL LAST(v) AS fl, \
-                            LAST(u.v) AS lu";
+                            LAST(u.v) AS lu, PREV(v) AS pv, FIRST(v, 1) AS f1, \
+                            NEXT(LAST(u.v, 1), 1) AS nx";
 
 #[derive(Debug, Clone, Copy)]
 enum Skip {
@@ -490,15 +492,8 @@ fn all_rows(part: &Part, k: i64, m: &Found, rows: Rows, u: &[usize], out: &mut V
     let final_last = m.binds.last().and_then(|b| part.v(b.0));
     if m.binds.is_empty() {
         if rows != Rows::Omit {
-            let measures = vec![
-                m.number.to_string(),
-                "NULL".into(),
-                "0".into(),
-                "0".into(),
-                "NULL".into(),
-                "NULL".into(),
-                "NULL".into(),
-            ];
+            let mut measures = vec![m.number.to_string(), "NULL".into(), "0".into(), "0".into()];
+            measures.extend(std::iter::repeat_n("NULL".to_string(), 6));
             out.push(line(m.start, measures));
         }
         return;
@@ -509,6 +504,12 @@ fn all_rows(part: &Part, k: i64, m: &Found, rows: Rows, u: &[usize], out: &mut V
         }
         let upto = &m.binds[..=j];
         let last_u = upto.iter().rev().find(|x| u.contains(&x.1));
+        let v_at = |i: Option<usize>| opt(i.and_then(|i| upto.get(i)).and_then(|x| part.v(x.0)));
+        // NEXT(LAST(u.v, 1), 1): the row after u's second-to-last row, among the rows so far.
+        let u_rows: Vec<usize> = (0..upto.len())
+            .filter(|&i| u.contains(&upto[i].1))
+            .collect();
+        let nx = u_rows.len().checked_sub(2).map(|i| u_rows[i] + 1);
         let measures = vec![
             m.number.to_string(),
             names[b.1].to_string(),
@@ -517,6 +518,9 @@ fn all_rows(part: &Part, k: i64, m: &Found, rows: Rows, u: &[usize], out: &mut V
             opt(sum(upto)),
             opt(final_last),
             opt(last_u.and_then(|x| part.v(x.0))),
+            v_at(j.checked_sub(1)),
+            v_at(Some(1)),
+            v_at(nx),
         ];
         out.push(line(b.0, measures));
     }
@@ -553,7 +557,7 @@ fn reference(
         if mode == Rows::Unmatched {
             for &r in &found.unmatched {
                 let mut cells = vec![k.to_string(), fmt_ts(part.rows[r].ts)];
-                cells.extend(std::iter::repeat_n("NULL".to_string(), 7));
+                cells.extend(std::iter::repeat_n("NULL".to_string(), 10));
                 cells.push(opt(part.v(r)));
                 out.push(cells.join("|"));
             }
@@ -764,8 +768,13 @@ fn reference_on_worked_cases() {
     // All rows: the first match's rows, running count 1 then 2, final count 2.
     let got = reference(&rows, text, &ab, None, Skip::PastLast, Rows::Show).unwrap();
     assert_eq!(got.len(), 4, "{got:?}");
-    assert!(got[0].ends_with("|1|a|1|2|0|4|0|0"), "{got:?}");
-    assert!(got[1].ends_with("|1|b|2|2|4|4|4|4"), "{got:?}");
+    // PREV(v) is the row before in the match, FIRST(v, 1) its second row; NEXT(LAST(u.v, 1),
+    // 1) is the row after u's second-to-last row so far: on the second row, after the first.
+    assert!(
+        got[0].ends_with("|1|a|1|2|0|4|0|NULL|NULL|NULL|0"),
+        "{got:?}"
+    );
+    assert!(got[1].ends_with("|1|b|2|2|4|4|4|0|4|4|4"), "{got:?}");
     // `a*` over 0, 4, 1, 3: a at 0, an empty match at 4, a at 1, an empty match at 3.
     let (text, star, _) = patterns().swap_remove(16);
     assert_eq!(text, "a*");
@@ -773,7 +782,7 @@ fn reference_on_worked_cases() {
     assert_eq!(got.len(), 4, "{got:?}");
     assert!(
         got.iter()
-            .any(|l| l.ends_with("|2|NULL|0|0|NULL|NULL|NULL|4")),
+            .any(|l| l.ends_with("|2|NULL|0|0|NULL|NULL|NULL|NULL|NULL|NULL|4")),
         "{got:?}"
     );
     let got = reference(&rows, text, &star, None, Skip::PastLast, Rows::Omit).unwrap();
@@ -800,5 +809,5 @@ fn reference_on_worked_cases() {
     assert_eq!(got.len(), 5, "{got:?}");
     assert!(got
         .iter()
-        .any(|l| l.ends_with("|NULL|NULL|NULL|NULL|NULL|NULL|NULL|5")));
+        .any(|l| l.ends_with("|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|5")));
 }

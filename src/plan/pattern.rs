@@ -464,6 +464,23 @@ fn convert_pattern(
     })
 }
 
+/// A navigation offset: a whole number from `min` to 1000.
+fn offset_arg(a: &FunctionArg, name: &str, min: u32) -> Result<u32> {
+    let n = match a {
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v))) => match &v.value {
+            Value::Number(n, _) => n.parse::<u32>().ok(),
+            _ => None,
+        },
+        _ => None,
+    };
+    n.filter(|n| (min..=1000).contains(n)).ok_or_else(|| {
+        Error::plan(
+            "22023",
+            format!("{name}'s offset must be a whole number from {min} to 1000"),
+        )
+    })
+}
+
 /// Most variables in one `PERMUTE` (6! = 720 alternatives).
 const MAX_PERMUTE: usize = 6;
 
@@ -730,6 +747,8 @@ impl<'a> Rewriter<'a> {
                     column: Some(c),
                     kind: RefKind::Last,
                     is_final: false,
+                    offset: 0,
+                    shift: 0,
                 })))
             }
             Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
@@ -742,6 +761,8 @@ impl<'a> Rewriter<'a> {
                     column: Some(c),
                     kind: RefKind::Last,
                     is_final: false,
+                    offset: 0,
+                    shift: 0,
                 })))
             }
             Expr::CompoundIdentifier(parts) => Err(Error::NotSupported(format!(
@@ -762,6 +783,10 @@ impl<'a> Rewriter<'a> {
         let kind = match name.as_str() {
             "FIRST" => RefKind::First,
             "LAST" => RefKind::Last,
+            "PREV" | "NEXT" if self.current.is_none() => {
+                let r = self.physical_nav(f, name == "NEXT")?;
+                return Ok(Some(self.reference(r)));
+            }
             "PREV" => RefKind::Prev(1),
             "COUNT" => RefKind::Count,
             "SUM" => RefKind::Sum,
@@ -772,9 +797,11 @@ impl<'a> Rewriter<'a> {
             "CLASSIFIER" => RefKind::Classifier,
             "RUNNING" | "FINAL" => return self.semantics(f, name == "FINAL").map(Some),
             "NEXT" => {
-                return Err(Error::NotSupported(format!(
-                    "{name} is not supported in MATCH_RECOGNIZE"
-                )))
+                return Err(Error::NotSupported(
+                    "NEXT in DEFINE would read a row that has not arrived yet; use PREV, or \
+                     NEXT in MEASURES"
+                        .into(),
+                ))
             }
             _ => return Ok(None),
         };
@@ -824,6 +851,8 @@ impl<'a> Rewriter<'a> {
                     column: None,
                     kind,
                     is_final: false,
+                    offset: 0,
+                    shift: 0,
                 }
             }
             RefKind::MatchNumber => {
@@ -837,6 +866,8 @@ impl<'a> Rewriter<'a> {
                     column: None,
                     kind,
                     is_final: false,
+                    offset: 0,
+                    shift: 0,
                 }
             }
             RefKind::Prev(_) => {
@@ -882,15 +913,26 @@ impl<'a> Rewriter<'a> {
                     column: Some(c),
                     kind: RefKind::Prev(n),
                     is_final: false,
+                    offset: 0,
+                    shift: 0,
                 }
             }
             _ => {
-                if args.len() != 1 {
+                let logical = matches!(kind, RefKind::First | RefKind::Last);
+                if args.len() != 1 && !(logical && args.len() == 2) {
                     return Err(Error::plan(
                         "42883",
-                        format!("{name} takes one argument in MATCH_RECOGNIZE"),
+                        if logical {
+                            format!("{name} takes a column and an optional offset")
+                        } else {
+                            format!("{name} takes one argument in MATCH_RECOGNIZE")
+                        },
                     ));
                 }
+                let offset = match args.get(1) {
+                    Some(a) => offset_arg(a, &name, 0)?,
+                    None => 0,
+                };
                 let (var, column) = match arg(0)? {
                     FunctionArgExpr::Wildcard if kind == RefKind::Count => (None, None),
                     FunctionArgExpr::QualifiedWildcard(v) if kind == RefKind::Count => {
@@ -913,6 +955,7 @@ impl<'a> Rewriter<'a> {
                 // In DEFINE, LAST of the current variable (or of the whole match) is the
                 // current row.
                 if kind == RefKind::Last
+                    && offset == 0
                     && self.current.is_some()
                     && (var.is_none() || var == self.current)
                 {
@@ -927,10 +970,70 @@ impl<'a> Rewriter<'a> {
                     column,
                     kind,
                     is_final: false,
+                    offset,
+                    shift: 0,
                 }
             }
         };
         Ok(Some(self.reference(r)))
+    }
+
+    /// `PREV(x, n)` / `NEXT(x, n)` in MEASURES, `x` a column, `v.col` or `FIRST`/`LAST(v.col
+    /// [, m])`: the row `n` rows of the match before (after) the row `x` reads.
+    fn physical_nav(&mut self, f: &sq::Function, next: bool) -> Result<Ref> {
+        let word = if next { "NEXT" } else { "PREV" };
+        let args: Vec<&FunctionArg> = match &f.args {
+            FunctionArguments::List(l) if l.duplicate_treatment.is_none() => {
+                l.args.iter().collect()
+            }
+            _ => vec![],
+        };
+        let (Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(inner))), 1..=2) =
+            (args.first(), args.len())
+        else {
+            return Err(Error::plan(
+                "42883",
+                format!("{word} takes a column (or FIRST/LAST of one) and an optional offset"),
+            ));
+        };
+        let n = match args.get(1) {
+            Some(a) => offset_arg(a, word, 0)?,
+            None => 1,
+        };
+        let mut base = match inner {
+            Expr::Function(g)
+                if matches!(
+                    normalize_object(&g.name).to_ascii_uppercase().as_str(),
+                    "FIRST" | "LAST"
+                ) =>
+            {
+                let Some(Expr::Identifier(id)) = self.function(g)? else {
+                    return Err(Error::plan(
+                        "42883",
+                        format!("{word} of {g} is not supported"),
+                    ));
+                };
+                // The nested reference was just added: take it back out as a base.
+                let i: usize =
+                    id.value.trim_start_matches("__ref").parse().map_err(|_| {
+                        Error::plan("42883", format!("{word} of {g} is not supported"))
+                    })?;
+                self.refs[i].clone()
+            }
+            e => {
+                let (var, c) = self.operand(e)?;
+                Ref {
+                    var,
+                    column: Some(c),
+                    kind: RefKind::Last,
+                    is_final: false,
+                    offset: 0,
+                    shift: 0,
+                }
+            }
+        };
+        base.shift = if next { n as i32 } else { -(n as i32) };
+        Ok(base)
     }
 
     /// `RUNNING f(...)` or `FINAL f(...)` (the front end writes them `RUNNING(f(...))`):

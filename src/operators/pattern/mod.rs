@@ -912,7 +912,33 @@ impl Matcher {
         let current = current.filter(|(_, v)| wanted(*v));
         // The mapped rows, newest first.
         let chain = || std::iter::successors(last, |b| b.prev.as_ref()).filter(|b| wanted(b.var));
+        let navigates = r.offset > 0 || r.shift != 0;
         let values = match r.kind {
+            // FIRST(x, n) / LAST(x, n), maybe moved by PREV/NEXT: index the rows so far.
+            RefKind::First | RefKind::Last if navigates => {
+                let mut rows: Vec<(Option<u64>, bool)> =
+                    std::iter::successors(last, |b| b.prev.as_ref())
+                        .map(|b| (Some(b.seq), wanted(b.var)))
+                        .collect();
+                rows.reverse();
+                if current.is_some() {
+                    rows.push((None, true));
+                }
+                let of_var: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].1).collect();
+                let off = r.offset as usize;
+                let pick = match r.kind {
+                    RefKind::First => of_var.get(off).copied(),
+                    _ => (of_var.len().checked_sub(off + 1)).map(|i| of_var[i]),
+                };
+                let target = pick
+                    .and_then(|i| i.checked_add_signed(r.shift as isize))
+                    .filter(|&i| i < rows.len());
+                match (target.map(|i| rows[i].0), current) {
+                    (Some(Some(seq)), _) => vec![stored(seq)?],
+                    (Some(None), Some((cur, _))) => vec![column_value(cur.batch, cur.row)?],
+                    _ => vec![],
+                }
+            }
             RefKind::MatchNumber => vec![ScalarValue::Int64(Some(part.matches as i64 + 1))],
             RefKind::Classifier => {
                 let var = match current {

@@ -64,6 +64,12 @@ pub struct Ref {
     pub kind: RefKind,
     /// FINAL: over all rows of the match, whichever row is returned (MEASURES only).
     pub is_final: bool,
+    /// `FIRST(x, n)` / `LAST(x, n)`: the row `n` rows of the variable after the first (before
+    /// the last).
+    pub offset: u32,
+    /// `PREV(..., n)` / `NEXT(..., n)` in MEASURES: then `n` rows of the match before (-) or
+    /// after (+) that row.
+    pub shift: i32,
 }
 
 impl Ref {
@@ -161,6 +167,8 @@ mod tests {
             column,
             kind,
             is_final: false,
+            offset: 0,
+            shift: 0,
         }
     }
 
