@@ -35,7 +35,7 @@ use crate::operators::pattern::{
     Pattern, PatternSpec, Ref, RefKind, RowsPerMatch as PatternRows, Variable,
 };
 use crate::sql::interval::interval_duration;
-use crate::sql::SubsetDef;
+use crate::sql::Clauses;
 
 /// A planned `MATCH_RECOGNIZE`: its stream, operator spec and output schema.
 pub(crate) struct PlannedPattern {
@@ -48,10 +48,11 @@ pub(crate) struct PlannedPattern {
 /// stream (keeping the alias), whose planning schema is then the match rows' schema.
 pub(crate) fn plan_match_recognize(
     relation: &mut TableFactor,
-    within: Option<&Expr>,
-    subsets: &[SubsetDef],
+    clauses: &Clauses,
     catalog: &Catalog,
 ) -> Result<PlannedPattern> {
+    let within = clauses.within.as_ref();
+    let subsets = &clauses.subsets;
     let TableFactor::MatchRecognize {
         table,
         partition_by,
@@ -345,6 +346,17 @@ pub(crate) fn plan_match_recognize(
             (None, None) => return Err(Error::Internal("an output column of nothing".into())),
         }
     }
+    if clauses.emit_timeout {
+        if fields.iter().any(|f| f.name() == "timed_out") {
+            return Err(Error::plan(
+                "42701",
+                "column \"timed_out\" appears twice in the MATCH_RECOGNIZE output: EMIT TIMEOUT \
+                 adds it; rename the measure",
+            ));
+        }
+        fields.push(Field::new("timed_out", DataType::Boolean, false));
+        columns.push(OutputColumn::TimedOut);
+    }
     let schema = Arc::new(Schema::new(fields));
 
     let matcher = PatternSpec {
@@ -353,6 +365,7 @@ pub(crate) fn plan_match_recognize(
         partition_by: partition_cols,
         time_column: et.column,
         within: within_duration,
+        emit_timeout: clauses.emit_timeout,
         after_match,
         rows_per_match: rows,
         subsets: subset_names.into_iter().zip(subset_vars.clone()).collect(),

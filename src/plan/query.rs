@@ -35,7 +35,7 @@ use crate::operators::session_window::GroupColumn;
 use crate::operators::window_aggregate::WindowedInput;
 use crate::operators::Operator;
 use crate::sql::interval::interval_duration;
-use crate::sql::{Clauses, InvariantClause, InvariantKind, OutlierClause, SubsetDef, Training};
+use crate::sql::{Clauses, InvariantClause, InvariantKind, OutlierClause, Training};
 use datafusion::scalar::ScalarValue;
 
 /// A window table function in `FROM`.
@@ -128,7 +128,7 @@ pub fn plan_continuous(
     clauses: &Clauses,
     catalog: &Catalog,
 ) -> Result<QueryPlan> {
-    let mut plan = plan_select(query, clauses.within.as_ref(), &clauses.subsets, catalog)?;
+    let mut plan = plan_select(query, clauses, catalog)?;
     if let Some(clause) = &clauses.outlier {
         add_outlier(&mut plan, clause)?;
     }
@@ -300,12 +300,7 @@ fn add_outlier(plan: &mut QueryPlan, clause: &OutlierClause) -> Result<()> {
     Ok(())
 }
 
-fn plan_select(
-    query: &sq::Query,
-    within: Option<&Expr>,
-    subsets: &[SubsetDef],
-    catalog: &Catalog,
-) -> Result<QueryPlan> {
+fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Result<QueryPlan> {
     let mut query = query.clone();
     if query.order_by.is_some() || query.limit_clause.is_some() || query.with.is_some() {
         return Err(Error::NotSupported(
@@ -322,8 +317,7 @@ fn plan_select(
             "a continuous query reads exactly one stream; joins are not supported yet".into(),
         ));
     }
-    let (stream, window, pattern) =
-        resolve_from(&mut select.from[0].relation, within, subsets, catalog)?;
+    let (stream, window, pattern) = resolve_from(&mut select.from[0].relation, clauses, catalog)?;
     let scan_schema = match (&pattern, window) {
         (Some(p), _) => p.schema.clone(),
         (None, None) => stream.schema.clone(),
@@ -893,12 +887,11 @@ type Source = (Arc<StreamDef>, Option<WindowSpec>, Option<PlannedPattern>);
 /// stream (whose planning schema then carries the window columns, or is the match rows').
 fn resolve_from(
     relation: &mut TableFactor,
-    within: Option<&Expr>,
-    subsets: &[SubsetDef],
+    clauses: &Clauses,
     catalog: &Catalog,
 ) -> Result<Source> {
     if let TableFactor::MatchRecognize { .. } = relation {
-        let p = plan_match_recognize(relation, within, subsets, catalog)?;
+        let p = plan_match_recognize(relation, clauses, catalog)?;
         return Ok((p.stream.clone(), None, Some(p)));
     }
     if let TableFactor::Derived { subquery, .. } = relation {
@@ -912,9 +905,9 @@ fn resolve_from(
                 "a continuous query reads exactly one stream; joins are not supported yet".into(),
             ));
         }
-        return resolve_from(&mut inner.from[0].relation, within, subsets, catalog);
+        return resolve_from(&mut inner.from[0].relation, clauses, catalog);
     }
-    if within.is_some() || !subsets.is_empty() {
+    if clauses.within.is_some() || !clauses.subsets.is_empty() {
         return Err(Error::plan(
             "42601",
             "WITHIN and SUBSET belong after PATTERN (...) in a MATCH_RECOGNIZE",

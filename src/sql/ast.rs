@@ -157,6 +157,8 @@ pub struct Clauses {
     pub within: Option<sq::Expr>,
     /// `SUBSET u = (a, b), ...` after a `MATCH_RECOGNIZE` pattern, lifted out like `within`.
     pub subsets: Vec<SubsetDef>,
+    /// `WITHIN ... EMIT TIMEOUT`: a partial match that WITHIN ends is returned too.
+    pub emit_timeout: bool,
 }
 
 /// `u = (a, b)` in a `SUBSET` clause: a union variable standing for the rows of `a` and `b`.
@@ -244,6 +246,9 @@ pub fn query_sql(query: &sq::Query, clauses: &Clauses) -> String {
     }
     if let Some(within) = &clauses.within {
         lifted.push_str(&format!(" WITHIN {within}"));
+        if clauses.emit_timeout {
+            lifted.push_str(" EMIT TIMEOUT");
+        }
     }
     if !lifted.is_empty() {
         let at = text

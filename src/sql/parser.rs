@@ -59,6 +59,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
                 Some(c) if c.within.is_none() && c.subsets.is_empty() => {
                     c.within = w.interval;
                     c.subsets = w.subsets;
+                    c.emit_timeout = w.emit_timeout;
                 }
                 Some(_) => {
                     return Err(error_at(
@@ -98,6 +99,8 @@ struct LiftedWithin {
     token: TokenWithSpan,
     interval: Option<Expr>,
     subsets: Vec<SubsetDef>,
+    /// `EMIT TIMEOUT` after the interval.
+    emit_timeout: bool,
 }
 
 /// Writes what sqlparser does not read inside `MATCH_RECOGNIZE (...)` in a form it does:
@@ -311,6 +314,7 @@ fn lift_within(
         let mut k = first;
         let mut interval = None;
         let mut subsets = Vec::new();
+        let mut emit_timeout = false;
         loop {
             let is_within = word(&tokens[k], "WITHIN") && interval.is_none();
             let is_subset = word(&tokens[k], "SUBSET") && subsets.is_empty();
@@ -347,6 +351,17 @@ fn lift_within(
                     other => error_at(&tokens[k], other.to_string()),
                 })?;
                 interval = Some(e);
+                if is_word(&p.peek_token(), "EMIT") {
+                    p.next_token();
+                    let t = p.next_token();
+                    if !is_word(&t, "TIMEOUT") {
+                        return Err(error_at(
+                            &t,
+                            format!("expected TIMEOUT after EMIT, found \"{}\"", t.token),
+                        ));
+                    }
+                    emit_timeout = true;
+                }
             } else {
                 subsets = p.parse_comma_separated(|p| {
                     let name = p.parse_identifier()?;
@@ -383,6 +398,7 @@ fn lift_within(
             token,
             interval,
             subsets,
+            emit_timeout,
         });
         i = first;
     }
@@ -647,6 +663,7 @@ fn parse_clauses(parser: &mut Parser) -> Result<Clauses> {
         invariant: parse_invariant(parser)?,
         within: None,
         subsets: Vec::new(),
+        emit_timeout: false,
     };
     if clauses.outlier.is_some() && clauses.invariant.is_some() {
         return Err(error_at(
@@ -1353,6 +1370,17 @@ mod tests {
              PATTERN (permute(a, b) c*) WITHIN INTERVAL '5' SECOND SUBSET u = (a) \
              DEFINE a AS v > 0)",
         );
+        let Statement::CreateQuery(cq) = verified(
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+             MEASURES PREV(LAST(a.v, 1), 2) AS p, NEXT(v) AS n PATTERN (a b) \
+             WITHIN INTERVAL '5' SECOND EMIT TIMEOUT DEFINE a AS v > LAST(a.v, 1))",
+        ) else {
+            panic!("not a query")
+        };
+        assert!(cq.clauses.emit_timeout);
+        assert!(cq
+            .to_string()
+            .contains("WITHIN INTERVAL '5' SECOND EMIT TIMEOUT DEFINE"));
         verified(
             "EXPLAIN SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts MEASURES a.v AS v \
              ALL ROWS PER MATCH SHOW EMPTY MATCHES PATTERN (a*) DEFINE a AS v > 0)",

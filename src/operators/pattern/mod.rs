@@ -90,6 +90,8 @@ pub enum OutputColumn {
     Measure(usize),
     /// The input column of the returned row (`ALL ROWS PER MATCH`).
     Input(usize),
+    /// `timed_out`: true for a partial match that WITHIN ended (`EMIT TIMEOUT`).
+    TimedOut,
 }
 
 /// The most match threads one partition may hold. Patterns such as `(a | b)*` without WITHIN
@@ -200,6 +202,9 @@ pub struct PatternSpec {
     pub time_column: usize,
     /// Longest time from a match's first row to its last.
     pub within: Option<Duration>,
+    /// `WITHIN ... EMIT TIMEOUT`: an attempt that WITHIN ends after it mapped a row returns
+    /// its partial match (its most preferred thread's rows), marked in a `timed_out` column.
+    pub emit_timeout: bool,
     /// `AFTER MATCH SKIP ...`.
     pub after_match: AfterMatch,
     /// `ONE ROW PER MATCH` or `ALL ROWS PER MATCH ...`.
@@ -303,6 +308,8 @@ struct Found {
     row: Option<StoredRow>,
     /// False for an unmatched row: its measures are NULL.
     matched: bool,
+    /// A partial match that WITHIN ended.
+    timed_out: bool,
 }
 
 /// The immutable part of the operator.
@@ -471,7 +478,8 @@ impl PatternMatcher {
                 ts: ts.unwrap_or(i64::MIN),
             };
             self.next_seq += 1;
-            self.m.step(part, &current, &masks, &mut self.scratch)?;
+            self.m
+                .step(part, &current, &masks, &mut self.scratch, &mut self.found)?;
             self.m.resolve(part, &mut self.found)?;
         }
         Ok(())
@@ -492,21 +500,25 @@ impl PatternMatcher {
             }
             let before = part.threads.len();
             let within = self.m.within;
+            let start = self.found.len();
             // A thread waiting at `$` has mapped its last row: WITHIN is met, and the next
             // row of its partition ends it.
-            part.threads.retain(|t| match prog.inst(t.pc) {
-                Inst::Match | Inst::End => true,
-                _ => !at_end && within.is_none_or(|w| t.start_ts.saturating_add(w) >= wm),
-            });
+            self.m.drop_threads(
+                part,
+                |t| match prog.inst(t.pc) {
+                    Inst::Match | Inst::End => true,
+                    _ => !at_end && within.is_none_or(|w| t.start_ts.saturating_add(w) >= wm),
+                },
+                &mut self.found,
+            )?;
             if at_end {
                 self.m.finish(part, &mut self.scratch);
             }
             if part.threads.len() != before || at_end {
-                let start = self.found.len();
                 self.m.resolve(part, &mut self.found)?;
-                if self.found.len() > start {
-                    completed.push((key.as_ref(), start..self.found.len()));
-                }
+            }
+            if self.found.len() > start {
+                completed.push((key.as_ref(), start..self.found.len()));
             }
         }
         if completed.len() > 1 {
@@ -586,6 +598,9 @@ impl PatternMatcher {
                         sources.iter().map(|b| b.column(col).as_ref()).collect();
                     interleave(&arrays, &picks)?
                 }
+                OutputColumn::TimedOut => Arc::new(BooleanArray::from_iter(
+                    found.iter().map(|f| Some(f.timed_out)),
+                )),
             };
             out.push(if a.data_type() == f.data_type() {
                 a
@@ -613,12 +628,15 @@ impl Matcher {
         cur: &Current,
         masks: &[Option<BooleanArray>],
         scratch: &mut Scratch,
+        found: &mut Vec<Found>,
     ) -> Result<()> {
         let prog = &self.program;
         if let Some(w) = self.within {
-            part.threads.retain(|t| {
-                prog.inst(t.pc) == Inst::Match || cur.ts.saturating_sub(t.start_ts) <= w
-            });
+            self.drop_threads(
+                part,
+                |t| prog.inst(t.pc) == Inst::Match || cur.ts.saturating_sub(t.start_ts) <= w,
+                found,
+            )?;
         }
         if matches!(
             self.spec.rows_per_match,
@@ -1083,6 +1101,7 @@ impl Matcher {
                     refs,
                     row: Some(row),
                     matched: false,
+                    timed_out: false,
                 });
             }
         }
@@ -1118,6 +1137,7 @@ impl Matcher {
                         .clone(),
                 ),
                 matched: true,
+                timed_out: false,
             }),
             RowsPerMatch::All(mode) if bindings.is_empty() => {
                 if mode != EmptyMatches::Omit {
@@ -1125,6 +1145,7 @@ impl Matcher {
                         refs: refs_at(None)?,
                         row: Some(part.row(t.start)?.clone()),
                         matched: true,
+                        timed_out: false,
                     });
                 }
             }
@@ -1137,10 +1158,51 @@ impl Matcher {
                         refs: refs_at(Some(b))?,
                         row: Some(part.row(b.seq)?.clone()),
                         matched: true,
+                        timed_out: false,
                     });
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Ends the threads that `keep` refuses (WITHIN has passed, or the input ended). With
+    /// `EMIT TIMEOUT`, an attempt that loses all its threads this way after mapping a row
+    /// returns its partial match: the rows of its most preferred thread.
+    fn drop_threads(
+        &self,
+        part: &mut Partition,
+        keep: impl Fn(&Thread) -> bool,
+        found: &mut Vec<Found>,
+    ) -> Result<()> {
+        if self.spec.emit_timeout {
+            let mut i = 0;
+            while i < part.threads.len() {
+                let start = part.threads[i].start;
+                let end = i + part.threads[i..]
+                    .iter()
+                    .take_while(|t| t.start == start)
+                    .count();
+                let attempt = &part.threads[i..end];
+                if attempt[0].mapped > 0 && attempt.iter().all(|t| !keep(t)) {
+                    let t = attempt[0].clone();
+                    let first = found.len();
+                    self.emit_match(part, &t, &t.bindings(), found)?;
+                    let numbers: Vec<usize> = (self.spec.measures.refs.iter().enumerate())
+                        .filter(|(_, r)| r.kind == RefKind::MatchNumber)
+                        .map(|(j, _)| j)
+                        .collect();
+                    for f in &mut found[first..] {
+                        f.timed_out = true;
+                        for &j in &numbers {
+                            f.refs[j] = ScalarValue::Int64(None);
+                        }
+                    }
+                }
+                i = end;
+            }
+        }
+        part.threads.retain(keep);
         Ok(())
     }
 
