@@ -164,10 +164,9 @@ fn rewrite_pattern_words(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
             {
                 exclusions.push(false);
             }
-            Token::RBrace if !exclusions.is_empty() => {
-                if exclusions.pop() == Some(true) {
-                    out.push(TokenWithSpan::new(Token::RParen, t.span));
-                }
+            // The `}` that closes an exclusion put in parentheses closes them too.
+            Token::RBrace if exclusions.pop() == Some(true) => {
+                out.push(TokenWithSpan::new(Token::RParen, t.span));
             }
             Token::Word(w)
                 if w.quote_style.is_none()
