@@ -153,7 +153,8 @@ fn match_recognize(s: &MatchRecognizeSpec) -> ExplainNode {
         )
         .with("pattern", m.pattern.display(&names).to_string());
     if let Some(w) = &s.within {
-        node = node.with("within", w.to_string());
+        let emit = if m.emit_timeout { " EMIT TIMEOUT" } else { "" };
+        node = node.with("within", format!("{w}{emit}"));
     }
     if !m.subsets.is_empty() {
         node = node.with(
