@@ -174,7 +174,8 @@ const MEASURES: &str = "MATCH_NUMBER() AS mn, FIRST(ts) AS t0, LAST(ts) AS t1, C
 const ALL_MEASURES: &str = "MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, COUNT(*) AS n, \
                             FINAL COUNT(*) AS fin_n, RUNNING SUM(v) AS rs, FINAL LAST(v) AS fl, \
                             LAST(u.v) AS lu, PREV(v) AS pv, FIRST(v, 1) AS f1, \
-                            NEXT(LAST(u.v, 1), 1) AS nx";
+                            NEXT(LAST(u.v, 1), 1) AS nx, MIN(u.v) AS mnu, MAX(v) AS mx, \
+                            FIRST(u.v) AS fu";
 
 #[derive(Debug, Clone, Copy)]
 enum Skip {
@@ -493,7 +494,7 @@ fn all_rows(part: &Part, k: i64, m: &Found, rows: Rows, u: &[usize], out: &mut V
     if m.binds.is_empty() {
         if rows != Rows::Omit {
             let mut measures = vec![m.number.to_string(), "NULL".into(), "0".into(), "0".into()];
-            measures.extend(std::iter::repeat_n("NULL".to_string(), 6));
+            measures.extend(std::iter::repeat_n("NULL".to_string(), 9));
             out.push(line(m.start, measures));
         }
         return;
@@ -521,6 +522,9 @@ fn all_rows(part: &Part, k: i64, m: &Found, rows: Rows, u: &[usize], out: &mut V
             v_at(j.checked_sub(1)),
             v_at(Some(1)),
             v_at(nx),
+            opt(u_rows.iter().filter_map(|&i| part.v(upto[i].0)).min()),
+            opt(upto.iter().filter_map(|x| part.v(x.0)).max()),
+            v_at(u_rows.first().copied()),
         ];
         out.push(line(b.0, measures));
     }
@@ -557,7 +561,7 @@ fn reference(
         if mode == Rows::Unmatched {
             for &r in &found.unmatched {
                 let mut cells = vec![k.to_string(), fmt_ts(part.rows[r].ts)];
-                cells.extend(std::iter::repeat_n("NULL".to_string(), 10));
+                cells.extend(std::iter::repeat_n("NULL".to_string(), 13));
                 cells.push(opt(part.v(r)));
                 out.push(cells.join("|"));
             }
@@ -778,10 +782,10 @@ fn reference_on_worked_cases() {
     // PREV(v) is the row before in the match, FIRST(v, 1) its second row; NEXT(LAST(u.v, 1),
     // 1) is the row after u's second-to-last row so far: on the second row, after the first.
     assert!(
-        got[0].ends_with("|1|a|1|2|0|4|0|NULL|NULL|NULL|0"),
+        got[0].ends_with("|1|a|1|2|0|4|0|NULL|NULL|NULL|0|0|0|0"),
         "{got:?}"
     );
-    assert!(got[1].ends_with("|1|b|2|2|4|4|4|0|4|4|4"), "{got:?}");
+    assert!(got[1].ends_with("|1|b|2|2|4|4|4|0|4|4|0|4|0|4"), "{got:?}");
     // `a*` over 0, 4, 1, 3: a at 0, an empty match at 4, a at 1, an empty match at 3.
     let (text, star, _) = patterns().swap_remove(16);
     assert_eq!(text, "a*");
@@ -789,7 +793,7 @@ fn reference_on_worked_cases() {
     assert_eq!(got.len(), 4, "{got:?}");
     assert!(
         got.iter()
-            .any(|l| l.ends_with("|2|NULL|0|0|NULL|NULL|NULL|NULL|NULL|NULL|4")),
+            .any(|l| l.ends_with("|2|NULL|0|0|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|4")),
         "{got:?}"
     );
     let got = reference(&rows, text, &star, None, Skip::PastLast, Rows::Omit).unwrap();
@@ -814,7 +818,7 @@ fn reference_on_worked_cases() {
     });
     let got = reference(&more, "a b", &ab, None, Skip::PastLast, Rows::Unmatched).unwrap();
     assert_eq!(got.len(), 5, "{got:?}");
-    assert!(got
-        .iter()
-        .any(|l| l.ends_with("|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|5")));
+    assert!(got.iter().any(
+        |l| l.ends_with("|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|5")
+    ));
 }

@@ -243,6 +243,10 @@ struct Thread {
     last: Option<Arc<Binding>>,
     /// Rows mapped so far (the length of `last`).
     mapped: u32,
+    /// `EMIT TIMEOUT`: WITHIN ended the attempt and this is its partial match, returned in
+    /// start order once the attempts before it are decided (a match before it may skip past
+    /// it); it takes no rows.
+    timed_out: bool,
 }
 
 impl Thread {
@@ -514,7 +518,8 @@ impl PatternMatcher {
             if at_end {
                 self.m.finish(part, &mut self.scratch);
             }
-            if part.threads.len() != before || at_end {
+            // Also when no thread ended: one may have become a timed-out partial match.
+            if part.threads.len() != before || at_end || self.m.spec.emit_timeout {
                 self.m.resolve(part, &mut self.found)?;
             }
             if self.found.len() > start {
@@ -677,6 +682,7 @@ impl Matcher {
                     pc,
                     last: None,
                     mapped: 0,
+                    timed_out: false,
                 });
             }
         }
@@ -696,6 +702,9 @@ impl Matcher {
             let Inst::Var(v, _) = prog.inst(t.pc) else {
                 continue;
             };
+            if t.timed_out {
+                continue;
+            }
             let v = v as usize;
             if masks[v].as_ref().is_some_and(|m| !m.value(cur.row)) {
                 continue;
@@ -729,6 +738,10 @@ impl Matcher {
         parked.clear();
         parked.resize(if self.dedupe { prog.len() } else { 0 }, 0);
         for (i, t) in old.into_iter().enumerate() {
+            if t.timed_out {
+                part.threads.push(t);
+                continue;
+            }
             if matched == Some(t.start) {
                 continue;
             }
@@ -802,6 +815,10 @@ impl Matcher {
         let old = std::mem::take(&mut part.threads);
         let mut matched: Option<u64> = None;
         for t in old {
+            if t.timed_out {
+                part.threads.push(t);
+                continue;
+            }
             if matched == Some(t.start) {
                 continue;
             }
@@ -1012,13 +1029,17 @@ impl Matcher {
         while part
             .threads
             .first()
-            .is_some_and(|t| self.program.inst(t.pc) == Inst::Match)
+            .is_some_and(|t| t.timed_out || self.program.inst(t.pc) == Inst::Match)
         {
             let t = part.threads.remove(0);
             if unmatched_rows {
                 self.decide(part, t.start, found)?;
             }
             let bindings = t.bindings();
+            if t.timed_out {
+                self.emit_timeout(part, &t, &bindings, found)?;
+                continue;
+            }
             self.emit_match(part, &t, &bindings, found)?;
             part.matches += 1;
             let last = bindings.last().map_or(t.start, |b| b.seq);
@@ -1150,13 +1171,49 @@ impl Matcher {
                 }
             }
             RowsPerMatch::All(_) => {
+                // RUNNING references are kept up to date row by row (one pass over the
+                // match, not one per returned row); FINAL ones are computed once.
+                let mut running: Vec<Option<Running>> =
+                    measures.refs.iter().map(Running::new).collect();
+                let finals = (measures.refs.iter().enumerate())
+                    .map(|(j, r)| {
+                        let ty = measures.schema.field(j).data_type();
+                        r.is_final
+                            .then(|| self.value(r, ty, part, t.last.as_ref(), None))
+                            .transpose()
+                    })
+                    .collect::<Result<Vec<_>>>()?;
                 for &b in bindings {
+                    let row = part.row(b.seq)?;
+                    for (j, (r, acc)) in measures.refs.iter().zip(&mut running).enumerate() {
+                        if let Some(acc) = acc {
+                            if r.var.is_none_or(|set| self.member(set, b.var)) {
+                                let v = match r.column {
+                                    Some(c) => ScalarValue::try_from_array(
+                                        row.batch.column(c),
+                                        row.row as usize,
+                                    )?,
+                                    None => ScalarValue::Null,
+                                };
+                                acc.push(r, measures.schema.field(j).data_type(), v, b.var)?;
+                            }
+                        }
+                    }
                     if b.excluded {
                         continue;
                     }
+                    let mut refs = Vec::with_capacity(measures.refs.len());
+                    for (j, r) in measures.refs.iter().enumerate() {
+                        let ty = measures.schema.field(j).data_type();
+                        refs.push(match (&finals[j], &running[j]) {
+                            (Some(v), _) => v.clone(),
+                            (None, Some(acc)) => acc.value(r, ty, self, part)?,
+                            (None, None) => self.value(r, ty, part, Some(b), None)?,
+                        });
+                    }
                     found.push(Found {
-                        refs: refs_at(Some(b))?,
-                        row: Some(part.row(b.seq)?.clone()),
+                        refs,
+                        row: Some(row.clone()),
                         matched: true,
                         timed_out: false,
                     });
@@ -1168,12 +1225,13 @@ impl Matcher {
 
     /// Ends the threads that `keep` refuses (WITHIN has passed, or the input ended). With
     /// `EMIT TIMEOUT`, an attempt that loses all its threads this way after mapping a row
-    /// returns its partial match: the rows of its most preferred thread.
+    /// leaves its most preferred thread behind, marked timed out: [`Matcher::resolve`]
+    /// returns it in start order (unless a match before it skips past it).
     fn drop_threads(
         &self,
         part: &mut Partition,
         keep: impl Fn(&Thread) -> bool,
-        found: &mut Vec<Found>,
+        _found: &mut Vec<Found>,
     ) -> Result<()> {
         if self.spec.emit_timeout {
             let mut i = 0;
@@ -1184,25 +1242,40 @@ impl Matcher {
                     .take_while(|t| t.start == start)
                     .count();
                 let attempt = &part.threads[i..end];
-                if attempt[0].mapped > 0 && attempt.iter().all(|t| !keep(t)) {
-                    let t = attempt[0].clone();
-                    let first = found.len();
-                    self.emit_match(part, &t, &t.bindings(), found)?;
-                    let numbers: Vec<usize> = (self.spec.measures.refs.iter().enumerate())
-                        .filter(|(_, r)| r.kind == RefKind::MatchNumber)
-                        .map(|(j, _)| j)
-                        .collect();
-                    for f in &mut found[first..] {
-                        f.timed_out = true;
-                        for &j in &numbers {
-                            f.refs[j] = ScalarValue::Int64(None);
-                        }
-                    }
+                if !attempt[0].timed_out
+                    && attempt[0].mapped > 0
+                    && attempt.iter().all(|t| !keep(t))
+                {
+                    part.threads[i].timed_out = true;
                 }
                 i = end;
             }
         }
-        part.threads.retain(keep);
+        part.threads.retain(|t| t.timed_out || keep(t));
+        Ok(())
+    }
+
+    /// The rows of a timed-out partial match: as a match's, with `timed_out` set and no
+    /// match number.
+    fn emit_timeout(
+        &self,
+        part: &Partition,
+        t: &Thread,
+        bindings: &[&Arc<Binding>],
+        found: &mut Vec<Found>,
+    ) -> Result<()> {
+        let first = found.len();
+        self.emit_match(part, t, bindings, found)?;
+        let numbers: Vec<usize> = (self.spec.measures.refs.iter().enumerate())
+            .filter(|(_, r)| r.kind == RefKind::MatchNumber)
+            .map(|(j, _)| j)
+            .collect();
+        for f in &mut found[first..] {
+            f.timed_out = true;
+            for &j in &numbers {
+                f.refs[j] = ScalarValue::Int64(None);
+            }
+        }
         Ok(())
     }
 
@@ -1221,6 +1294,106 @@ impl Matcher {
         match (set as usize).checked_sub(n) {
             None => &self.spec.variables[set as usize].name,
             Some(i) => self.spec.subsets.get(i).map_or("?", |s| s.0.as_str()),
+        }
+    }
+}
+
+/// A RUNNING reference kept up to date as the rows of a match are walked in order (the
+/// kinds whose value depends only on the rows so far, not on navigation).
+struct Running {
+    /// Rows (COUNT(*)) or non-NULL values seen.
+    count: i64,
+    int_sum: i64,
+    float_sum: f64,
+    first: Option<ScalarValue>,
+    last: Option<ScalarValue>,
+    best: Option<ScalarValue>,
+    /// The variable of the last row (CLASSIFIER).
+    var: Option<u16>,
+}
+
+impl Running {
+    fn new(r: &Ref) -> Option<Running> {
+        let simple = r.offset == 0 && r.shift == 0;
+        let kept = matches!(
+            r.kind,
+            RefKind::Count
+                | RefKind::Sum
+                | RefKind::Avg
+                | RefKind::Min
+                | RefKind::Max
+                | RefKind::Classifier
+        ) || (simple && matches!(r.kind, RefKind::First | RefKind::Last));
+        (kept && !r.is_final).then_some(Running {
+            count: 0,
+            int_sum: 0,
+            float_sum: 0.0,
+            first: None,
+            last: None,
+            best: None,
+            var: None,
+        })
+    }
+
+    /// The next row the reference ranges over: its value and variable.
+    fn push(&mut self, r: &Ref, ty: &DataType, v: ScalarValue, var: u16) -> Result<()> {
+        self.var = Some(var);
+        if self.first.is_none() {
+            self.first = Some(v.clone());
+        }
+        if r.column.is_none() || !v.is_null() {
+            self.count += 1;
+        }
+        if !v.is_null() {
+            match r.kind {
+                RefKind::Sum if *ty == DataType::Int64 => {
+                    if let ScalarValue::Int64(Some(x)) = v.cast_to(&DataType::Int64)? {
+                        self.int_sum = self.int_sum.wrapping_add(x);
+                    }
+                }
+                RefKind::Sum | RefKind::Avg => {
+                    if let ScalarValue::Float64(Some(x)) = v.cast_to(&DataType::Float64)? {
+                        self.float_sum += x;
+                    }
+                }
+                RefKind::Min | RefKind::Max => {
+                    let better = self.best.as_ref().is_none_or(|b| match v.partial_cmp(b) {
+                        Some(std::cmp::Ordering::Less) => r.kind == RefKind::Min,
+                        Some(std::cmp::Ordering::Greater) => r.kind == RefKind::Max,
+                        _ => false,
+                    });
+                    if better {
+                        self.best = Some(v.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.last = Some(v);
+        Ok(())
+    }
+
+    /// The reference's value over the rows pushed so far, as [`Ref::compute`] gives it.
+    fn value(&self, r: &Ref, ty: &DataType, m: &Matcher, part: &Partition) -> Result<ScalarValue> {
+        let one = |v: &Option<ScalarValue>| match v {
+            Some(v) => r.compute(std::slice::from_ref(v), ty),
+            None => r.compute(&[], ty),
+        };
+        match r.kind {
+            RefKind::Count => Ok(ScalarValue::Int64(Some(self.count))),
+            RefKind::Sum | RefKind::Avg if self.count == 0 => Ok(ScalarValue::try_from(ty)?),
+            RefKind::Sum if *ty == DataType::Int64 => Ok(ScalarValue::Int64(Some(self.int_sum))),
+            RefKind::Sum => Ok(ScalarValue::Float64(Some(self.float_sum))),
+            RefKind::Avg => Ok(ScalarValue::Float64(Some(
+                self.float_sum / self.count as f64,
+            ))),
+            RefKind::Min | RefKind::Max => one(&self.best),
+            RefKind::First => one(&self.first),
+            RefKind::Last => one(&self.last),
+            RefKind::Classifier => Ok(ScalarValue::Utf8(
+                self.var.map(|v| m.spec.variables[v as usize].name.clone()),
+            )),
+            _ => m.value(r, ty, part, None, None),
         }
     }
 }
@@ -1274,6 +1447,8 @@ struct SavedThread {
     pc: u32,
     /// (sequence number, variable with [`EXCLUDED_BIT`] set if excluded).
     bindings: Vec<(u64, u16)>,
+    #[serde(default)]
+    timed_out: bool,
 }
 
 /// The partitions as taken at a checkpoint barrier: every list of every partition end to end,
@@ -1286,7 +1461,7 @@ struct FlatPartitions {
     recent: Vec<(u64, usize, u32)>,
     undecided: Vec<(u64, usize, u32)>,
     /// (start, start time, pc, end of its bindings).
-    threads: Vec<(u64, i64, u32, usize)>,
+    threads: Vec<(u64, i64, u32, usize, bool)>,
     bindings: Vec<(u64, u16)>,
     ends: Vec<PartitionEnds>,
 }
@@ -1328,7 +1503,7 @@ impl FlatPartitions {
                 covered: e.covered,
                 threads: self.threads[threads..e.threads]
                     .iter()
-                    .map(|&(start, start_ts, pc, end)| {
+                    .map(|&(start, start_ts, pc, end, timed_out)| {
                         let bindings = self.bindings[binding..end].to_vec();
                         binding = end;
                         SavedThread {
@@ -1336,6 +1511,7 @@ impl FlatPartitions {
                             start_ts,
                             pc,
                             bindings,
+                            timed_out,
                         }
                     })
                     .collect(),
@@ -1403,7 +1579,7 @@ impl Operator for PatternMatcher {
                 }
                 flat.bindings[from..].reverse();
                 flat.threads
-                    .push((t.start, t.start_ts, t.pc, flat.bindings.len()));
+                    .push((t.start, t.start_ts, t.pc, flat.bindings.len(), t.timed_out));
             }
             flat.ends.push(PartitionEnds {
                 key: flat.keys.len(),
@@ -1484,6 +1660,7 @@ impl Operator for PatternMatcher {
                         pc: t.pc,
                         mapped,
                         last,
+                        timed_out: t.timed_out,
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
