@@ -117,6 +117,7 @@ fn each_attack_fires_the_queries_meant_for_it() {
             Attack::DataExfiltration,
             &[
                 "apt_chain",
+                "apt_chain_evidence",
                 "big_senders",
                 "cmd_starts_osql",
                 "exfil_outlier",

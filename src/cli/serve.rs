@@ -223,6 +223,10 @@ const BUILT_IN_QUERIES: &[(&str, &str)] = &[
     ),
     ("apt_chain.sql", include_str!("../../queries/apt_chain.sql")),
     (
+        "apt_chain_evidence.sql",
+        include_str!("../../queries/apt_chain_evidence.sql"),
+    ),
+    (
         "big_senders.sql",
         include_str!("../../queries/big_senders.sql"),
     ),

@@ -32,7 +32,7 @@ use super::spec::{
     FilterSpec, HistorySpec, InvariantSpec, MatchRecognizeSpec, OperatorSpec, OutlierSpec,
     ProjectSpec, SessionWindowSpec, WindowAggregateSpec,
 };
-use crate::operators::pattern::AfterMatch;
+use crate::operators::pattern::{AfterMatch, EmptyMatches, RowsPerMatch};
 use crate::sql::Training;
 
 /// One operator of a plan, for EXPLAIN.
@@ -153,14 +153,41 @@ fn match_recognize(s: &MatchRecognizeSpec) -> ExplainNode {
         )
         .with("pattern", m.pattern.display(&names).to_string());
     if let Some(w) = &s.within {
-        node = node.with("within", w.to_string());
+        let emit = if m.emit_timeout { " EMIT TIMEOUT" } else { "" };
+        node = node.with("within", format!("{w}{emit}"));
     }
+    if !m.subsets.is_empty() {
+        node = node.with(
+            "subset",
+            m.subsets
+                .iter()
+                .map(|(name, vars)| {
+                    let vars: Vec<&str> =
+                        vars.iter().map(|&v| names[v as usize].as_str()).collect();
+                    format!("{name} = ({})", vars.join(", "))
+                })
+                .collect::<Vec<_>>(),
+        );
+    }
+    let set_name = |v: u16| {
+        (names.get(v as usize))
+            .or_else(|| m.subsets.get(v as usize - names.len()).map(|s| &s.0))
+            .cloned()
+            .unwrap_or_default()
+    };
     let skip = match m.after_match {
         AfterMatch::PastLastRow => "SKIP PAST LAST ROW".to_string(),
         AfterMatch::ToNextRow => "SKIP TO NEXT ROW".to_string(),
-        AfterMatch::ToFirst(v) => format!("SKIP TO FIRST {}", names[v as usize]),
-        AfterMatch::ToLast(v) => format!("SKIP TO LAST {}", names[v as usize]),
+        AfterMatch::ToFirst(v) => format!("SKIP TO FIRST {}", set_name(v)),
+        AfterMatch::ToLast(v) => format!("SKIP TO LAST {}", set_name(v)),
     };
+    let rows = match m.rows_per_match {
+        RowsPerMatch::One => "ONE ROW PER MATCH",
+        RowsPerMatch::All(EmptyMatches::Show) => "ALL ROWS PER MATCH SHOW EMPTY MATCHES",
+        RowsPerMatch::All(EmptyMatches::Omit) => "ALL ROWS PER MATCH OMIT EMPTY MATCHES",
+        RowsPerMatch::All(EmptyMatches::WithUnmatched) => "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
+    };
+    node = node.with("rows_per_match", rows);
     let defines: Vec<String> = names
         .iter()
         .zip(&s.defines)
@@ -169,16 +196,24 @@ fn match_recognize(s: &MatchRecognizeSpec) -> ExplainNode {
     let measures: Vec<String> = s
         .measures
         .iter()
-        .map(|m| format!("{} AS {}", m.expr, m.alias))
+        .map(|m| {
+            let expr = crate::sql::ast::pattern_semantics_sql(&m.expr.to_string());
+            format!("{expr} AS {}", m.alias)
+        })
         .collect();
-    let state = if s.within.is_some() {
+    let mut state = if s.within.is_some() {
         "per partition: open match attempts and the rows they map; an attempt ends when the \
          watermark passes its first row + WITHIN; rows wait for the watermark to be matched in \
          event-time order"
+            .to_string()
     } else {
         "per partition: open match attempts and the rows they map (unbounded without WITHIN); \
          rows wait for the watermark to be matched in event-time order"
+            .to_string()
     };
+    if m.rows_per_match == RowsPerMatch::All(EmptyMatches::WithUnmatched) {
+        state.push_str("; the rows an open attempt may still map, until they are known unmatched");
+    }
     node.with("after_match", skip)
         .with("define", defines)
         .with("measures", measures)

@@ -20,9 +20,10 @@ use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_plan::PhysicalExpr;
 use datafusion::sql::planner::{PlannerContext, SqlToRel};
 use datafusion::sql::sqlparser::ast::{
-    self as sq, AfterMatchSkip, BinaryOperator, Expr, FunctionArg, FunctionArgExpr,
-    FunctionArguments, Ident, MatchRecognizePattern, MatchRecognizeSymbol, ObjectName,
-    ObjectNamePart, RepetitionQuantifier, RowsPerMatch, TableFactor, Value, VisitMut, VisitorMut,
+    self as sq, AfterMatchSkip, BinaryOperator, EmptyMatchesMode, Expr, FunctionArg,
+    FunctionArgExpr, FunctionArguments, Ident, MatchRecognizePattern, MatchRecognizeSymbol,
+    ObjectName, ObjectNamePart, RepetitionQuantifier, RowsPerMatch, TableFactor, Value, VisitMut,
+    VisitorMut,
 };
 
 use super::catalog::{normalize, normalize_object, Catalog, StreamDef};
@@ -30,10 +31,11 @@ use super::context::PlanContext;
 use super::spec::MatchRecognizeSpec;
 use crate::error::{Error, Result};
 use crate::operators::pattern::{
-    AfterMatch, CompareOp, Comparison, CrossCondition, Measures, Pattern, PatternSpec, Ref,
-    RefKind, Variable,
+    AfterMatch, CompareOp, Comparison, CrossCondition, EmptyMatches, Measures, OutputColumn,
+    Pattern, PatternSpec, Ref, RefKind, RowsPerMatch as PatternRows, Variable,
 };
 use crate::sql::interval::interval_duration;
+use crate::sql::Clauses;
 
 /// A planned `MATCH_RECOGNIZE`: its stream, operator spec and output schema.
 pub(crate) struct PlannedPattern {
@@ -46,9 +48,11 @@ pub(crate) struct PlannedPattern {
 /// stream (keeping the alias), whose planning schema is then the match rows' schema.
 pub(crate) fn plan_match_recognize(
     relation: &mut TableFactor,
-    within: Option<&Expr>,
+    clauses: &Clauses,
     catalog: &Catalog,
 ) -> Result<PlannedPattern> {
+    let within = clauses.within.as_ref();
+    let subsets = &clauses.subsets;
     let TableFactor::MatchRecognize {
         table,
         partition_by,
@@ -87,11 +91,19 @@ pub(crate) fn plan_match_recognize(
     };
     let time_name = input.field(et.column).name().clone();
 
-    if let Some(RowsPerMatch::AllRows(_)) = rows_per_match {
-        return Err(Error::NotSupported(
-            "ALL ROWS PER MATCH is not supported; use ONE ROW PER MATCH with MEASURES".into(),
-        ));
-    }
+    let rows = match rows_per_match {
+        None | Some(RowsPerMatch::OneRow) => PatternRows::One,
+        Some(RowsPerMatch::AllRows(None | Some(EmptyMatchesMode::Show))) => {
+            PatternRows::All(EmptyMatches::Show)
+        }
+        Some(RowsPerMatch::AllRows(Some(EmptyMatchesMode::Omit))) => {
+            PatternRows::All(EmptyMatches::Omit)
+        }
+        Some(RowsPerMatch::AllRows(Some(EmptyMatchesMode::WithUnmatched))) => {
+            PatternRows::All(EmptyMatches::WithUnmatched)
+        }
+    };
+    let all_rows = rows != PatternRows::One;
     let column = |id: &Ident| -> Result<usize> {
         let name = normalize(id);
         input.index_of(&name).map_err(|_| {
@@ -128,7 +140,49 @@ pub(crate) fn plan_match_recognize(
     // Variables: in order of first appearance in PATTERN.
     let mut names = Vec::new();
     let pattern = convert_pattern(pattern, &mut names, 0)?;
+    if rows == PatternRows::All(EmptyMatches::WithUnmatched)
+        && pattern.any(&|p| matches!(p, Pattern::Exclude(_)))
+    {
+        return Err(Error::plan(
+            "42601",
+            "ALL ROWS PER MATCH WITH UNMATCHED ROWS cannot be used with a pattern exclusion \
+             {- ... -}: an excluded row would be neither returned nor unmatched",
+        ));
+    }
     let var_index = |id: &Ident| names.iter().position(|n| *n == normalize(id));
+    // SUBSET: union variables, numbered after the pattern's variables.
+    let mut subset_names: Vec<String> = Vec::new();
+    let mut subset_vars: Vec<Vec<u16>> = Vec::new();
+    for s in subsets {
+        let name = normalize(&s.name);
+        if var_index(&s.name).is_some() || subset_names.contains(&name) {
+            return Err(Error::plan(
+                "42601",
+                format!("SUBSET {name} is already a pattern variable or subset; pick another name"),
+            ));
+        }
+        let mut vars = Vec::new();
+        for v in &s.vars {
+            let i = var_index(v).ok_or_else(|| {
+                Error::plan(
+                    "42601",
+                    format!(
+                        "SUBSET {name} names \"{}\", which does not appear in PATTERN",
+                        normalize(v)
+                    ),
+                )
+            })?;
+            vars.push(i as u16);
+        }
+        subset_names.push(name);
+        subset_vars.push(vars);
+    }
+    let set_index = |id: &Ident| {
+        var_index(id).or_else(|| {
+            let name = normalize(id);
+            (subset_names.iter().position(|n| *n == name)).map(|i| names.len() + i)
+        })
+    };
     let mut defines: Vec<Option<Expr>> = vec![None; names.len()];
     for s in symbols.iter() {
         let Some(v) = var_index(&s.symbol) else {
@@ -151,11 +205,12 @@ pub(crate) fn plan_match_recognize(
         None | Some(AfterMatchSkip::PastLastRow) => AfterMatch::PastLastRow,
         Some(AfterMatchSkip::ToNextRow) => AfterMatch::ToNextRow,
         Some(AfterMatchSkip::ToFirst(id)) | Some(AfterMatchSkip::ToLast(id)) => {
-            let v = var_index(id).ok_or_else(|| {
+            let v = set_index(id).ok_or_else(|| {
                 Error::plan(
                     "42601",
                     format!(
-                        "AFTER MATCH SKIP names \"{}\", which does not appear in PATTERN",
+                        "AFTER MATCH SKIP names \"{}\", which is not a variable of PATTERN or a \
+                         SUBSET",
                         normalize(id)
                     ),
                 )
@@ -183,6 +238,7 @@ pub(crate) fn plan_match_recognize(
         let mut local = Vec::new();
         let mut cross = Vec::new();
         let mut rw = Rewriter::new(&names, Some(v as u16), &input, &stream.name);
+        rw.subset_names = subset_names.clone();
         for conjunct in conjuncts(def) {
             let mut e = conjunct.clone();
             rw.touched = false;
@@ -226,26 +282,42 @@ pub(crate) fn plan_match_recognize(
         });
     }
 
-    // Output: the partition columns, then the measures.
+    // Output, one row per match: the partition columns, then the measures. All rows per
+    // match: the partition columns, the event-time column, the measures, then the other
+    // input columns.
     let mut rw = Rewriter::new(&names, None, &input, &stream.name);
-    let mut outputs: Vec<(String, Expr)> = Vec::new();
-    for &c in &partition_cols {
-        let name = input.field(c).name().clone();
-        let mut e = Expr::Identifier(Ident::with_quote('"', name.clone()));
-        rw.rewrite(&mut e)?;
-        outputs.push((name, e));
+    rw.subset_names = subset_names.clone();
+    let mut outputs: Vec<(String, Option<Expr>, Option<usize>)> = Vec::new();
+    let mut leading = partition_cols.clone();
+    if all_rows && !leading.contains(&et.column) {
+        leading.push(et.column);
+    }
+    for &c in &leading {
+        outputs.push((input.field(c).name().clone(), None, Some(c)));
     }
     for m in measures.iter() {
         let name = normalize(&m.alias);
-        if outputs.iter().any(|(n, _)| *n == name) {
-            return Err(Error::plan(
-                "42701",
-                format!("column \"{name}\" appears twice in the MATCH_RECOGNIZE output"),
-            ));
-        }
         let mut e = m.expr.clone();
         rw.rewrite(&mut e)?;
-        outputs.push((name, e));
+        outputs.push((name, Some(e), None));
+    }
+    if all_rows {
+        for (c, f) in input.fields().iter().enumerate() {
+            if !leading.contains(&c) {
+                outputs.push((f.name().clone(), None, Some(c)));
+            }
+        }
+    }
+    for (i, (name, ..)) in outputs.iter().enumerate() {
+        if outputs[..i].iter().any(|(n, ..)| n == name) {
+            return Err(Error::plan(
+                "42701",
+                format!(
+                    "column \"{name}\" appears twice in the MATCH_RECOGNIZE output; rename the \
+                     measure"
+                ),
+            ));
+        }
     }
     if outputs.is_empty() {
         return Err(Error::plan(
@@ -257,10 +329,33 @@ pub(crate) fn plan_match_recognize(
     let df = DFSchema::try_from(refs_schema.as_ref().clone())?;
     let mut exprs = Vec::new();
     let mut fields = Vec::new();
-    for (name, e) in outputs {
-        let p = physical(&ctx, e, &df)?;
-        fields.push(Field::new(&name, p.data_type(&refs_schema)?, true));
-        exprs.push(p);
+    let mut columns = Vec::new();
+    for (name, e, input_column) in outputs {
+        match (e, input_column) {
+            (Some(e), _) => {
+                let p = physical(&ctx, e, &df)?;
+                fields.push(Field::new(&name, p.data_type(&refs_schema)?, true));
+                columns.push(OutputColumn::Measure(exprs.len()));
+                exprs.push(p);
+            }
+            (None, Some(c)) => {
+                let f = input.field(c);
+                fields.push(Field::new(&name, f.data_type().clone(), f.is_nullable()));
+                columns.push(OutputColumn::Input(c));
+            }
+            (None, None) => return Err(Error::Internal("an output column of nothing".into())),
+        }
+    }
+    if clauses.emit_timeout {
+        if fields.iter().any(|f| f.name() == "timed_out") {
+            return Err(Error::plan(
+                "42701",
+                "column \"timed_out\" appears twice in the MATCH_RECOGNIZE output: EMIT TIMEOUT \
+                 adds it; rename the measure",
+            ));
+        }
+        fields.push(Field::new("timed_out", DataType::Boolean, false));
+        columns.push(OutputColumn::TimedOut);
     }
     let schema = Arc::new(Schema::new(fields));
 
@@ -270,11 +365,15 @@ pub(crate) fn plan_match_recognize(
         partition_by: partition_cols,
         time_column: et.column,
         within: within_duration,
+        emit_timeout: clauses.emit_timeout,
         after_match,
+        rows_per_match: rows,
+        subsets: subset_names.into_iter().zip(subset_vars.clone()).collect(),
         measures: Measures {
             refs: rw.refs,
             schema: refs_schema,
             exprs,
+            columns,
         },
         input_schema: input,
         schema: schema.clone(),
@@ -333,10 +432,26 @@ fn convert_pattern(
             };
             Pattern::Var(v)
         }
-        P::Symbol(_) | P::Exclude(_) | P::Permute(_) => {
-            return Err(Error::NotSupported(format!(
-                "{p} in PATTERN is not supported; use variables, groups, | and quantifiers"
-            )))
+        P::Symbol(MatchRecognizeSymbol::Start) => Pattern::Start,
+        P::Symbol(MatchRecognizeSymbol::End) => Pattern::End,
+        P::Exclude(s) => Pattern::Exclude(Box::new(convert_pattern(
+            &P::Symbol(s.clone()),
+            names,
+            depth,
+        )?)),
+        P::Permute(symbols) => {
+            if symbols.len() > MAX_PERMUTE {
+                return Err(Error::too_complex(format!(
+                    "PERMUTE of {} variables has too many orders; at most {MAX_PERMUTE} \
+                     variables may be permuted",
+                    symbols.len()
+                )));
+            }
+            let items = symbols
+                .iter()
+                .map(|s| convert_pattern(&P::Symbol(s.clone()), names, depth))
+                .collect::<Result<Vec<_>>>()?;
+            Pattern::Alt(permutations(&items))
         }
         P::Concat(ps) => Pattern::Concat(
             ps.iter()
@@ -360,6 +475,47 @@ fn convert_pattern(
         }
         P::Repetition(x, q) => repeat(convert_pattern(x, names, depth)?, q, true)?,
     })
+}
+
+/// A navigation offset: a whole number from `min` to 1000.
+fn offset_arg(a: &FunctionArg, name: &str, min: u32) -> Result<u32> {
+    let n = match a {
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v))) => match &v.value {
+            Value::Number(n, _) => n.parse::<u32>().ok(),
+            _ => None,
+        },
+        _ => None,
+    };
+    n.filter(|n| (min..=1000).contains(n)).ok_or_else(|| {
+        Error::plan(
+            "22023",
+            format!("{name}'s offset must be a whole number from {min} to 1000"),
+        )
+    })
+}
+
+/// Most variables in one `PERMUTE` (6! = 720 alternatives).
+const MAX_PERMUTE: usize = 6;
+
+/// Every order of `items`, as SQL:2016 prefers them: lexicographic in the order written
+/// (`PERMUTE (a, b, c)` prefers `a b c`, then `a c b`, `b a c`, ...).
+fn permutations(items: &[Pattern]) -> Vec<Pattern> {
+    if items.len() <= 1 {
+        return vec![Pattern::Concat(items.to_vec())];
+    }
+    let mut out = Vec::new();
+    for i in 0..items.len() {
+        let mut rest = items.to_vec();
+        let head = rest.remove(i);
+        for tail in permutations(&rest) {
+            let Pattern::Concat(mut tail) = tail else {
+                continue;
+            };
+            tail.insert(0, head.clone());
+            out.push(Pattern::Concat(tail));
+        }
+    }
+    out
 }
 
 fn repeat(inner: Pattern, q: &RepetitionQuantifier, greedy: bool) -> Result<Pattern> {
@@ -490,6 +646,10 @@ struct Rewriter<'a> {
     names: &'a [String],
     /// The variable being defined (None inside MEASURES).
     current: Option<u16>,
+    /// Names of the SUBSET variables.
+    subset_names: Vec<String>,
+    /// Inside `FINAL ...`.
+    in_final: bool,
     input: &'a Schema,
     stream: &'a str,
     refs: Vec<Ref>,
@@ -502,9 +662,11 @@ impl<'a> Rewriter<'a> {
         Rewriter {
             names,
             current,
+            subset_names: Vec::new(),
             input,
             stream,
             refs: Vec::new(),
+            in_final: false,
             touched: false,
         }
     }
@@ -528,8 +690,9 @@ impl<'a> Rewriter<'a> {
             .collect()
     }
 
-    fn reference(&mut self, r: Ref) -> Expr {
+    fn reference(&mut self, mut r: Ref) -> Expr {
         self.touched = true;
+        r.is_final = self.in_final;
         let i = match self.refs.iter().position(|x| *x == r) {
             Some(i) => i,
             None => {
@@ -545,6 +708,9 @@ impl<'a> Rewriter<'a> {
         self.names
             .iter()
             .position(|n| *n == name)
+            .or_else(|| {
+                (self.subset_names.iter().position(|n| *n == name)).map(|i| self.names.len() + i)
+            })
             .map(|v| v as u16)
             .ok_or_else(|| {
                 Error::plan(
@@ -593,6 +759,9 @@ impl<'a> Rewriter<'a> {
                     var: None,
                     column: Some(c),
                     kind: RefKind::Last,
+                    is_final: false,
+                    offset: 0,
+                    shift: 0,
                 })))
             }
             Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
@@ -604,6 +773,9 @@ impl<'a> Rewriter<'a> {
                     var,
                     column: Some(c),
                     kind: RefKind::Last,
+                    is_final: false,
+                    offset: 0,
+                    shift: 0,
                 })))
             }
             Expr::CompoundIdentifier(parts) => Err(Error::NotSupported(format!(
@@ -624,6 +796,10 @@ impl<'a> Rewriter<'a> {
         let kind = match name.as_str() {
             "FIRST" => RefKind::First,
             "LAST" => RefKind::Last,
+            "PREV" | "NEXT" if self.current.is_none() => {
+                let r = self.physical_nav(f, name == "NEXT")?;
+                return Ok(Some(self.reference(r)));
+            }
             "PREV" => RefKind::Prev(1),
             "COUNT" => RefKind::Count,
             "SUM" => RefKind::Sum,
@@ -631,10 +807,14 @@ impl<'a> Rewriter<'a> {
             "MIN" => RefKind::Min,
             "MAX" => RefKind::Max,
             "MATCH_NUMBER" => RefKind::MatchNumber,
-            "CLASSIFIER" | "NEXT" | "RUNNING" | "FINAL" => {
-                return Err(Error::NotSupported(format!(
-                    "{name} is not supported in MATCH_RECOGNIZE"
-                )))
+            "CLASSIFIER" => RefKind::Classifier,
+            "RUNNING" | "FINAL" => return self.semantics(f, name == "FINAL").map(Some),
+            "NEXT" => {
+                return Err(Error::NotSupported(
+                    "NEXT in DEFINE would read a row that has not arrived yet; use PREV, or \
+                     NEXT in MEASURES"
+                        .into(),
+                ))
             }
             _ => return Ok(None),
         };
@@ -667,6 +847,27 @@ impl<'a> Rewriter<'a> {
             )),
         };
         let r = match kind {
+            RefKind::Classifier => {
+                if !args.is_empty() {
+                    return Err(Error::NotSupported(
+                        "CLASSIFIER takes no argument; compare it with a variable's name".into(),
+                    ));
+                }
+                // In DEFINE, the row being decided is mapped to the variable being defined.
+                if let Some(v) = self.current {
+                    return Ok(Some(Expr::Value(
+                        Value::SingleQuotedString(self.names[v as usize].clone()).into(),
+                    )));
+                }
+                Ref {
+                    var: None,
+                    column: None,
+                    kind,
+                    is_final: false,
+                    offset: 0,
+                    shift: 0,
+                }
+            }
             RefKind::MatchNumber => {
                 if self.current.is_some() || !args.is_empty() {
                     return Err(Error::NotSupported(
@@ -677,6 +878,9 @@ impl<'a> Rewriter<'a> {
                     var: None,
                     column: None,
                     kind,
+                    is_final: false,
+                    offset: 0,
+                    shift: 0,
                 }
             }
             RefKind::Prev(_) => {
@@ -721,15 +925,27 @@ impl<'a> Rewriter<'a> {
                     var: None,
                     column: Some(c),
                     kind: RefKind::Prev(n),
+                    is_final: false,
+                    offset: 0,
+                    shift: 0,
                 }
             }
             _ => {
-                if args.len() != 1 {
+                let logical = matches!(kind, RefKind::First | RefKind::Last);
+                if args.len() != 1 && !(logical && args.len() == 2) {
                     return Err(Error::plan(
                         "42883",
-                        format!("{name} takes one argument in MATCH_RECOGNIZE"),
+                        if logical {
+                            format!("{name} takes a column and an optional offset")
+                        } else {
+                            format!("{name} takes one argument in MATCH_RECOGNIZE")
+                        },
                     ));
                 }
+                let offset = match args.get(1) {
+                    Some(a) => offset_arg(a, &name, 0)?,
+                    None => 0,
+                };
                 let (var, column) = match arg(0)? {
                     FunctionArgExpr::Wildcard if kind == RefKind::Count => (None, None),
                     FunctionArgExpr::QualifiedWildcard(v) if kind == RefKind::Count => {
@@ -752,6 +968,7 @@ impl<'a> Rewriter<'a> {
                 // In DEFINE, LAST of the current variable (or of the whole match) is the
                 // current row.
                 if kind == RefKind::Last
+                    && offset == 0
                     && self.current.is_some()
                     && (var.is_none() || var == self.current)
                 {
@@ -761,10 +978,118 @@ impl<'a> Rewriter<'a> {
                         self.input.field(c).name().clone(),
                     ))));
                 }
-                Ref { var, column, kind }
+                Ref {
+                    var,
+                    column,
+                    kind,
+                    is_final: false,
+                    offset,
+                    shift: 0,
+                }
             }
         };
         Ok(Some(self.reference(r)))
+    }
+
+    /// `PREV(x, n)` / `NEXT(x, n)` in MEASURES, `x` a column, `v.col` or `FIRST`/`LAST(v.col
+    /// [, m])`: the row `n` rows of the match before (after) the row `x` reads.
+    fn physical_nav(&mut self, f: &sq::Function, next: bool) -> Result<Ref> {
+        let word = if next { "NEXT" } else { "PREV" };
+        let args: Vec<&FunctionArg> = match &f.args {
+            FunctionArguments::List(l) if l.duplicate_treatment.is_none() => {
+                l.args.iter().collect()
+            }
+            _ => vec![],
+        };
+        let (Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(inner))), 1..=2) =
+            (args.first(), args.len())
+        else {
+            return Err(Error::plan(
+                "42883",
+                format!("{word} takes a column (or FIRST/LAST of one) and an optional offset"),
+            ));
+        };
+        let n = match args.get(1) {
+            Some(a) => offset_arg(a, word, 0)?,
+            None => 1,
+        };
+        let mut base = match inner {
+            Expr::Function(g)
+                if matches!(
+                    normalize_object(&g.name).to_ascii_uppercase().as_str(),
+                    "FIRST" | "LAST"
+                ) =>
+            {
+                let Some(Expr::Identifier(id)) = self.function(g)? else {
+                    return Err(Error::plan(
+                        "42883",
+                        format!("{word} of {g} is not supported"),
+                    ));
+                };
+                // The nested reference was just added: take it back out as a base.
+                let i: usize =
+                    id.value.trim_start_matches("__ref").parse().map_err(|_| {
+                        Error::plan("42883", format!("{word} of {g} is not supported"))
+                    })?;
+                self.refs[i].clone()
+            }
+            e => {
+                let (var, c) = self.operand(e)?;
+                Ref {
+                    var,
+                    column: Some(c),
+                    kind: RefKind::Last,
+                    is_final: false,
+                    offset: 0,
+                    shift: 0,
+                }
+            }
+        };
+        base.shift = if next { n as i32 } else { -(n as i32) };
+        Ok(base)
+    }
+
+    /// `RUNNING f(...)` or `FINAL f(...)` (the front end writes them `RUNNING(f(...))`):
+    /// the reference `f` with that semantics. FINAL is for MEASURES only.
+    fn semantics(&mut self, f: &sq::Function, is_final: bool) -> Result<Expr> {
+        let word = if is_final { "FINAL" } else { "RUNNING" };
+        let inner = match &f.args {
+            FunctionArguments::List(l) if l.args.len() == 1 => match &l.args[0] {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Function(g))) => Some(g),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(inner) = inner else {
+            return Err(Error::plan(
+                "42601",
+                format!(
+                    "{word} goes before a navigation or aggregate function, as in \
+                     {word} LAST(a.x)"
+                ),
+            ));
+        };
+        if is_final && self.current.is_some() {
+            return Err(Error::plan(
+                "42601",
+                "FINAL is not allowed in DEFINE: a row is decided before its match ends; \
+                 use it in MEASURES",
+            ));
+        }
+        let outer = std::mem::replace(&mut self.in_final, is_final);
+        let out = self.function(inner);
+        self.in_final = outer;
+        match out? {
+            Some(e) => Ok(e),
+            None => Err(Error::plan(
+                "42601",
+                format!(
+                    "{word} applies to FIRST, LAST, COUNT, SUM, AVG, MIN, MAX, CLASSIFIER or \
+                     MATCH_NUMBER, not {}",
+                    inner.name
+                ),
+            )),
+        }
     }
 }
 

@@ -129,7 +129,7 @@ pub fn plan_continuous(
     clauses: &Clauses,
     catalog: &Catalog,
 ) -> Result<QueryPlan> {
-    let mut plan = plan_select(query, clauses.within.as_ref(), catalog)?;
+    let mut plan = plan_select(query, clauses, catalog)?;
     if let Some(clause) = &clauses.outlier {
         add_outlier(&mut plan, clause)?;
     }
@@ -301,7 +301,7 @@ fn add_outlier(plan: &mut QueryPlan, clause: &OutlierClause) -> Result<()> {
     Ok(())
 }
 
-fn plan_select(query: &sq::Query, within: Option<&Expr>, catalog: &Catalog) -> Result<QueryPlan> {
+fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Result<QueryPlan> {
     let mut query = query.clone();
     if query.order_by.is_some() || query.limit_clause.is_some() || query.with.is_some() {
         return Err(Error::NotSupported(
@@ -318,7 +318,7 @@ fn plan_select(query: &sq::Query, within: Option<&Expr>, catalog: &Catalog) -> R
             "a continuous query reads exactly one stream; joins are not supported yet".into(),
         ));
     }
-    let (stream, window, pattern) = resolve_from(&mut select.from[0].relation, within, catalog)?;
+    let (stream, window, pattern) = resolve_from(&mut select.from[0].relation, clauses, catalog)?;
     let scan_schema = match (&pattern, window) {
         (Some(p), _) => p.schema.clone(),
         (None, None) => stream.schema.clone(),
@@ -938,11 +938,11 @@ type Source = (Arc<StreamDef>, Option<WindowSpec>, Option<PlannedPattern>);
 /// stream (whose planning schema then carries the window columns, or is the match rows').
 fn resolve_from(
     relation: &mut TableFactor,
-    within: Option<&Expr>,
+    clauses: &Clauses,
     catalog: &Catalog,
 ) -> Result<Source> {
     if let TableFactor::MatchRecognize { .. } = relation {
-        let p = plan_match_recognize(relation, within, catalog)?;
+        let p = plan_match_recognize(relation, clauses, catalog)?;
         return Ok((p.stream.clone(), None, Some(p)));
     }
     if let TableFactor::Derived { subquery, .. } = relation {
@@ -956,12 +956,12 @@ fn resolve_from(
                 "a continuous query reads exactly one stream; joins are not supported yet".into(),
             ));
         }
-        return resolve_from(&mut inner.from[0].relation, within, catalog);
+        return resolve_from(&mut inner.from[0].relation, clauses, catalog);
     }
-    if within.is_some() {
+    if clauses.within.is_some() || !clauses.subsets.is_empty() {
         return Err(Error::plan(
             "42601",
-            "WITHIN belongs after PATTERN (...) in a MATCH_RECOGNIZE",
+            "WITHIN and SUBSET belong after PATTERN (...) in a MATCH_RECOGNIZE",
         ));
     }
     let TableFactor::Table { name, args, .. } = relation else {

@@ -158,19 +158,109 @@ pub struct Clauses {
     /// `WITHIN INTERVAL '...'` after a `MATCH_RECOGNIZE` pattern. sqlparser does not know
     /// it, so the front end lifts it out of the query body, and [`query_sql`] puts it back.
     pub within: Option<sq::Expr>,
+    /// `SUBSET u = (a, b), ...` after a `MATCH_RECOGNIZE` pattern, lifted out like `within`.
+    pub subsets: Vec<SubsetDef>,
+    /// `WITHIN ... EMIT TIMEOUT`: a partial match that WITHIN ends is returned too.
+    pub emit_timeout: bool,
 }
 
-/// A query body with its clauses as SQL: `WITHIN` returns to its place after `PATTERN (...)`.
+/// `u = (a, b)` in a `SUBSET` clause: a union variable standing for the rows of `a` and `b`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubsetDef {
+    /// The union variable.
+    pub name: sq::Ident,
+    /// The pattern variables it stands for.
+    pub vars: Vec<sq::Ident>,
+}
+
+impl fmt::Display for SubsetDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} = (", self.name)?;
+        for (i, v) in self.vars.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{v}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// Writes `RUNNING(f(...))` and `FINAL(f(...))`, as the front end hands them to sqlparser,
+/// back as SQL:2016 spells them: `RUNNING f(...)`, `FINAL f(...)`.
+pub fn pattern_semantics_sql(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    // Byte offsets of the `)` to drop.
+    let mut drop: Vec<usize> = Vec::new();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < text.len() {
+        let rest = &text[i..];
+        let word = ["RUNNING(", "FINAL("].into_iter().find(|w| {
+            rest.len() >= w.len()
+                && rest[..w.len()].eq_ignore_ascii_case(w)
+                && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_'))
+        });
+        if let Some(w) = word {
+            // Find the `)` that closes this `(`, outside string literals.
+            let mut depth = 0i32;
+            let mut quoted = false;
+            for (k, c) in text[i + w.len() - 1..].char_indices() {
+                match c {
+                    '\'' => quoted = !quoted,
+                    '(' if !quoted => depth += 1,
+                    ')' if !quoted => {
+                        depth -= 1;
+                        if depth == 0 {
+                            drop.push(i + w.len() - 1 + k);
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            out.push_str(&w[..w.len() - 1]);
+            out.push(' ');
+            i += w.len();
+            continue;
+        }
+        let c = rest.chars().next().unwrap_or(' ');
+        if !drop.contains(&i) {
+            out.push(c);
+        }
+        i += c.len_utf8();
+    }
+    out
+}
+
+/// A query body with its clauses as SQL: `SUBSET` and `WITHIN` return to their place after
+/// `PATTERN (...)`.
 pub fn query_sql(query: &sq::Query, clauses: &Clauses) -> String {
-    let mut text = query.to_string();
+    let mut text = pattern_semantics_sql(&query.to_string());
+    let mut lifted = String::new();
+    if !clauses.subsets.is_empty() {
+        lifted.push_str(" SUBSET ");
+        for (i, s) in clauses.subsets.iter().enumerate() {
+            if i > 0 {
+                lifted.push_str(", ");
+            }
+            lifted.push_str(&s.to_string());
+        }
+    }
     if let Some(within) = &clauses.within {
+        lifted.push_str(&format!(" WITHIN {within}"));
+        if clauses.emit_timeout {
+            lifted.push_str(" EMIT TIMEOUT");
+        }
+    }
+    if !lifted.is_empty() {
         let at = text
             .find("MATCH_RECOGNIZE(")
             .and_then(|m| text[m..].find("PATTERN (").map(|p| m + p))
             .and_then(|p| text[p..].find(") DEFINE ").map(|d| p + d + 1));
         match at {
-            Some(at) => text.insert_str(at, &format!(" WITHIN {within}")),
-            None => text.push_str(&format!(" WITHIN {within}")),
+            Some(at) => text.insert_str(at, &lifted),
+            None => text.push_str(&lifted),
         }
     }
     text.push_str(&clauses.to_string());

@@ -11,7 +11,7 @@ mod window_tvf;
 
 pub use ast::{
     query_sql, Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateStream, ExplainTarget,
-    InvariantClause, InvariantKind, OutlierClause, OutlierMethod, Statement, Training,
+    InvariantClause, InvariantKind, OutlierClause, OutlierMethod, Statement, SubsetDef, Training,
     WatermarkDef,
 };
 pub use parser::{parse, parse_one};

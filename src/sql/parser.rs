@@ -8,11 +8,11 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Whitespace};
 
 use super::ast::{
     Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateStream, ExplainTarget,
-    InvariantClause, InvariantKind, OutlierClause, OutlierMethod, Statement, Training,
+    InvariantClause, InvariantKind, OutlierClause, OutlierMethod, Statement, SubsetDef, Training,
     WatermarkDef,
 };
 use super::complexity;
@@ -31,6 +31,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         .map_err(|e| parser_error(ParserError::TokenizerError(e.to_string())))?;
     complexity::check_tokens(&tokens)?;
     let tokens = window_tvf::rewrite(tokens);
+    let tokens = rewrite_pattern_words(tokens);
     let (tokens, mut withins) = lift_within(&dialect, tokens)?;
     let mut parser = Parser::new(&dialect)
         .with_recursion_limit(PARSER_RECURSION_LIMIT)
@@ -58,17 +59,22 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
                 _ => None,
             };
             match clauses {
-                Some(c) if c.within.is_none() => c.within = Some(w.interval),
+                Some(c) if c.within.is_none() && c.subsets.is_empty() => {
+                    c.within = w.interval;
+                    c.subsets = w.subsets;
+                    c.emit_timeout = w.emit_timeout;
+                }
                 Some(_) => {
                     return Err(error_at(
                         &w.token,
-                        "a continuous query takes one MATCH_RECOGNIZE with one WITHIN",
+                        "a continuous query takes one MATCH_RECOGNIZE with one WITHIN and \
+                         SUBSET",
                     ))
                 }
                 None => {
                     return Err(error_at(
                         &w.token,
-                        "WITHIN is supported in continuous queries only",
+                        format!("{} is supported in continuous queries only", w.token.token),
                     ))
                 }
             }
@@ -88,17 +94,166 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     Ok(out)
 }
 
-/// A `WITHIN interval` lifted out of a `MATCH_RECOGNIZE`.
+/// `WITHIN interval` and `SUBSET ...` lifted out of a `MATCH_RECOGNIZE`.
 struct LiftedWithin {
-    /// Index, among the remaining tokens, of the token that followed it (`DEFINE`).
+    /// Index, among the remaining tokens, of the token that followed them (`DEFINE`).
     at: usize,
-    /// The `WITHIN` keyword, for error positions.
+    /// The first lifted keyword, for error positions.
     token: TokenWithSpan,
-    interval: Expr,
+    interval: Option<Expr>,
+    subsets: Vec<SubsetDef>,
+    /// `EMIT TIMEOUT` after the interval.
+    emit_timeout: bool,
 }
 
-/// Removes `WITHIN <interval>` between `PATTERN (...)` and `DEFINE` of every
-/// `MATCH_RECOGNIZE`, which sqlparser does not parse, and returns the intervals.
+/// Writes what sqlparser does not read inside `MATCH_RECOGNIZE (...)` in a form it does:
+/// `RUNNING f(...)` and `FINAL f(...)` (f a navigation or aggregate function) become
+/// `RUNNING(f(...))` and `FINAL(f(...))`, `AFTER MATCH SKIP TO v` becomes `SKIP TO LAST
+/// v` (SQL:2016's shorthand), an exclusion `{- v -}` is put in parentheses (sqlparser reads a
+/// `{` after a variable as a quantifier), and `permute (` is spelt `PERMUTE (` (sqlparser
+/// knows only the upper case).
+fn rewrite_pattern_words(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    const WRAPPED: [&str; 11] = [
+        "FIRST",
+        "LAST",
+        "COUNT",
+        "SUM",
+        "AVG",
+        "MIN",
+        "MAX",
+        "CLASSIFIER",
+        "MATCH_NUMBER",
+        "PREV",
+        "NEXT",
+    ];
+    let significant = |tokens: &[TokenWithSpan], k: usize| {
+        (k..tokens.len()).find(|&k| !matches!(tokens[k].token, Token::Whitespace(_)))
+    };
+    if !tokens.iter().any(|t| is_word(t, "MATCH_RECOGNIZE")) {
+        return tokens;
+    }
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    // Exclusions opened and not yet closed by `-}`.
+    let mut exclusions: Vec<bool> = Vec::new();
+    // Where each pending `)` goes: after the token at this index closes the call.
+    let mut closes: Vec<usize> = Vec::new();
+    let mut inside = 0i32; // parenthesis depth inside MATCH_RECOGNIZE, 0 outside
+    let mut i = 0;
+    while i < tokens.len() {
+        let t = &tokens[i];
+        out.push(t.clone());
+        if inside == 0 {
+            if is_word(t, "MATCH_RECOGNIZE") {
+                inside = -1; // waiting for its `(`
+            }
+            i += 1;
+            continue;
+        }
+        match &t.token {
+            // Only where a quantifier could be read: not first in a group or alternative.
+            Token::LBrace
+                if significant(&tokens, i + 1).is_some_and(|n| tokens[n].token == Token::Minus)
+                    && out[..out.len() - 1]
+                        .iter()
+                        .rev()
+                        .find(|p| !matches!(p.token, Token::Whitespace(_)))
+                        .is_some_and(|p| !matches!(p.token, Token::LParen | Token::Pipe)) =>
+            {
+                out.insert(out.len() - 1, TokenWithSpan::new(Token::LParen, t.span));
+                exclusions.push(true);
+            }
+            Token::LBrace
+                if significant(&tokens, i + 1).is_some_and(|n| tokens[n].token == Token::Minus) =>
+            {
+                exclusions.push(false);
+            }
+            // The `}` that closes an exclusion put in parentheses closes them too.
+            Token::RBrace if exclusions.pop() == Some(true) => {
+                out.push(TokenWithSpan::new(Token::RParen, t.span));
+            }
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && w.value.eq_ignore_ascii_case("PERMUTE")
+                    && w.value != "PERMUTE"
+                    && significant(&tokens, i + 1)
+                        .is_some_and(|n| tokens[n].token == Token::LParen) =>
+            {
+                if let Some(last) = out.last_mut() {
+                    last.token = Token::make_word("PERMUTE", None);
+                }
+            }
+            Token::LParen => inside = if inside < 0 { 1 } else { inside + 1 },
+            Token::RParen => {
+                inside -= 1;
+                while closes.last() == Some(&i) {
+                    closes.pop();
+                    out.push(TokenWithSpan::new(Token::RParen, t.span));
+                }
+            }
+            _ => {}
+        }
+        let next = significant(&tokens, i + 1);
+        if (is_word(t, "RUNNING") || is_word(t, "FINAL"))
+            && next.is_some_and(|n| WRAPPED.iter().any(|w| is_word(&tokens[n], w)))
+        {
+            let f = next.unwrap_or(i);
+            if let Some(open) =
+                significant(&tokens, f + 1).filter(|&o| tokens[o].token == Token::LParen)
+            {
+                // The `)` that closes the call.
+                let mut depth = 0i32;
+                let close = (open..tokens.len()).find(|&k| {
+                    match tokens[k].token {
+                        Token::LParen => depth += 1,
+                        Token::RParen => depth -= 1,
+                        _ => {}
+                    }
+                    depth == 0
+                });
+                if let Some(close) = close {
+                    // One spelling, so that the printed form parses to the same tree.
+                    let upper = if is_word(t, "FINAL") {
+                        "FINAL"
+                    } else {
+                        "RUNNING"
+                    };
+                    if let Some(last) = out.last_mut() {
+                        last.token = Token::make_word(upper, None);
+                    }
+                    out.push(TokenWithSpan::new(Token::LParen, t.span));
+                    closes.push(close);
+                    closes.sort_unstable_by(|a, b| b.cmp(a));
+                }
+            }
+        }
+        if is_word(t, "TO")
+            && out.len() >= 2
+            && out[..out.len() - 1]
+                .iter()
+                .rev()
+                .find(|p| !matches!(p.token, Token::Whitespace(_)))
+                .is_some_and(|p| is_word(p, "SKIP"))
+            && next.is_some_and(|n| {
+                matches!(tokens[n].token, Token::Word(_))
+                    && !["NEXT", "FIRST", "LAST"]
+                        .iter()
+                        .any(|w| is_word(&tokens[n], w))
+            })
+        {
+            out.push(TokenWithSpan::new(
+                Token::Whitespace(Whitespace::Space),
+                t.span,
+            ));
+            out.push(TokenWithSpan::new(Token::make_keyword("LAST"), t.span));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Removes `WITHIN <interval>` and `SUBSET u = (a, b), ...` (in either order) between
+/// `PATTERN (...)` and `DEFINE` of every `MATCH_RECOGNIZE`, which sqlparser does not parse,
+/// and returns them.
 fn lift_within(
     dialect: &SaqlDialect,
     mut tokens: Vec<TokenWithSpan>,
@@ -154,39 +309,100 @@ fn lift_within(
         let significant = |k: usize| {
             (k..tokens.len()).find(|&k| !matches!(tokens[k].token, Token::Whitespace(_)))
         };
-        let Some(w) = significant(end + 1).filter(|&k| word(&tokens[k], "WITHIN")) else {
+        let Some(first) = significant(end + 1) else {
             i = end;
             continue;
         };
-        let Some(define) = (w + 1..tokens.len()).find(|&k| word(&tokens[k], "DEFINE")) else {
+        let mut k = first;
+        let mut interval = None;
+        let mut subsets = Vec::new();
+        let mut emit_timeout = false;
+        loop {
+            let is_within = word(&tokens[k], "WITHIN") && interval.is_none();
+            let is_subset = word(&tokens[k], "SUBSET") && subsets.is_empty();
+            if !is_within && !is_subset {
+                break;
+            }
+            // The clause runs to the next DEFINE, WITHIN or SUBSET outside parentheses.
+            let mut depth = 0i32;
+            let stop = (k + 1..tokens.len()).find(|&m| {
+                match tokens[m].token {
+                    Token::LParen => depth += 1,
+                    Token::RParen => depth -= 1,
+                    _ => {}
+                }
+                depth <= 0
+                    && ["DEFINE", "WITHIN", "SUBSET"]
+                        .iter()
+                        .any(|w| word(&tokens[m], w))
+                    || depth < 0
+            });
+            let Some(stop) = stop.filter(|&m| tokens[m].token != Token::RParen) else {
+                return Err(error_at(
+                    &tokens[k],
+                    format!("expected DEFINE after {}", tokens[k].token),
+                ));
+            };
+            let mut sub: Vec<TokenWithSpan> = tokens[k + 1..stop].to_vec();
+            sub.push(TokenWithSpan::wrap(Token::EOF));
+            let mut p = Parser::new(dialect).with_tokens_with_locations(sub);
+            if is_within {
+                let e = p.parse_expr()?;
+                interval_duration(&e).map_err(|e| match e {
+                    Error::Parse { .. } => e,
+                    other => error_at(&tokens[k], other.to_string()),
+                })?;
+                interval = Some(e);
+                if is_word(&p.peek_token(), "EMIT") {
+                    p.next_token();
+                    let t = p.next_token();
+                    if !is_word(&t, "TIMEOUT") {
+                        return Err(error_at(
+                            &t,
+                            format!("expected TIMEOUT after EMIT, found \"{}\"", t.token),
+                        ));
+                    }
+                    emit_timeout = true;
+                }
+            } else {
+                subsets = p.parse_comma_separated(|p| {
+                    let name = p.parse_identifier()?;
+                    p.expect_token(&Token::Eq)?;
+                    p.expect_token(&Token::LParen)?;
+                    let vars = p.parse_comma_separated(|p| p.parse_identifier())?;
+                    p.expect_token(&Token::RParen)?;
+                    Ok(SubsetDef { name, vars })
+                })?;
+            }
+            if p.peek_token().token != Token::EOF {
+                let t = p.peek_token();
+                return Err(error_at(
+                    &t,
+                    format!("syntax error at or near \"{}\"", t.token),
+                ));
+            }
+            k = stop;
+        }
+        if k == first {
+            i = end;
+            continue;
+        }
+        if !word(&tokens[k], "DEFINE") {
             return Err(error_at(
-                &tokens[w],
-                "expected DEFINE after WITHIN interval",
-            ));
-        };
-        let mut sub: Vec<TokenWithSpan> = tokens[w + 1..define].to_vec();
-        sub.push(TokenWithSpan::wrap(Token::EOF));
-        let mut p = Parser::new(dialect).with_tokens_with_locations(sub);
-        let interval = p.parse_expr()?;
-        if p.peek_token().token != Token::EOF {
-            let t = p.peek_token();
-            return Err(error_at(
-                &t,
-                format!("syntax error at or near \"{}\"", t.token),
+                &tokens[k],
+                format!("expected DEFINE, found \"{}\"", tokens[k].token),
             ));
         }
-        interval_duration(&interval).map_err(|e| match e {
-            Error::Parse { .. } => e,
-            other => error_at(&tokens[w], other.to_string()),
-        })?;
-        let token = tokens[w].clone();
-        tokens.drain(w..define);
+        let token = tokens[first].clone();
+        tokens.drain(first..k);
         lifted.push(LiftedWithin {
-            at: w,
+            at: first,
             token,
             interval,
+            subsets,
+            emit_timeout,
         });
-        i = w;
+        i = first;
     }
     Ok((tokens, lifted))
 }
@@ -450,6 +666,8 @@ fn parse_clauses(parser: &mut Parser) -> Result<Clauses> {
         outlier: parse_outlier(parser)?,
         invariant: parse_invariant(parser)?,
         within: None,
+        subsets: Vec::new(),
+        emit_timeout: false,
     };
     if clauses.outlier.is_some() && clauses.invariant.is_some() {
         return Err(error_at(
@@ -1225,6 +1443,88 @@ mod tests {
     fn several_statements() {
         let stmts = parse("SHOW STREAMS; ;SELECT 1;").unwrap();
         assert_eq!(stmts.len(), 2);
+    }
+
+    #[test]
+    fn row_pattern_recognition_constructs_round_trip() {
+        let sql = "CREATE CONTINUOUS QUERY ev AS SELECT * FROM s MATCH_RECOGNIZE(\
+                   PARTITION BY host ORDER BY ts \
+                   MEASURES CLASSIFIER() AS step, MATCH_NUMBER() AS n, RUNNING COUNT(*) AS so_far, \
+                   final Last(u.v) AS fin, RUNNING sum(a.v) AS s \
+                   ALL ROWS PER MATCH WITH UNMATCHED ROWS AFTER MATCH SKIP TO u \
+                   PATTERN (^ a {- x -}*? PERMUTE(b, c) (d | {- e -}) $) \
+                   SUBSET u = (a, b), w = (c, d) WITHIN INTERVAL '1' MINUTE \
+                   DEFINE a AS CLASSIFIER() = 'a', b AS b.v > FIRST(u.v))";
+        let Statement::CreateQuery(cq) = verified(sql) else {
+            panic!("not a query")
+        };
+        assert_eq!(cq.clauses.subsets.len(), 2);
+        assert_eq!(cq.clauses.subsets[1].to_string(), "w = (c, d)");
+        let printed = cq.to_string();
+        for part in [
+            "RUNNING COUNT(*) AS so_far",
+            "FINAL Last(u.v) AS fin",
+            "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
+            // SKIP TO v is SQL:2016's shorthand for SKIP TO LAST v.
+            "AFTER MATCH SKIP TO LAST u",
+            "PATTERN (^ a ( {- x -} )*? PERMUTE(b, c) ( d | {- e -} ) $) \
+             SUBSET u = (a, b), w = (c, d) WITHIN INTERVAL '1' MINUTE DEFINE",
+        ] {
+            assert!(printed.contains(part), "{part} in {printed}");
+        }
+        // The other orders of the lifted clauses, and lower-case keywords.
+        verified(
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+             MEASURES final count(*) AS n ALL ROWS PER MATCH OMIT EMPTY MATCHES \
+             PATTERN (permute(a, b) c*) WITHIN INTERVAL '5' SECOND SUBSET u = (a) \
+             DEFINE a AS v > 0)",
+        );
+        let Statement::CreateQuery(cq) = verified(
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+             MEASURES PREV(LAST(a.v, 1), 2) AS p, NEXT(v) AS n PATTERN (a b) \
+             WITHIN INTERVAL '5' SECOND EMIT TIMEOUT DEFINE a AS v > LAST(a.v, 1))",
+        ) else {
+            panic!("not a query")
+        };
+        assert!(cq.clauses.emit_timeout);
+        assert!(cq
+            .to_string()
+            .contains("WITHIN INTERVAL '5' SECOND EMIT TIMEOUT DEFINE"));
+        verified(
+            "EXPLAIN SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts MEASURES a.v AS v \
+             ALL ROWS PER MATCH SHOW EMPTY MATCHES PATTERN (a*) DEFINE a AS v > 0)",
+        );
+    }
+
+    #[test]
+    fn row_pattern_errors_point_at_the_token() {
+        // A SUBSET without its parentheses.
+        let err = parse_one(
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+             MEASURES a.v AS v PATTERN (a) SUBSET u = a DEFINE a AS v > 0)",
+        )
+        .unwrap_err();
+        assert_eq!(err.sqlstate(), "42601");
+        assert_eq!(err.location().map(|l| l.column), Some(115), "{err}");
+        // SUBSET outside a continuous query.
+        let err = parse_one(
+            "SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts MEASURES a.v AS v\n  PATTERN (a) \
+             SUBSET u = (a) DEFINE a AS v > 0)",
+        )
+        .unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("SUBSET is supported in continuous queries only"));
+        let loc = err.location().unwrap();
+        assert_eq!((loc.line, loc.column), (2, 15), "{err}");
+        // Something else between PATTERN and DEFINE.
+        let err = parse_one(
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+             MEASURES a.v AS v PATTERN (a) SUBSET u = (a) FOO DEFINE a AS v > 0)",
+        )
+        .unwrap_err();
+        assert_eq!(err.sqlstate(), "42601");
+        assert_eq!(err.location().map(|l| l.column), Some(119), "{err}");
     }
 
     #[test]

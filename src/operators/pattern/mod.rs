@@ -19,6 +19,8 @@
 
 mod nfa;
 mod refs;
+mod running;
+mod saved;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -28,16 +30,17 @@ use ahash::AHashMap;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array,
 };
-use datafusion::arrow::compute::{cast, interleave_record_batch, prep_null_mask_filter, take};
+use datafusion::arrow::compute::kernels::nullif::nullif;
+use datafusion::arrow::compute::{cast, interleave, prep_null_mask_filter, take};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
-use serde::{Deserialize, Serialize};
 
-pub use nfa::{Inst, Pattern, Program};
+pub use nfa::{Inst, Pattern, Position, Program};
 pub use refs::{Ref, RefKind};
+use running::Running;
 
 use super::event_order::EventOrder;
 use super::{snapshot, Operator};
@@ -51,10 +54,44 @@ pub enum AfterMatch {
     PastLastRow,
     /// At the row after the match's first row.
     ToNextRow,
-    /// At the first row mapped to the variable.
+    /// At the first row mapped to the variable (or to a variable of the subset: indexes
+    /// past the variables name [`PatternSpec::subsets`]).
     ToFirst(u16),
-    /// At the last row mapped to the variable.
+    /// At the last row mapped to the variable (or subset).
     ToLast(u16),
+}
+
+/// What a match returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RowsPerMatch {
+    /// One summary row per match (the default).
+    One,
+    /// Every row of every match (`ALL ROWS PER MATCH`).
+    All(EmptyMatches),
+}
+
+/// What `ALL ROWS PER MATCH` does with empty matches and with rows in no match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EmptyMatches {
+    /// `SHOW EMPTY MATCHES` (the default): an empty match returns one row, the row it was
+    /// found at, with its measures over no rows.
+    Show,
+    /// `OMIT EMPTY MATCHES`: an empty match returns nothing (it still takes a match number).
+    Omit,
+    /// `WITH UNMATCHED ROWS`: empty matches are shown, and every row that is in no match
+    /// (and is not where an empty match was found) is returned once with NULL measures.
+    WithUnmatched,
+}
+
+/// One column of the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OutputColumn {
+    /// The value of `Measures::exprs[i]` (NULL in an unmatched row).
+    Measure(usize),
+    /// The input column of the returned row (`ALL ROWS PER MATCH`).
+    Input(usize),
+    /// `timed_out`: true for a partial match that WITHIN ended (`EMIT TIMEOUT`).
+    TimedOut,
 }
 
 /// The most match threads one partition may hold. Patterns such as `(a | b)*` without WITHIN
@@ -146,8 +183,10 @@ pub struct Measures {
     pub refs: Vec<Ref>,
     /// One field per reference.
     pub schema: SchemaRef,
-    /// One per output column, over `schema`.
+    /// Expressions over `schema`.
     pub exprs: Vec<Arc<dyn PhysicalExpr>>,
+    /// The output columns, in order.
+    pub columns: Vec<OutputColumn>,
 }
 
 /// Everything the planner decides about a `MATCH_RECOGNIZE`.
@@ -163,8 +202,16 @@ pub struct PatternSpec {
     pub time_column: usize,
     /// Longest time from a match's first row to its last.
     pub within: Option<Duration>,
+    /// `WITHIN ... EMIT TIMEOUT`: an attempt that WITHIN ends after it mapped a row returns
+    /// its partial match (its most preferred thread's rows), marked in a `timed_out` column.
+    pub emit_timeout: bool,
     /// `AFTER MATCH SKIP ...`.
     pub after_match: AfterMatch,
+    /// `ONE ROW PER MATCH` or `ALL ROWS PER MATCH ...`.
+    pub rows_per_match: RowsPerMatch,
+    /// `SUBSET u = (a, b)`: each union variable's name and variables. A reference's
+    /// variable `variables.len() + i` is subset `i`.
+    pub subsets: Vec<(String, Vec<u16>)>,
     /// What a match emits.
     pub measures: Measures,
     /// Schema of the input rows.
@@ -178,8 +225,13 @@ pub struct PatternSpec {
 struct Binding {
     seq: u64,
     var: u16,
+    /// Mapped inside `{- -}`: left out of the rows `ALL ROWS PER MATCH` returns.
+    excluded: bool,
     prev: Option<Arc<Binding>>,
 }
+
+/// The flag bit of an excluded binding's variable in a snapshot.
+const EXCLUDED_BIT: u16 = 0x8000;
 
 /// A match attempt's thread, parked at a `Var` instruction (waiting for a row) or at `Match`.
 #[derive(Clone)]
@@ -191,17 +243,17 @@ struct Thread {
     last: Option<Arc<Binding>>,
     /// Rows mapped so far (the length of `last`).
     mapped: u32,
+    /// `EMIT TIMEOUT`: WITHIN ended the attempt and this is its partial match, returned in
+    /// start order once the attempts before it are decided (a match before it may skip past
+    /// it); it takes no rows.
+    timed_out: bool,
 }
 
 impl Thread {
     /// The rows mapped so far, oldest first.
-    fn bindings(&self) -> Vec<(u64, u16)> {
-        let mut out = Vec::new();
-        let mut at = self.last.as_deref();
-        while let Some(b) = at {
-            out.push((b.seq, b.var));
-            at = b.prev.as_deref();
-        }
+    fn bindings(&self) -> Vec<&Arc<Binding>> {
+        let mut out: Vec<&Arc<Binding>> =
+            std::iter::successors(self.last.as_ref(), |b| b.prev.as_ref()).collect();
         out.reverse();
         out
     }
@@ -227,6 +279,12 @@ struct Partition {
     next_start: u64,
     /// Matches emitted so far.
     matches: u64,
+    /// Whether a row of the partition has been matched (`^` holds before the first).
+    started: bool,
+    /// `WITH UNMATCHED ROWS`: rows not yet known to be in a match or in none, in order.
+    undecided: VecDeque<StoredRow>,
+    /// `WITH UNMATCHED ROWS`: rows before this sequence number are in an emitted match.
+    covered: u64,
 }
 
 impl Partition {
@@ -247,12 +305,29 @@ struct Current<'a> {
     ts: i64,
 }
 
+/// A row of output before the measures are evaluated: the reference values, and the input
+/// row it returns (`ALL ROWS PER MATCH`) or takes the partition columns from.
+struct Found {
+    refs: Vec<ScalarValue>,
+    row: Option<StoredRow>,
+    /// False for an unmatched row: its measures are NULL.
+    matched: bool,
+    /// A partial match that WITHIN ended.
+    timed_out: bool,
+}
+
 /// The immutable part of the operator.
 struct Matcher {
     spec: PatternSpec,
     program: Program,
     within: Option<i64>,
     prev_depth: usize,
+    /// The instructions an attempt starts at at the partition's first row (`^` holds).
+    start_first: Vec<u32>,
+    /// Whether the pattern uses `^` (partitions must remember that they started).
+    anchored: bool,
+    /// Whether a row where an attempt starts must be stored (an empty match returns it).
+    keep_start_rows: bool,
     /// Whether no condition reads the rows a thread mapped (only the current row and PREV):
     /// then two threads of one attempt at the same instruction have the same future, and
     /// only the preferred one need live, as in a Pike VM.
@@ -284,13 +359,13 @@ pub struct PatternMatcher {
     /// Rows waiting for the watermark.
     order: EventOrder,
     next_seq: u64,
-    /// Reference values of matches found and not yet emitted.
-    found: Vec<Vec<ScalarValue>>,
+    /// Rows of matches found and not yet emitted.
+    found: Vec<Found>,
     scratch: Scratch,
 }
 
 impl PatternMatcher {
-    /// Compiles the pattern; fails if it can match zero rows.
+    /// Compiles the pattern.
     pub fn try_new(spec: PatternSpec) -> Result<Self> {
         let program = Program::compile(&spec.pattern)?;
         let fields = spec
@@ -315,7 +390,13 @@ impl PatternMatcher {
         let program_len = program.len();
         let variables = spec.variables.len();
         let mut start = Vec::new();
-        program.closure(0, &mut vec![false; program_len], &mut start);
+        let mut seen = vec![false; program_len];
+        program.closure(0, Position::Inside, &mut seen, &mut start);
+        let mut start_first = Vec::new();
+        program.closure(0, Position::First, &mut seen, &mut start_first);
+        let anchored = spec.pattern.any(&|p| matches!(p, Pattern::Start));
+        let keep_start_rows = spec.rows_per_match != RowsPerMatch::All(EmptyMatches::Omit)
+            && spec.pattern.matches_empty();
         let dedupe = spec
             .variables
             .iter()
@@ -330,6 +411,9 @@ impl PatternMatcher {
                 prev_depth,
                 dedupe,
                 start,
+                start_first,
+                anchored,
+                keep_start_rows,
             },
             scratch: Scratch {
                 seen: vec![false; program_len],
@@ -398,7 +482,8 @@ impl PatternMatcher {
                 ts: ts.unwrap_or(i64::MIN),
             };
             self.next_seq += 1;
-            self.m.step(part, &current, &masks, &mut self.scratch)?;
+            self.m
+                .step(part, &current, &masks, &mut self.scratch, &mut self.found)?;
             self.m.resolve(part, &mut self.found)?;
         }
         Ok(())
@@ -411,39 +496,46 @@ impl PatternMatcher {
     fn expire(&mut self, wm: i64) -> Result<()> {
         let prog = &self.m.program;
         let first = self.found.len();
+        let at_end = wm == i64::MAX;
         let mut completed: Vec<(&[u8], std::ops::Range<usize>)> = Vec::new();
         for (key, part) in self.partitions.iter_mut() {
             if part.threads.is_empty() {
                 continue;
             }
             let before = part.threads.len();
-            part.threads.retain(|t| {
-                prog.inst(t.pc) == Inst::Match
-                    || (wm != i64::MAX
-                        && self
-                            .m
-                            .within
-                            .is_none_or(|w| t.start_ts.saturating_add(w) >= wm))
-            });
-            if part.threads.len() != before {
-                let start = self.found.len();
+            let within = self.m.within;
+            let start = self.found.len();
+            // A thread waiting at `$` has mapped its last row: WITHIN is met, and the next
+            // row of its partition ends it.
+            self.m.drop_threads(
+                part,
+                |t| match prog.inst(t.pc) {
+                    Inst::Match | Inst::End => true,
+                    _ => !at_end && within.is_none_or(|w| t.start_ts.saturating_add(w) >= wm),
+                },
+                &mut self.found,
+            )?;
+            if at_end {
+                self.m.finish(part, &mut self.scratch);
+            }
+            // Also when no thread ended: one may have become a timed-out partial match.
+            if part.threads.len() != before || at_end || self.m.spec.emit_timeout {
                 self.m.resolve(part, &mut self.found)?;
-                if self.found.len() > start {
-                    completed.push((key.as_ref(), start..self.found.len()));
-                }
+            }
+            if self.found.len() > start {
+                completed.push((key.as_ref(), start..self.found.len()));
             }
         }
         if completed.len() > 1 {
             completed.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            let mut done: Vec<Option<Vec<ScalarValue>>> =
-                self.found.drain(first..).map(Some).collect();
+            let mut done: Vec<Option<Found>> = self.found.drain(first..).map(Some).collect();
             for (_, range) in completed {
                 for i in range {
                     self.found.extend(done[i - first].take());
                 }
             }
         }
-        let keep = self.m.prev_depth > 0 || self.m.uses_match_number();
+        let keep = self.m.prev_depth > 0 || self.m.uses_match_number() || self.m.anchored;
         if !keep {
             self.partitions.retain(|_, p| !p.threads.is_empty());
         }
@@ -461,7 +553,7 @@ impl PatternMatcher {
         let mut columns = Vec::with_capacity(measures.refs.len());
         for j in 0..measures.refs.len() {
             columns.push(ScalarValue::iter_to_array(
-                found.iter().map(|values| values[j].clone()),
+                found.iter().map(|f| f.refs[j].clone()),
             )?);
         }
         let refs = RecordBatch::try_new_with_options(
@@ -469,22 +561,58 @@ impl PatternMatcher {
             columns,
             &RecordBatchOptions::new().with_row_count(Some(n)),
         )?;
-        let out = measures
+        let values = measures
             .exprs
             .iter()
             .map(|e| Ok(e.evaluate(&refs)?.into_array(n)?))
             .collect::<Result<Vec<_>>>()?;
-        let out = out
-            .into_iter()
-            .zip(self.m.spec.schema.fields())
-            .map(|(a, f)| {
-                if a.data_type() == f.data_type() {
-                    Ok(a)
-                } else {
-                    Ok(cast(&a, f.data_type())?)
+        // Unmatched rows have NULL measures.
+        let unmatched = found
+            .iter()
+            .any(|f| !f.matched)
+            .then(|| BooleanArray::from_iter(found.iter().map(|f| Some(!f.matched))));
+        // The returned input rows (ALL ROWS PER MATCH), gathered from their batches.
+        let mut sources: Vec<&RecordBatch> = Vec::new();
+        let mut index: AHashMap<*const RecordBatch, usize> = AHashMap::new();
+        let mut picks = Vec::new();
+        if measures
+            .columns
+            .iter()
+            .any(|c| matches!(c, OutputColumn::Input(_)))
+        {
+            for f in &found {
+                let s = f.row.as_ref().ok_or_else(|| {
+                    Error::Internal("an ALL ROWS PER MATCH row without its input row".into())
+                })?;
+                let b = *index.entry(Arc::as_ptr(&s.batch)).or_insert_with(|| {
+                    sources.push(s.batch.as_ref());
+                    sources.len() - 1
+                });
+                picks.push((b, s.row as usize));
+            }
+        }
+        let mut out = Vec::with_capacity(measures.columns.len());
+        for (c, f) in measures.columns.iter().zip(self.m.spec.schema.fields()) {
+            let a = match *c {
+                OutputColumn::Measure(i) => match &unmatched {
+                    Some(mask) => nullif(&values[i], mask)?,
+                    None => values[i].clone(),
+                },
+                OutputColumn::Input(col) => {
+                    let arrays: Vec<&dyn Array> =
+                        sources.iter().map(|b| b.column(col).as_ref()).collect();
+                    interleave(&arrays, &picks)?
                 }
-            })
-            .collect::<Result<Vec<_>>>()?;
+                OutputColumn::TimedOut => Arc::new(BooleanArray::from_iter(
+                    found.iter().map(|f| Some(f.timed_out)),
+                )),
+            };
+            out.push(if a.data_type() == f.data_type() {
+                a
+            } else {
+                cast(&a, f.data_type())?
+            });
+        }
         Ok(vec![RecordBatch::try_new(self.m.spec.schema.clone(), out)?])
     }
 }
@@ -505,31 +633,56 @@ impl Matcher {
         cur: &Current,
         masks: &[Option<BooleanArray>],
         scratch: &mut Scratch,
+        found: &mut Vec<Found>,
     ) -> Result<()> {
         let prog = &self.program;
         if let Some(w) = self.within {
-            part.threads.retain(|t| {
-                prog.inst(t.pc) == Inst::Match || cur.ts.saturating_sub(t.start_ts) <= w
+            self.drop_threads(
+                part,
+                |t| prog.inst(t.pc) == Inst::Match || cur.ts.saturating_sub(t.start_ts) <= w,
+                found,
+            )?;
+        }
+        if matches!(
+            self.spec.rows_per_match,
+            RowsPerMatch::All(EmptyMatches::WithUnmatched)
+        ) {
+            if part.undecided.len() >= MAX_ROWS_PER_PARTITION {
+                return Err(rows_limit());
+            }
+            part.undecided.push_back(StoredRow {
+                seq: cur.seq,
+                batch: cur.batch.clone(),
+                row: cur.row as u32,
             });
         }
-        // Most rows neither extend a match nor can start one: skip them quickly.
+        let start = if part.started {
+            &self.start
+        } else {
+            &self.start_first
+        };
+        part.started = true;
+        // Most rows neither extend a match nor can start one: skip them quickly. An attempt
+        // that can match empty always starts.
         let may_start = |pc: &u32| match prog.inst(*pc) {
-            Inst::Var(v) => masks[v as usize].as_ref().is_none_or(|m| m.value(cur.row)),
+            Inst::Var(v, _) => masks[v as usize].as_ref().is_none_or(|m| m.value(cur.row)),
+            Inst::Match => true,
             _ => false,
         };
-        let can_start = cur.seq >= part.next_start && self.start.iter().any(may_start);
+        let can_start = cur.seq >= part.next_start && start.iter().any(may_start);
         if part.threads.is_empty() && !can_start {
             self.remember(part, cur);
             return Ok(());
         }
         if can_start {
-            for &pc in &self.start {
+            for &pc in start {
                 part.threads.push(Thread {
                     start: cur.seq,
                     start_ts: cur.ts,
                     pc,
                     last: None,
                     mapped: 0,
+                    timed_out: false,
                 });
             }
         }
@@ -546,9 +699,12 @@ impl Matcher {
         verdict.resize(part.threads.len(), false);
         ask.iter_mut().for_each(Vec::clear);
         for (i, t) in part.threads.iter().enumerate() {
-            let Inst::Var(v) = prog.inst(t.pc) else {
+            let Inst::Var(v, _) = prog.inst(t.pc) else {
                 continue;
             };
+            if t.timed_out {
+                continue;
+            }
             let v = v as usize;
             if masks[v].as_ref().is_some_and(|m| !m.value(cur.row)) {
                 continue;
@@ -582,6 +738,10 @@ impl Matcher {
         parked.clear();
         parked.resize(if self.dedupe { prog.len() } else { 0 }, 0);
         for (i, t) in old.into_iter().enumerate() {
+            if t.timed_out {
+                part.threads.push(t);
+                continue;
+            }
             if matched == Some(t.start) {
                 continue;
             }
@@ -590,15 +750,16 @@ impl Matcher {
                     matched = Some(t.start);
                     part.threads.push(t);
                 }
-                Inst::Var(v) if verdict[i] => {
+                Inst::Var(v, excluded) if verdict[i] => {
                     bound = true;
                     let b = Arc::new(Binding {
                         seq: cur.seq,
                         var: v,
+                        excluded,
                         prev: t.last.clone(),
                     });
                     pcs.clear();
-                    prog.closure(t.pc + 1, seen, pcs);
+                    prog.closure(t.pc + 1, Position::Inside, seen, pcs);
                     for &pc in pcs.iter() {
                         if self.dedupe {
                             if parked[pc as usize] == t.start + 1 {
@@ -633,16 +794,9 @@ impl Matcher {
         }
         let mapped: usize = part.threads.iter().map(|t| t.mapped as usize).sum();
         if mapped.max(part.rows.len()) > MAX_ROWS_PER_PARTITION {
-            return Err(Error::limit(
-                "53200",
-                format!(
-                    "MATCH_RECOGNIZE holds more than {MAX_ROWS_PER_PARTITION} rows for open \
-                     match attempts in one partition; bound the pattern with WITHIN or make \
-                     its conditions stricter"
-                ),
-            ));
+            return Err(rows_limit());
         }
-        if bound {
+        if bound || (can_start && self.keep_start_rows) {
             part.rows.push_back(StoredRow {
                 seq: cur.seq,
                 batch: cur.batch.clone(),
@@ -651,6 +805,40 @@ impl Matcher {
         }
         self.remember(part, cur);
         Ok(())
+    }
+
+    /// At the end of the input: threads waiting at `$` go on, and those that reach the end
+    /// of the pattern match; every other thread that waits for a row ends. Preference
+    /// order is kept: once an attempt has a match, its less preferred threads end.
+    fn finish(&self, part: &mut Partition, scratch: &mut Scratch) {
+        let prog = &self.program;
+        let old = std::mem::take(&mut part.threads);
+        let mut matched: Option<u64> = None;
+        for t in old {
+            if t.timed_out {
+                part.threads.push(t);
+                continue;
+            }
+            if matched == Some(t.start) {
+                continue;
+            }
+            match prog.inst(t.pc) {
+                Inst::Match => {
+                    matched = Some(t.start);
+                    part.threads.push(t);
+                }
+                Inst::End => {
+                    scratch.pcs.clear();
+                    prog.closure(t.pc, Position::End, &mut scratch.seen, &mut scratch.pcs);
+                    if let Some(&pc) = scratch.pcs.iter().find(|&&pc| prog.inst(pc) == Inst::Match)
+                    {
+                        matched = Some(t.start);
+                        part.threads.push(Thread { pc, ..t });
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Keeps the row for PREV, if any condition reads earlier rows of the partition.
@@ -754,13 +942,48 @@ impl Matcher {
             let s = part.row(seq)?;
             column_value(&s.batch, s.row as usize)
         };
-        let wanted = |v: u16| r.var.is_none_or(|rv| rv == v);
+        let wanted = |v: u16| r.var.is_none_or(|rv| self.member(rv, v));
         // The current row counts as the newest row of its variable (DEFINE's running view).
         let current = current.filter(|(_, v)| wanted(*v));
         // The mapped rows, newest first.
         let chain = || std::iter::successors(last, |b| b.prev.as_ref()).filter(|b| wanted(b.var));
+        let navigates = r.offset > 0 || r.shift != 0;
         let values = match r.kind {
+            // FIRST(x, n) / LAST(x, n), maybe moved by PREV/NEXT: index the rows so far.
+            RefKind::First | RefKind::Last if navigates => {
+                let mut rows: Vec<(Option<u64>, bool)> =
+                    std::iter::successors(last, |b| b.prev.as_ref())
+                        .map(|b| (Some(b.seq), wanted(b.var)))
+                        .collect();
+                rows.reverse();
+                if current.is_some() {
+                    rows.push((None, true));
+                }
+                let of_var: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].1).collect();
+                let off = r.offset as usize;
+                let pick = match r.kind {
+                    RefKind::First => of_var.get(off).copied(),
+                    _ => (of_var.len().checked_sub(off + 1)).map(|i| of_var[i]),
+                };
+                let target = pick
+                    .and_then(|i| i.checked_add_signed(r.shift as isize))
+                    .filter(|&i| i < rows.len());
+                match (target.map(|i| rows[i].0), current) {
+                    (Some(Some(seq)), _) => vec![stored(seq)?],
+                    (Some(None), Some((cur, _))) => vec![column_value(cur.batch, cur.row)?],
+                    _ => vec![],
+                }
+            }
             RefKind::MatchNumber => vec![ScalarValue::Int64(Some(part.matches as i64 + 1))],
+            RefKind::Classifier => {
+                let var = match current {
+                    Some((_, v)) => Some(v),
+                    None => chain().next().map(|b| b.var),
+                };
+                return Ok(ScalarValue::Utf8(
+                    var.map(|v| self.spec.variables[v as usize].name.clone()),
+                ));
+            }
             RefKind::Prev(n) => {
                 let n = n as usize;
                 match part.recent.len().checked_sub(n) {
@@ -798,25 +1021,34 @@ impl Matcher {
 
     /// Emits the partition's matches that are final, in start order, applying AFTER MATCH
     /// SKIP after each; then forgets rows no thread maps any more.
-    fn resolve(&self, part: &mut Partition, found: &mut Vec<Vec<ScalarValue>>) -> Result<()> {
+    fn resolve(&self, part: &mut Partition, found: &mut Vec<Found>) -> Result<()> {
+        let unmatched_rows = matches!(
+            self.spec.rows_per_match,
+            RowsPerMatch::All(EmptyMatches::WithUnmatched)
+        );
         while part
             .threads
             .first()
-            .is_some_and(|t| self.program.inst(t.pc) == Inst::Match)
+            .is_some_and(|t| t.timed_out || self.program.inst(t.pc) == Inst::Match)
         {
             let t = part.threads.remove(0);
-            let bindings = t.bindings();
-            let measures = &self.spec.measures;
-            let mut values = Vec::with_capacity(measures.refs.len());
-            for (j, r) in measures.refs.iter().enumerate() {
-                let ty = measures.schema.field(j).data_type();
-                values.push(self.value(r, ty, part, t.last.as_ref(), None)?);
+            if unmatched_rows {
+                self.decide(part, t.start, found)?;
             }
-            found.push(values);
+            let bindings = t.bindings();
+            if t.timed_out {
+                self.emit_timeout(part, &t, &bindings, found)?;
+                continue;
+            }
+            self.emit_match(part, &t, &bindings, found)?;
             part.matches += 1;
-            let last = bindings.last().map_or(t.start, |b| b.0);
-            let of = |var: u16, first: bool| {
-                let mut rows = bindings.iter().filter(|b| b.1 == var).map(|b| b.0);
+            let last = bindings.last().map_or(t.start, |b| b.seq);
+            part.covered = part.covered.max(last + 1);
+            let of = |set: u16, first: bool| {
+                let mut rows = bindings
+                    .iter()
+                    .filter(|b| self.member(set, b.var))
+                    .map(|b| b.seq);
                 if first {
                     rows.next()
                 } else {
@@ -824,15 +1056,44 @@ impl Matcher {
                 }
             };
             let next = match self.spec.after_match {
+                _ if bindings.is_empty() => t.start + 1,
                 AfterMatch::PastLastRow => last + 1,
                 AfterMatch::ToNextRow => t.start + 1,
-                AfterMatch::ToFirst(v) => of(v, true).unwrap_or(t.start + 1),
-                AfterMatch::ToLast(v) => of(v, false).unwrap_or(t.start + 1),
+                AfterMatch::ToFirst(v) | AfterMatch::ToLast(v) => {
+                    let first = matches!(self.spec.after_match, AfterMatch::ToFirst(_));
+                    let how = if first { "FIRST" } else { "LAST" };
+                    let name = self.var_name(v);
+                    let Some(target) = of(v, first) else {
+                        return Err(Error::invalid_input(
+                            SKIP_ERROR,
+                            format!(
+                                "AFTER MATCH SKIP TO {how} {name} failed: \"{name}\" maps no row \
+                                 of match {}; make it mandatory in PATTERN or skip PAST LAST ROW",
+                                part.matches
+                            ),
+                        ));
+                    };
+                    if target == t.start {
+                        return Err(Error::invalid_input(
+                            SKIP_ERROR,
+                            format!(
+                                "AFTER MATCH SKIP TO {how} {name} failed: it would resume at the \
+                                 first row of match {}, which would find it again; skip TO NEXT \
+                                 ROW or to a later variable",
+                                part.matches
+                            ),
+                        ));
+                    }
+                    target
+                }
             };
-            // Never restart where this match started: that would find it again.
-            part.next_start = part.next_start.max(next.max(t.start + 1));
+            part.next_start = part.next_start.max(next);
             let next_start = part.next_start;
             part.threads.retain(|t| t.start >= next_start);
+        }
+        if unmatched_rows {
+            let until = part.threads.first().map_or(u64::MAX, |t| t.start);
+            self.decide(part, until, found)?;
         }
         match part.threads.first() {
             Some(t) => {
@@ -845,93 +1106,212 @@ impl Matcher {
         }
         Ok(())
     }
-}
 
-/// Serialised state, beside the pending and stored rows in IPC.
-#[derive(Serialize, Deserialize)]
-struct Saved {
-    watermark: i64,
-    late_rows: u64,
-    next_seq: u64,
-    partitions: Vec<SavedPartition>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct SavedPartition {
-    key: Vec<u8>,
-    next_start: u64,
-    matches: u64,
-    /// (sequence number, row in the stored batch).
-    rows: Vec<(u64, u32)>,
-    recent: Vec<(u64, u32)>,
-    threads: Vec<SavedThread>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct SavedThread {
-    start: u64,
-    start_ts: i64,
-    pc: u32,
-    bindings: Vec<(u64, u16)>,
-}
-
-/// The partitions as taken at a checkpoint barrier: every list of every partition end to end,
-/// with where each partition's part ends.
-#[derive(Default)]
-struct FlatPartitions {
-    keys: Vec<u8>,
-    /// (sequence number, batch, row in that batch).
-    rows: Vec<(u64, usize, u32)>,
-    recent: Vec<(u64, usize, u32)>,
-    /// (start, start time, pc, end of its bindings).
-    threads: Vec<(u64, i64, u32, usize)>,
-    bindings: Vec<(u64, u16)>,
-    ends: Vec<PartitionEnds>,
-}
-
-struct PartitionEnds {
-    key: usize,
-    rows: usize,
-    recent: usize,
-    threads: usize,
-    next_start: u64,
-    matches: u64,
-}
-
-impl FlatPartitions {
-    /// The partitions as saved: stored rows are numbered in the order of `rows` then `recent`
-    /// (the order in which they are gathered into the stored batch).
-    fn unflatten(&self) -> Vec<SavedPartition> {
-        let mut out = Vec::with_capacity(self.ends.len());
-        let (mut key, mut rows, mut recent, mut threads, mut binding) = (0, 0, 0, 0, 0);
-        let recent_base = self.rows.len();
-        for e in &self.ends {
-            out.push(SavedPartition {
-                key: self.keys[key..e.key].to_vec(),
-                next_start: e.next_start,
-                matches: e.matches,
-                rows: (rows..e.rows).map(|i| (self.rows[i].0, i as u32)).collect(),
-                recent: (recent..e.recent)
-                    .map(|i| (self.recent[i].0, (recent_base + i) as u32))
-                    .collect(),
-                threads: self.threads[threads..e.threads]
-                    .iter()
-                    .map(|&(start, start_ts, pc, end)| {
-                        let bindings = self.bindings[binding..end].to_vec();
-                        binding = end;
-                        SavedThread {
-                            start,
-                            start_ts,
-                            pc,
-                            bindings,
-                        }
-                    })
-                    .collect(),
-            });
-            (key, rows, recent, threads) = (e.key, e.rows, e.recent, e.threads);
+    /// `WITH UNMATCHED ROWS`: the rows before `until` are decided (no open attempt can map
+    /// them any more); those in no match are returned with NULL measures.
+    fn decide(&self, part: &mut Partition, until: u64, found: &mut Vec<Found>) -> Result<()> {
+        while part.undecided.front().is_some_and(|r| r.seq < until) {
+            let Some(row) = part.undecided.pop_front() else {
+                break;
+            };
+            if row.seq >= part.covered {
+                let refs = (self.spec.measures.schema.fields().iter())
+                    .map(|f| ScalarValue::try_from(f.data_type()))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                found.push(Found {
+                    refs,
+                    row: Some(row),
+                    matched: false,
+                    timed_out: false,
+                });
+            }
         }
-        out
+        Ok(())
     }
+
+    /// The output rows of one match: one summary row, or each of its rows (without the
+    /// excluded ones) with RUNNING measures over the rows up to it and FINAL measures over
+    /// all its rows; an empty match returns the row it was found at (unless omitted).
+    fn emit_match(
+        &self,
+        part: &Partition,
+        t: &Thread,
+        bindings: &[&Arc<Binding>],
+        found: &mut Vec<Found>,
+    ) -> Result<()> {
+        let measures = &self.spec.measures;
+        let refs_at = |last: Option<&Arc<Binding>>| -> Result<Vec<ScalarValue>> {
+            (measures.refs.iter().enumerate())
+                .map(|(j, r)| {
+                    let ty = measures.schema.field(j).data_type();
+                    let at = if r.is_final { t.last.as_ref() } else { last };
+                    self.value(r, ty, part, at, None)
+                })
+                .collect()
+        };
+        match self.spec.rows_per_match {
+            // The row gives the partition columns: the last row, or where an empty match was.
+            RowsPerMatch::One => found.push(Found {
+                refs: refs_at(t.last.as_ref())?,
+                row: Some(
+                    part.row(bindings.last().map_or(t.start, |b| b.seq))?
+                        .clone(),
+                ),
+                matched: true,
+                timed_out: false,
+            }),
+            RowsPerMatch::All(mode) if bindings.is_empty() => {
+                if mode != EmptyMatches::Omit {
+                    found.push(Found {
+                        refs: refs_at(None)?,
+                        row: Some(part.row(t.start)?.clone()),
+                        matched: true,
+                        timed_out: false,
+                    });
+                }
+            }
+            RowsPerMatch::All(_) => {
+                // RUNNING references are kept up to date row by row (one pass over the
+                // match, not one per returned row); FINAL ones are computed once.
+                let mut running: Vec<Option<Running>> =
+                    measures.refs.iter().map(Running::new).collect();
+                let finals = (measures.refs.iter().enumerate())
+                    .map(|(j, r)| {
+                        let ty = measures.schema.field(j).data_type();
+                        r.is_final
+                            .then(|| self.value(r, ty, part, t.last.as_ref(), None))
+                            .transpose()
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                for &b in bindings {
+                    let row = part.row(b.seq)?;
+                    for (j, (r, acc)) in measures.refs.iter().zip(&mut running).enumerate() {
+                        if let Some(acc) = acc {
+                            if r.var.is_none_or(|set| self.member(set, b.var)) {
+                                let v = match r.column {
+                                    Some(c) => ScalarValue::try_from_array(
+                                        row.batch.column(c),
+                                        row.row as usize,
+                                    )?,
+                                    None => ScalarValue::Null,
+                                };
+                                acc.push(r, measures.schema.field(j).data_type(), v, b.var)?;
+                            }
+                        }
+                    }
+                    if b.excluded {
+                        continue;
+                    }
+                    let mut refs = Vec::with_capacity(measures.refs.len());
+                    for (j, r) in measures.refs.iter().enumerate() {
+                        let ty = measures.schema.field(j).data_type();
+                        refs.push(match (&finals[j], &running[j]) {
+                            (Some(v), _) => v.clone(),
+                            (None, Some(acc)) => acc.value(r, ty, self, part)?,
+                            (None, None) => self.value(r, ty, part, Some(b), None)?,
+                        });
+                    }
+                    found.push(Found {
+                        refs,
+                        row: Some(row.clone()),
+                        matched: true,
+                        timed_out: false,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the threads that `keep` refuses (WITHIN has passed, or the input ended). With
+    /// `EMIT TIMEOUT`, an attempt that loses all its threads this way after mapping a row
+    /// leaves its most preferred thread behind, marked timed out: [`Matcher::resolve`]
+    /// returns it in start order (unless a match before it skips past it).
+    fn drop_threads(
+        &self,
+        part: &mut Partition,
+        keep: impl Fn(&Thread) -> bool,
+        _found: &mut Vec<Found>,
+    ) -> Result<()> {
+        if self.spec.emit_timeout {
+            let mut i = 0;
+            while i < part.threads.len() {
+                let start = part.threads[i].start;
+                let end = i + part.threads[i..]
+                    .iter()
+                    .take_while(|t| t.start == start)
+                    .count();
+                let attempt = &part.threads[i..end];
+                if !attempt[0].timed_out
+                    && attempt[0].mapped > 0
+                    && attempt.iter().all(|t| !keep(t))
+                {
+                    part.threads[i].timed_out = true;
+                }
+                i = end;
+            }
+        }
+        part.threads.retain(|t| t.timed_out || keep(t));
+        Ok(())
+    }
+
+    /// The rows of a timed-out partial match: as a match's, with `timed_out` set and no
+    /// match number.
+    fn emit_timeout(
+        &self,
+        part: &Partition,
+        t: &Thread,
+        bindings: &[&Arc<Binding>],
+        found: &mut Vec<Found>,
+    ) -> Result<()> {
+        let first = found.len();
+        self.emit_match(part, t, bindings, found)?;
+        let numbers: Vec<usize> = (self.spec.measures.refs.iter().enumerate())
+            .filter(|(_, r)| r.kind == RefKind::MatchNumber)
+            .map(|(j, _)| j)
+            .collect();
+        for f in &mut found[first..] {
+            f.timed_out = true;
+            for &j in &numbers {
+                f.refs[j] = ScalarValue::Int64(None);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether variable `v` is `set` or in subset `set`.
+    fn member(&self, set: u16, v: u16) -> bool {
+        let n = self.spec.variables.len();
+        match (set as usize).checked_sub(n) {
+            None => set == v,
+            Some(i) => self.spec.subsets.get(i).is_some_and(|s| s.1.contains(&v)),
+        }
+    }
+
+    /// The name of a variable or subset.
+    fn var_name(&self, set: u16) -> &str {
+        let n = self.spec.variables.len();
+        match (set as usize).checked_sub(n) {
+            None => &self.spec.variables[set as usize].name,
+            Some(i) => self.spec.subsets.get(i).map_or("?", |s| s.0.as_str()),
+        }
+    }
+}
+
+/// SQLSTATE of a failed `AFTER MATCH SKIP TO`: a data exception (SQL:2016 makes it a
+/// run-time exception; saql reports the class code).
+pub const SKIP_ERROR: &str = "22000";
+
+/// The error when a partition holds too many rows.
+fn rows_limit() -> Error {
+    Error::limit(
+        "53200",
+        format!(
+            "MATCH_RECOGNIZE holds more than {MAX_ROWS_PER_PARTITION} rows for open match \
+             attempts in one partition; bound the pattern with WITHIN or make its conditions \
+             stricter"
+        ),
+    )
 }
 
 impl Operator for PatternMatcher {
@@ -963,125 +1343,11 @@ impl Operator for PatternMatcher {
     }
 
     fn snapshot(&mut self) -> Result<snapshot::StateImage> {
-        // Under the stream's lock only flat copies are taken (no allocation per partition);
-        // the stored rows are gathered into one batch and the bookkeeping encoded later.
-        let mut batches: Vec<Arc<RecordBatch>> = Vec::new();
-        let mut index: AHashMap<*const RecordBatch, usize> = AHashMap::new();
-        let mut flat = FlatPartitions::default();
-        let mut pick = |s: &StoredRow| {
-            let b = *index.entry(Arc::as_ptr(&s.batch)).or_insert_with(|| {
-                batches.push(s.batch.clone());
-                batches.len() - 1
-            });
-            (s.seq, b, s.row)
-        };
-        for (key, p) in &self.partitions {
-            flat.keys.extend_from_slice(key);
-            flat.rows.extend(p.rows.iter().map(&mut pick));
-            flat.recent.extend(p.recent.iter().map(&mut pick));
-            for t in &p.threads {
-                let from = flat.bindings.len();
-                let mut at = t.last.as_deref();
-                while let Some(b) = at {
-                    flat.bindings.push((b.seq, b.var));
-                    at = b.prev.as_deref();
-                }
-                flat.bindings[from..].reverse();
-                flat.threads
-                    .push((t.start, t.start_ts, t.pc, flat.bindings.len()));
-            }
-            flat.ends.push(PartitionEnds {
-                key: flat.keys.len(),
-                rows: flat.rows.len(),
-                recent: flat.recent.len(),
-                threads: flat.threads.len(),
-                next_start: p.next_start,
-                matches: p.matches,
-            });
-        }
-        let pending = self.order.pending()?;
-        let (watermark, late_rows) = (self.order.watermark(), self.order.late_rows());
-        let next_seq = self.next_seq;
-        let schema = self.m.spec.input_schema.clone();
-        Ok(snapshot::StateImage::later(move || {
-            let refs: Vec<&RecordBatch> = batches.iter().map(|b| b.as_ref()).collect();
-            let picks: Vec<(usize, usize)> = (flat.rows.iter().chain(&flat.recent))
-                .map(|&(_, b, row)| (b, row as usize))
-                .collect();
-            let stored = if picks.is_empty() {
-                RecordBatch::new_empty(schema.clone())
-            } else {
-                interleave_record_batch(&refs, &picks)?
-            };
-            let saved = Saved {
-                watermark,
-                late_rows,
-                next_seq,
-                partitions: flat.unflatten(),
-            };
-            let saved = serde_json::to_vec(&saved).map_err(|e| Error::Internal(e.to_string()))?;
-            let mut out = snapshot::encode(&[saved.len() as i64], &schema, &[pending, stored])?;
-            out.extend_from_slice(&saved);
-            Ok(out)
-        }))
+        saved::snapshot(self)
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
-        let bad = || Error::Internal("corrupt pattern snapshot".into());
-        let (header, batches) = snapshot::decode(bytes)?;
-        let len = *header.first().ok_or_else(bad)? as usize;
-        let json = bytes.get(bytes.len().checked_sub(len).ok_or_else(bad)?..);
-        let saved: Saved = serde_json::from_slice(json.ok_or_else(bad)?).map_err(|_| bad())?;
-        let [pending, stored] = <[RecordBatch; 2]>::try_from(batches).map_err(|_| bad())?;
-        let stored = Arc::new(stored);
-        let row = |(seq, i): (u64, u32)| StoredRow {
-            seq,
-            batch: stored.clone(),
-            row: i,
-        };
-        self.partitions.clear();
-        for p in saved.partitions {
-            let threads = p
-                .threads
-                .into_iter()
-                .map(|t| {
-                    let mut last = None;
-                    let mapped = t.bindings.len() as u32;
-                    for (seq, var) in t.bindings {
-                        last = Some(Arc::new(Binding {
-                            seq,
-                            var,
-                            prev: last,
-                        }));
-                    }
-                    if t.pc as usize >= self.m.program.len() {
-                        return Err(bad());
-                    }
-                    Ok(Thread {
-                        start: t.start,
-                        start_ts: t.start_ts,
-                        pc: t.pc,
-                        mapped,
-                        last,
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            self.partitions.insert(
-                p.key.into(),
-                Partition {
-                    threads,
-                    rows: p.rows.into_iter().map(row).collect(),
-                    recent: p.recent.into_iter().map(row).collect(),
-                    next_start: p.next_start,
-                    matches: p.matches,
-                },
-            );
-        }
-        self.order
-            .restore(saved.watermark, saved.late_rows, vec![pending]);
-        self.next_seq = saved.next_seq;
-        self.found.clear();
-        Ok(())
+        saved::restore(self, bytes)
     }
 
     fn late_rows(&self) -> u64 {

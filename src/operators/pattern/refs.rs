@@ -1,7 +1,8 @@
 //! Values a `DEFINE` condition or a `MEASURES` expression takes from the rows of a (partial)
 //! match: `a.pid` (the last row mapped to `a`), `FIRST(a.ts)`, `LAST(a.ts)`, `PREV(x, n)`,
 //! `COUNT(a.*)`, `SUM(a.amount)`, `AVG`, `MIN`, `MAX` over the rows mapped to a variable (or to
-//! any variable), and `MATCH_NUMBER()`. The planner replaces each by a column of a small batch
+//! any variable), `MATCH_NUMBER()` and `CLASSIFIER()`. A reference is RUNNING (over the rows
+//! up to the row being returned or decided) or FINAL (over all rows of the match). The planner replaces each by a column of a small batch
 //! that the matcher fills per candidate.
 
 use datafusion::arrow::datatypes::DataType;
@@ -30,6 +31,8 @@ pub enum RefKind {
     Max,
     /// 1 for the first match of a partition, then 2, ...
     MatchNumber,
+    /// The variable the last row is mapped to (NULL for none), as text.
+    Classifier,
 }
 
 impl RefKind {
@@ -45,6 +48,7 @@ impl RefKind {
             RefKind::Min => "MIN",
             RefKind::Max => "MAX",
             RefKind::MatchNumber => "MATCH_NUMBER",
+            RefKind::Classifier => "CLASSIFIER",
         }
     }
 }
@@ -58,6 +62,14 @@ pub struct Ref {
     pub column: Option<usize>,
     /// What it computes.
     pub kind: RefKind,
+    /// FINAL: over all rows of the match, whichever row is returned (MEASURES only).
+    pub is_final: bool,
+    /// `FIRST(x, n)` / `LAST(x, n)`: the row `n` rows of the variable after the first (before
+    /// the last).
+    pub offset: u32,
+    /// `PREV(..., n)` / `NEXT(..., n)` in MEASURES: then `n` rows of the match before (-) or
+    /// after (+) that row.
+    pub shift: i32,
 }
 
 impl Ref {
@@ -65,6 +77,7 @@ impl Ref {
     pub fn data_type(&self, column: Option<&DataType>) -> DataType {
         match (self.kind, column) {
             (RefKind::Count | RefKind::MatchNumber, _) => DataType::Int64,
+            (RefKind::Classifier, _) => DataType::Utf8,
             (RefKind::Avg, _) => DataType::Float64,
             (RefKind::Sum, Some(t)) if t.is_integer() => DataType::Int64,
             (RefKind::Sum, _) => DataType::Float64,
@@ -91,7 +104,9 @@ impl Ref {
                 };
                 ScalarValue::Int64(Some(n as i64))
             }
-            RefKind::MatchNumber => values.first().cloned().map_or_else(typed_null, Ok)?,
+            RefKind::MatchNumber | RefKind::Classifier => {
+                values.first().cloned().map_or_else(typed_null, Ok)?
+            }
             RefKind::Sum | RefKind::Avg => {
                 if present().next().is_none() {
                     return typed_null();
@@ -151,6 +166,9 @@ mod tests {
             var: Some(0),
             column,
             kind,
+            is_final: false,
+            offset: 0,
+            shift: 0,
         }
     }
 
