@@ -15,6 +15,7 @@ mod predicates;
 mod recovery;
 mod retained;
 mod show;
+mod sources;
 mod stream;
 pub mod wal;
 
