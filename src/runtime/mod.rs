@@ -8,6 +8,7 @@ mod ddl;
 pub mod engine;
 mod graph;
 mod hub;
+mod metrics;
 mod output;
 mod pg_catalog;
 pub mod pg_functions;
