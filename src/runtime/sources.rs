@@ -169,7 +169,7 @@ fn run_source(weak: WeakEngine, rt: Arc<SourceRuntime>) {
     let result = match &rt.spec.connector {
         Connector::File { .. } => run_file(&weak, &rt),
         #[cfg(feature = "kafka")]
-        Connector::Kafka { .. } => crate::sources::kafka::run(&weak, &rt),
+        Connector::Kafka { .. } => run_kafka(&weak, &rt),
         #[cfg(not(feature = "kafka"))]
         Connector::Kafka { .. } => Err(Error::NotSupported(
             "this saql was built without the \"kafka\" feature".into(),
@@ -292,6 +292,148 @@ fn run_file(weak: &WeakEngine, rt: &Arc<SourceRuntime>) -> Result<()> {
         }
         drop(engine);
         std::thread::sleep(rt.spec.poll_interval);
+    }
+}
+
+/// A Kafka source: fetches every assigned partition on a small runtime of its own thread
+/// and ingests each partition's records as one batch, with the next offset of every
+/// partition as its position.
+#[cfg(feature = "kafka")]
+fn run_kafka(weak: &WeakEngine, rt: &Arc<SourceRuntime>) -> Result<()> {
+    use crate::sources::kafka::KafkaReader;
+    let Connector::Kafka {
+        brokers,
+        topic,
+        partitions,
+        start_at_end,
+    } = &rt.spec.connector
+    else {
+        return Err(Error::Internal("not a Kafka source".into()));
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("starting a Kafka source's runtime", e))?;
+    let Some(engine) = weak.upgrade() else {
+        return Ok(());
+    };
+    let (mut progress, decoder) = engine.source_start(rt)?;
+    drop(engine);
+    let saved = match &progress.position {
+        Some(SourcePosition::Kafka { offsets }) => offsets.clone(),
+        _ => Default::default(),
+    };
+    rt.update(|s| {
+        s.progress = progress.clone();
+        s.state = "connecting".into();
+    });
+    let retry = std::time::Duration::from_millis(500);
+    let mut reader = loop {
+        if rt.stopped() || weak.upgrade().is_none() {
+            return Ok(());
+        }
+        let connect = KafkaReader::connect(
+            brokers,
+            topic,
+            partitions.as_deref(),
+            &saved,
+            *start_at_end,
+        );
+        match runtime.block_on(connect) {
+            Ok(r) => break r,
+            Err(e) => {
+                rt.update(|s| s.error = Some(e.to_string()));
+                std::thread::sleep(retry);
+            }
+        }
+    };
+    let stop_at_bad = rt.spec.on_error == OnError::Fail;
+    if progress.position.is_none() {
+        // Remember where reading began (start = 'end'), so a restart begins there.
+        let Some(engine) = weak.upgrade() else {
+            return Ok(());
+        };
+        let mut next = progress.clone();
+        next.position = Some(SourcePosition::Kafka {
+            offsets: reader.offsets().clone(),
+        });
+        let schema = decoder_schema(&engine, rt)?;
+        engine.ingest_from_source(rt, RecordBatch::new_empty(schema), next.clone())?;
+        progress = next;
+    }
+    rt.update(|s| {
+        s.state = "running".into();
+        s.error = None;
+    });
+    loop {
+        if rt.stopped() {
+            return Ok(());
+        }
+        let (fetched, lost) = match runtime.block_on(reader.poll(rt.spec.poll_interval)) {
+            Ok(f) => f,
+            Err(e) => {
+                rt.update(|s| s.error = Some(e.to_string()));
+                std::thread::sleep(retry);
+                continue;
+            }
+        };
+        let Some(engine) = weak.upgrade() else {
+            return Ok(());
+        };
+        if lost > 0 {
+            let note = format!(
+                "{lost} records expired from the topic before they were read (retention)"
+            );
+            tracing::warn!("source \"{}\": {note}", rt.spec.name);
+            progress.bad += lost;
+            rt.update(|s| s.error = Some(note));
+        }
+        let quiet = fetched.is_empty();
+        for f in fetched {
+            let lines: Vec<&[u8]> = f
+                .records
+                .iter()
+                .map(|(_, v)| {
+                    let v = v.strip_suffix(b"\n").unwrap_or(v);
+                    v.strip_suffix(b"\r").unwrap_or(v)
+                })
+                .collect();
+            let decoded = decoder.decode(&lines, stop_at_bad)?;
+            let next_offset = match f.records.get(decoded.consumed) {
+                Some((offset, _)) if decoded.consumed < lines.len() => *offset,
+                _ => f.next,
+            };
+            let mut next = progress.clone();
+            next.rows += decoded.batch.num_rows() as u64;
+            next.bad += decoded.bad.len() as u64;
+            next.bytes += lines[..decoded.consumed]
+                .iter()
+                .map(|l| l.len() as u64)
+                .sum::<u64>();
+            let mut offsets = reader.offsets().clone();
+            offsets.insert(f.partition, next_offset);
+            next.position = Some(SourcePosition::Kafka { offsets });
+            engine.ingest_from_source(rt, decoded.batch, next.clone())?;
+            reader.commit(f.partition, next_offset);
+            progress = next;
+            if let Some((i, e)) = decoded.bad.last() {
+                let at = format!(
+                    "partition {} offset {}: {e} ({})",
+                    f.partition,
+                    f.records[*i].0,
+                    e.sqlstate()
+                );
+                if stop_at_bad {
+                    return Err(Error::invalid_input(e.sqlstate(), at));
+                }
+                rt.update(|s| s.error = Some(at));
+            }
+        }
+        drop(engine);
+        if quiet {
+            // The broker answers an empty fetch at once when it cannot wait.
+            std::thread::sleep(rt.spec.poll_interval.min(std::time::Duration::from_millis(50)));
+        }
     }
 }
 
