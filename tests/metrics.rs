@@ -102,10 +102,16 @@ fn parse(body: &str) -> BTreeMap<String, f64> {
             helped.push(rest.split(' ').next().unwrap().to_string());
         } else if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').unwrap();
-            assert!(helped.contains(&name.to_string()), "TYPE before HELP: {line}");
+            assert!(
+                helped.contains(&name.to_string()),
+                "TYPE before HELP: {line}"
+            );
             assert!(["counter", "gauge"].contains(&kind), "{line}");
             if kind == "counter" {
-                assert!(name.ends_with("_total"), "a counter's name ends in _total: {name}");
+                assert!(
+                    name.ends_with("_total"),
+                    "a counter's name ends in _total: {name}"
+                );
             }
             types.insert(name.to_string(), kind.to_string());
         } else {
@@ -177,8 +183,14 @@ async fn metrics_agree_with_show_streams_queries_and_sources() {
 
     for (name, row) in &streams {
         let l = format!("{{stream=\"{name}\"}}");
-        assert_eq!(m[&format!("saql_stream_rows_in_total{l}")], num(&row["rows_in"]));
-        assert_eq!(m[&format!("saql_stream_late_rows_total{l}")], num(&row["late_rows"]));
+        assert_eq!(
+            m[&format!("saql_stream_rows_in_total{l}")],
+            num(&row["rows_in"])
+        );
+        assert_eq!(
+            m[&format!("saql_stream_late_rows_total{l}")],
+            num(&row["late_rows"])
+        );
         let wm = m.get(&format!("saql_stream_watermark_seconds{l}"));
         match row["watermark"].as_str() {
             "-infinity" => assert!(wm.is_none()),
@@ -195,10 +207,22 @@ async fn metrics_agree_with_show_streams_queries_and_sources() {
     assert_eq!(streams["ev"]["late_rows"], "1");
     for (name, row) in &queries {
         let l = format!("{{query=\"{name}\",stream=\"{}\"}}", row["stream"]);
-        assert_eq!(m[&format!("saql_query_rows_in_total{l}")], num(&row["rows_in"]));
-        assert_eq!(m[&format!("saql_query_rows_out_total{l}")], num(&row["rows_out"]));
-        assert_eq!(m[&format!("saql_query_late_rows_total{l}")], num(&row["late_rows"]));
-        assert_eq!(m[&format!("saql_query_subscribers{l}")], num(&row["subscribers"]));
+        assert_eq!(
+            m[&format!("saql_query_rows_in_total{l}")],
+            num(&row["rows_in"])
+        );
+        assert_eq!(
+            m[&format!("saql_query_rows_out_total{l}")],
+            num(&row["rows_out"])
+        );
+        assert_eq!(
+            m[&format!("saql_query_late_rows_total{l}")],
+            num(&row["late_rows"])
+        );
+        assert_eq!(
+            m[&format!("saql_query_subscribers{l}")],
+            num(&row["subscribers"])
+        );
         assert_eq!(m[&format!("saql_query_failed{l}")], 0.0);
     }
     assert_eq!(queries["big"]["subscribers"], "1");
@@ -206,7 +230,10 @@ async fn metrics_agree_with_show_streams_queries_and_sources() {
     let f = &sources["f"];
     let l = "{source=\"f\",stream=\"ev\",kind=\"file\"}";
     assert_eq!(m[&format!("saql_source_rows_total{l}")], num(&f["rows"]));
-    assert_eq!(m[&format!("saql_source_errors_total{l}")], num(&f["bad_records"]));
+    assert_eq!(
+        m[&format!("saql_source_errors_total{l}")],
+        num(&f["bad_records"])
+    );
     assert_eq!(m[&format!("saql_source_bytes_total{l}")], num(&f["bytes"]));
     let size = std::fs::metadata(&log).unwrap().len() as f64;
     assert_eq!(m[&format!("saql_source_bytes_total{l}")], size);

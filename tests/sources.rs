@@ -172,7 +172,10 @@ async fn a_file_source_follows_appends_and_rotation_and_resumes_after_a_restart(
     let client = connect(server.addr).await;
     client.batch_execute(SETUP).await.unwrap();
     // The file does not exist yet: the source waits for it.
-    client.batch_execute(&create_source(&log, "")).await.unwrap();
+    client
+        .batch_execute(&create_source(&log, ""))
+        .await
+        .unwrap();
     await_source(&client, "f", |r| r["state"] == "waiting for file").await;
 
     let mut feed = Box::pin(client.simple_query_raw("SUBSCRIBE q").await.unwrap());
@@ -187,7 +190,10 @@ async fn a_file_source_follows_appends_and_rotation_and_resumes_after_a_restart(
         }
         append(&log, b);
     }
-    append(&log, "{\"ts\": \"not a time\", \"proc\": {\"pid\": 999}}\nnot json at all\n");
+    append(
+        &log,
+        "{\"ts\": \"not a time\", \"proc\": {\"pid\": 999}}\nnot json at all\n",
+    );
     for i in 40..60 {
         append(&log, &event(i));
     }
@@ -260,7 +266,10 @@ async fn on_error_fail_stops_the_source_and_shows_why() {
     for i in 0..5 {
         append(&log, &event(i));
     }
-    append(&log, "{\"ts\": \"2024-01-01\", \"proc\": {\"pid\": \"seven\"}}\n");
+    append(
+        &log,
+        "{\"ts\": \"2024-01-01\", \"proc\": {\"pid\": \"seven\"}}\n",
+    );
     append(&log, &event(6));
     let server = Server::start(None).await;
     let client = connect(server.addr).await;
@@ -381,7 +390,10 @@ async fn kill_9_while_reading_loses_and_duplicates_no_line() {
     let mut server = Process::start(&data, addr);
     let client = connect(addr).await;
     client.batch_execute(SETUP).await.unwrap();
-    client.batch_execute(&create_source(&log, "")).await.unwrap();
+    client
+        .batch_execute(&create_source(&log, ""))
+        .await
+        .unwrap();
     drop(client);
     let seed = std::env::var("SAQL_SOURCE_SEED").map_or(14, |s| s.parse().unwrap());
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);

@@ -186,7 +186,10 @@ impl Engine {
                 s_rows.add(labels(), st.progress.rows as f64);
                 s_bytes.add(labels(), st.progress.bytes as f64);
                 s_errors.add(labels(), st.progress.bad as f64);
-                let up = matches!(st.state.as_str(), "running" | "starting" | "waiting for file");
+                let up = matches!(
+                    st.state.as_str(),
+                    "running" | "starting" | "connecting" | "waiting for file"
+                );
                 s_up.add(labels(), f64::from(u8::from(up)));
                 match &st.progress.position {
                     Some(SourcePosition::File { offset, .. }) => {

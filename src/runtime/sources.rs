@@ -60,7 +60,10 @@ impl SourceRuntime {
 
     /// Its status now.
     pub fn status(&self) -> SourceStatus {
-        self.status.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn update(&self, f: impl FnOnce(&mut SourceStatus)) {
@@ -237,14 +240,24 @@ fn run_file(weak: &WeakEngine, rt: &Arc<SourceRuntime>) -> Result<()> {
                     line,
                 } = chunk.start
                 else {
-                    return Err(Error::Internal("a file chunk without a file position".into()));
+                    return Err(Error::Internal(
+                        "a file chunk without a file position".into(),
+                    ));
                 };
                 if decoded.consumed == lines.len() {
                     next.position = tail.position();
                     next.bytes += chunk.bytes;
                 } else {
                     // Stopping at a bad record: resume there once the source is recreated.
-                    let used: usize = lines[..decoded.consumed].iter().map(|l| l.len() + 1).sum();
+                    // Bytes up to the bad line's start (the lines before it, with their
+                    // newlines and any carriage returns).
+                    let used = chunk
+                        .data
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, &b)| b == b'\n')
+                        .nth(decoded.consumed.wrapping_sub(1))
+                        .map_or(0, |(i, _)| i + 1);
                     next.position = Some(SourcePosition::File {
                         dev,
                         inode,
@@ -256,7 +269,12 @@ fn run_file(weak: &WeakEngine, rt: &Arc<SourceRuntime>) -> Result<()> {
                 engine.ingest_from_source(rt, decoded.batch, next.clone())?;
                 progress = next;
                 if let Some((i, e)) = decoded.bad.last() {
-                    let at = format!("line {} of {}: {e} ({})", line + *i as u64 + 1, path.display(), e.sqlstate());
+                    let at = format!(
+                        "line {} of {}: {e} ({})",
+                        line + *i as u64 + 1,
+                        path.display(),
+                        e.sqlstate()
+                    );
                     if stop_at_bad {
                         return Err(Error::invalid_input(e.sqlstate(), at));
                     }
@@ -332,13 +350,8 @@ fn run_kafka(weak: &WeakEngine, rt: &Arc<SourceRuntime>) -> Result<()> {
         if rt.stopped() || weak.upgrade().is_none() {
             return Ok(());
         }
-        let connect = KafkaReader::connect(
-            brokers,
-            topic,
-            partitions.as_deref(),
-            &saved,
-            *start_at_end,
-        );
+        let connect =
+            KafkaReader::connect(brokers, topic, partitions.as_deref(), &saved, *start_at_end);
         match runtime.block_on(connect) {
             Ok(r) => break r,
             Err(e) => {
@@ -381,9 +394,8 @@ fn run_kafka(weak: &WeakEngine, rt: &Arc<SourceRuntime>) -> Result<()> {
             return Ok(());
         };
         if lost > 0 {
-            let note = format!(
-                "{lost} records expired from the topic before they were read (retention)"
-            );
+            let note =
+                format!("{lost} records expired from the topic before they were read (retention)");
             tracing::warn!("source \"{}\": {note}", rt.spec.name);
             progress.bad += lost;
             rt.update(|s| s.error = Some(note));
@@ -432,7 +444,11 @@ fn run_kafka(weak: &WeakEngine, rt: &Arc<SourceRuntime>) -> Result<()> {
         drop(engine);
         if quiet {
             // The broker answers an empty fetch at once when it cannot wait.
-            std::thread::sleep(rt.spec.poll_interval.min(std::time::Duration::from_millis(50)));
+            std::thread::sleep(
+                rt.spec
+                    .poll_interval
+                    .min(std::time::Duration::from_millis(50)),
+            );
         }
     }
 }

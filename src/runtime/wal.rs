@@ -565,7 +565,10 @@ fn decode(body: &[u8]) -> Result<Record> {
             let mut rest = payload;
             let mut part = || -> Result<String> {
                 let len = u32::from_le_bytes(
-                    rest.get(..4).ok_or_else(bad)?.try_into().map_err(|_| bad())?,
+                    rest.get(..4)
+                        .ok_or_else(bad)?
+                        .try_into()
+                        .map_err(|_| bad())?,
                 ) as usize;
                 let text = rest.get(4..4 + len).ok_or_else(bad)?;
                 let text = String::from_utf8(text.to_vec()).map_err(|_| bad())?;
@@ -714,7 +717,14 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        let one = |n| ("s".to_string(), "f".to_string(), "{\"rows\":4}".to_string(), n);
+        let one = |n| {
+            (
+                "s".to_string(),
+                "f".to_string(),
+                "{\"rows\":4}".to_string(),
+                n,
+            )
+        };
         assert_eq!(seen, vec![one(4), one(0)]);
     }
 

@@ -73,7 +73,13 @@ async fn answer(mut socket: TcpStream, engine: Engine) -> std::io::Result<()> {
         return respond(&mut socket, "404 Not Found", "text/plain", "try /metrics\n").await;
     }
     if method != "GET" && method != "HEAD" {
-        return respond(&mut socket, "405 Method Not Allowed", "text/plain", "use GET\n").await;
+        return respond(
+            &mut socket,
+            "405 Method Not Allowed",
+            "text/plain",
+            "use GET\n",
+        )
+        .await;
     }
     let text = match tokio::task::spawn_blocking(move || engine.metrics_text()).await {
         Ok(t) => t,

@@ -91,7 +91,10 @@ impl FileTail {
 
     /// The position after everything handed out so far.
     pub fn position(&self) -> Option<SourcePosition> {
-        self.open.as_ref().map(|f| f.position()).or(self.resume.clone())
+        self.open
+            .as_ref()
+            .map(|f| f.position())
+            .or(self.resume.clone())
     }
 
     /// Reads what is new, at most about `max_bytes`.
@@ -107,7 +110,10 @@ impl FileTail {
             return Ok(Poll::Missing);
         };
         let mut buf = vec![0u8; max_bytes.max(4096)];
-        let n = f.file.read(&mut buf).map_err(|e| io("reading", &self.path, e))?;
+        let n = f
+            .file
+            .read(&mut buf)
+            .map_err(|e| io("reading", &self.path, e))?;
         if n > 0 {
             f.pending.extend_from_slice(&buf[..n]);
             if let Some(last) = f.pending.iter().rposition(|&b| b == b'\n') {

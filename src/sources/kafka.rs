@@ -67,9 +67,12 @@ impl KafkaReader {
                     .list_topics()
                     .await
                     .map_err(|e| kafka_error("listing topics", e))?;
-                let found = topics.into_iter().find(|t| t.name == topic).ok_or_else(|| {
-                    Error::Execution(format!("kafka: topic \"{topic}\" does not exist"))
-                })?;
+                let found = topics
+                    .into_iter()
+                    .find(|t| t.name == topic)
+                    .ok_or_else(|| {
+                        Error::Execution(format!("kafka: topic \"{topic}\" does not exist"))
+                    })?;
                 found.partitions.into_iter().collect()
             }
         };

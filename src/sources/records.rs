@@ -80,7 +80,8 @@ impl RecordDecoder {
             RecordFormat::Json => self.decode_json(lines),
             RecordFormat::Csv => {
                 let columns = (0..self.schema.fields().len()).collect();
-                let mut decoder = CopyDecoder::new(self.schema.clone(), columns, CopyOptions::csv())?;
+                let mut decoder =
+                    CopyDecoder::new(self.schema.clone(), columns, CopyOptions::csv())?;
                 for line in lines {
                     if is_blank(line) {
                         continue;
@@ -102,9 +103,8 @@ impl RecordDecoder {
             if is_blank(line) {
                 continue;
             }
-            let value: Value = serde_json::from_slice(line).map_err(|e| {
-                Error::invalid_input("22P02", format!("invalid JSON record: {e}"))
-            })?;
+            let value: Value = serde_json::from_slice(line)
+                .map_err(|e| Error::invalid_input("22P02", format!("invalid JSON record: {e}")))?;
             if !value.is_object() {
                 return Err(Error::invalid_input(
                     "22P02",
@@ -157,7 +157,11 @@ impl RecordDecoder {
                                 format!(
                                     "column \"{}\" needs a scalar, the record holds {}",
                                     field.name(),
-                                    if nested.is_array() { "an array" } else { "an object" }
+                                    if nested.is_array() {
+                                        "an array"
+                                    } else {
+                                        "an object"
+                                    }
                                 ),
                             ));
                         }
@@ -185,11 +189,7 @@ mod tests {
 
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
-            Field::new(
-                "ts",
-                DataType::Timestamp(TimeUnit::Nanosecond, None),
-                false,
-            ),
+            Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
             Field::new("pid", DataType::Int64, true),
             Field::new("exe", DataType::Utf8, true),
         ]))

@@ -128,7 +128,11 @@ impl SourceSpec {
             )
         };
         let choice = |key: &str, values: &[&str], default: &str| -> Result<String> {
-            let v = opts.get(key).copied().unwrap_or(default).to_ascii_lowercase();
+            let v = opts
+                .get(key)
+                .copied()
+                .unwrap_or(default)
+                .to_ascii_lowercase();
             if values.contains(&v.as_str()) {
                 Ok(v)
             } else {
@@ -222,7 +226,10 @@ impl SourceSpec {
             let i = stream.schema.index_of(&c).map_err(|_| {
                 Error::plan(
                     "42703",
-                    format!("column \"{c}\" of stream \"{}\" does not exist", stream.name),
+                    format!(
+                        "column \"{c}\" of stream \"{}\" does not exist",
+                        stream.name
+                    ),
                 )
             })?;
             if std::mem::replace(&mut seen[i], true) {

@@ -9,8 +9,8 @@ pub mod interval;
 pub mod parser;
 
 pub use ast::{
-    query_sql, Clauses, ColumnDef, CopyFrom, CreateQuery, CreateSource, CreateStream, ExplainTarget,
-    InvariantClause, InvariantKind, OutlierClause, OutlierMethod, SourceConnector, Statement, Training,
-    WatermarkDef,
+    query_sql, Clauses, ColumnDef, CopyFrom, CreateQuery, CreateSource, CreateStream,
+    ExplainTarget, InvariantClause, InvariantKind, OutlierClause, OutlierMethod, SourceConnector,
+    Statement, Training, WatermarkDef,
 };
 pub use parser::{parse, parse_one};

@@ -11,8 +11,9 @@ use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use super::ast::{
-    Clauses, ColumnDef, CopyFrom, CreateQuery, CreateSource, CreateStream, ExplainTarget, InvariantClause,
-    InvariantKind, OutlierClause, OutlierMethod, SourceConnector, Statement, Training, WatermarkDef,
+    Clauses, ColumnDef, CopyFrom, CreateQuery, CreateSource, CreateStream, ExplainTarget,
+    InvariantClause, InvariantKind, OutlierClause, OutlierMethod, SourceConnector, Statement,
+    Training, WatermarkDef,
 };
 use super::complexity;
 use super::dialect::SaqlDialect;
@@ -1200,7 +1201,10 @@ mod tests {
         let Statement::CreateSource(cs) = s else {
             panic!("not a source")
         };
-        assert_eq!(cs.connector, SourceConnector::File("/var/log/it's.jsonl".into()));
+        assert_eq!(
+            cs.connector,
+            SourceConnector::File("/var/log/it's.jsonl".into())
+        );
         assert_eq!(cs.options[1], ("follow".to_string(), "true".to_string()));
         assert_eq!(cs.paths.len(), 2);
         verified("CREATE SOURCE IF NOT EXISTS k FROM KAFKA (brokers = '127.0.0.1:9092', topic = 't') INTO STREAM s");
