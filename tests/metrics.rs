@@ -158,8 +158,9 @@ async fn metrics_agree_with_show_streams_queries_and_sources() {
     // A subscriber, and rows that arrive late.
     let subscriber = connect(addr).await;
     let feed = subscriber.simple_query_raw("SUBSCRIBE big").await.unwrap();
-    for _ in 0..200 {
-        if show(&client, "SHOW SOURCES").await["f"]["rows"] == "20" {
+    for _ in 0..600 {
+        let subscribed = show(&client, "SHOW QUERIES").await["big"]["subscribers"] == "1";
+        if subscribed && show(&client, "SHOW SOURCES").await["f"]["rows"] == "20" {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
