@@ -58,6 +58,10 @@ enum Command {
         /// Directory of .sql files registered with --demo.
         #[arg(long, default_value = "queries")]
         queries: PathBuf,
+        /// Serve Prometheus metrics at http://ADDR/metrics (no authentication: keep it on
+        /// 127.0.0.1 or a network only the scraper reaches).
+        #[arg(long, env = "SAQL_METRICS_LISTEN", value_name = "ADDR")]
+        metrics_listen: Option<String>,
         #[command(flatten)]
         limits: cli::serve::LimitFlags,
         #[command(flatten)]
@@ -119,10 +123,12 @@ fn main() -> ExitCode {
             workers,
             demo,
             queries,
+            metrics_listen,
             limits,
             security,
         } => match cli::serve::serve(
             listen,
+            metrics_listen,
             limits.apply(saql::EngineConfig {
                 data_dir: Some(data_dir),
                 retain_rows,

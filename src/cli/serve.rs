@@ -130,6 +130,7 @@ impl SecurityFlags {
 /// Runs the server until Ctrl-C.
 pub fn serve(
     listen: String,
+    metrics_listen: Option<String>,
     config: EngineConfig,
     mut server: ServerConfig,
     security: &SecurityFlags,
@@ -152,6 +153,24 @@ pub fn serve(
             start_demo(&engine, dir).await?;
         }
         let listener = tokio::net::TcpListener::bind(&listen).await?;
+        if let Some(addr) = &metrics_listen {
+            let metrics = tokio::net::TcpListener::bind(addr).await?;
+            let local = metrics.local_addr()?;
+            if !local.ip().is_loopback() {
+                tracing::warn!(
+                    "metrics on {local} are readable by anyone who reaches it (no authentication)"
+                );
+            }
+            tracing::info!("Prometheus metrics on http://{local}/metrics");
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                if let Err(e) =
+                    saql::server::metrics::serve(metrics, engine, std::future::pending()).await
+                {
+                    tracing::warn!("metrics server stopped: {e}");
+                }
+            });
+        }
         let security = &server.security;
         let (user, auth) = match &security.users {
             Some(users) => (

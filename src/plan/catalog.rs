@@ -11,7 +11,7 @@ use datafusion::sql::sqlparser::ast::{self as sq, Ident, ObjectName, TimezoneInf
 
 use crate::error::{Error, Result};
 use crate::sql::interval::parse_duration;
-use crate::sql::{CreateQuery, CreateStream};
+use crate::sql::{CreateQuery, CreateSource, CreateStream};
 
 /// The name of an identifier as the catalog keys it: unquoted names fold to lower case.
 pub fn normalize(ident: &Ident) -> String {
@@ -172,6 +172,7 @@ impl StreamDef {
 pub struct Catalog {
     streams: BTreeMap<String, Arc<StreamDef>>,
     queries: BTreeMap<String, CreateQuery>,
+    sources: BTreeMap<String, CreateSource>,
 }
 
 impl Catalog {
@@ -255,11 +256,40 @@ impl Catalog {
         self.queries.remove(name)
     }
 
-    /// The catalog as SQL statements, streams first, each ending with `;` and a newline.
+    /// A source by normalised name.
+    pub fn source(&self, name: &str) -> Option<&CreateSource> {
+        self.sources.get(name)
+    }
+
+    /// All sources, by name.
+    pub fn sources(&self) -> impl Iterator<Item = (&String, &CreateSource)> {
+        self.sources.iter()
+    }
+
+    /// Adds a source (its definition checked by the caller); fails if the name is taken.
+    pub fn add_source(&mut self, name: String, def: CreateSource) -> Result<()> {
+        if self.sources.contains_key(&name) {
+            return Err(Error::duplicate("source", &name));
+        }
+        self.sources.insert(name, def);
+        Ok(())
+    }
+
+    /// Removes a source.
+    pub fn remove_source(&mut self, name: &str) -> Option<CreateSource> {
+        self.sources.remove(name)
+    }
+
+    /// The catalog as SQL statements, streams first, then sources, then queries, each ending
+    /// with `;` and a newline.
     pub fn to_sql(&self) -> String {
         let mut out = String::new();
         for s in self.streams.values() {
             out.push_str(&s.ddl.to_string());
+            out.push_str(";\n");
+        }
+        for s in self.sources.values() {
+            out.push_str(&s.to_string());
             out.push_str(";\n");
         }
         for q in self.queries.values() {

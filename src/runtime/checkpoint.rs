@@ -47,6 +47,9 @@ pub struct StreamState {
     pub late_rows: u64,
     /// File with the recent rows kept for ad hoc SELECT.
     pub recent: String,
+    /// Progress of the sources writing into it, as of the rows in this checkpoint.
+    #[serde(default)]
+    pub sources: std::collections::BTreeMap<String, crate::sources::spec::SourceProgress>,
 }
 
 /// A query's state at the checkpoint.

@@ -3,12 +3,16 @@
 //! applies the same changes in the same order.
 
 use super::engine::{Engine, Shared};
+use std::sync::Arc;
+
 use super::hub::StreamHub;
+use super::sources::SourceRuntime;
 use super::wal::Record;
 use crate::error::{Error, Result};
 use crate::plan::catalog::normalize;
 use crate::plan::spec::OperatorSpec;
 use crate::plan::{plan_continuous, QueryPlan, StreamDef};
+use crate::sources::spec::{Connector, SourceSpec};
 use crate::sql::{CreateQuery, Statement};
 
 impl Engine {
@@ -94,12 +98,60 @@ impl Engine {
                         };
                         self.ddl(shared, drop, log)?;
                     }
+                    for source in writers(shared, &name) {
+                        let drop = Statement::DropSource {
+                            name: datafusion::sql::sqlparser::ast::Ident::with_quote('"', source),
+                            if_exists: false,
+                        };
+                        self.ddl(shared, drop, log)?;
+                    }
                 }
                 check_unused(shared, &name)?;
                 let seq = logged(self, format!("DROP STREAM {}", quoted(&name)))?;
                 shared.catalog.remove_stream(&name);
                 if let Some(hub) = shared.hubs.remove(&name) {
                     hub.lock().dropped = true;
+                }
+                Ok(seq)
+            }
+            Statement::CreateSource(cs) => {
+                let name = normalize(&cs.name);
+                if shared.catalog.source(&name).is_some() {
+                    if cs.if_not_exists {
+                        return Ok(None);
+                    }
+                    return Err(Error::duplicate("source", &name));
+                }
+                let stream = normalize(&cs.stream);
+                let def = shared.catalog.require_stream(&stream)?.clone();
+                let spec = SourceSpec::try_new(&cs, &def)?;
+                if matches!(spec.connector, Connector::Kafka { .. }) && !cfg!(feature = "kafka") {
+                    return Err(Error::NotSupported(
+                        "Kafka sources need saql built with the \"kafka\" feature".into(),
+                    ));
+                }
+                let seq = logged(self, Statement::CreateSource(cs.clone()).to_string())?;
+                shared.catalog.add_source(name.clone(), cs)?;
+                shared
+                    .sources
+                    .insert(name, Arc::new(SourceRuntime::new(spec)));
+                Ok(seq)
+            }
+            Statement::DropSource { name, if_exists } => {
+                let name = normalize(&name);
+                let Some(def) = shared.catalog.source(&name).cloned() else {
+                    if if_exists {
+                        return Ok(None);
+                    }
+                    return Err(Error::undefined("source", &name));
+                };
+                let seq = logged(self, format!("DROP SOURCE {}", quoted(&name)))?;
+                shared.catalog.remove_source(&name);
+                if let Some(rt) = shared.sources.remove(&name) {
+                    rt.stop();
+                }
+                if let Some(hub) = shared.hubs.get(&normalize(&def.stream)) {
+                    hub.lock().sources.remove(&name);
                 }
                 Ok(seq)
             }
@@ -142,8 +194,32 @@ fn readers(shared: &Shared, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// Fails unless no query reads `name`.
+/// The sources that write into stream `name`.
+fn writers(shared: &Shared, name: &str) -> Vec<String> {
+    shared
+        .sources
+        .iter()
+        .filter(|(_, s)| s.spec.stream == name)
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+/// Fails unless no query reads `name` and no source writes into it.
 fn check_unused(shared: &Shared, name: &str) -> Result<()> {
+    let sources: Vec<String> = writers(shared, name)
+        .iter()
+        .map(|s| format!("\"{s}\""))
+        .collect();
+    if !sources.is_empty() {
+        return Err(Error::Catalog {
+            sqlstate: "2BP01",
+            message: format!(
+                "cannot drop stream \"{name}\" because sources {} write into it; drop them \
+                 first, or use DROP STREAM {name} CASCADE",
+                sources.join(", ")
+            ),
+        });
+    }
     let users: Vec<String> = readers(shared, name)
         .iter()
         .map(|q| format!("\"{q}\""))

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -22,6 +22,7 @@ use super::output::{
 use super::pg_functions::SessionInfo;
 use super::recovery::Durability;
 use super::show;
+use super::sources::{show_sources, SourceRuntime};
 use super::wal::{FsyncPolicy, Record};
 use crate::error::{Error, Result};
 use crate::plan::catalog::{normalize, normalize_object};
@@ -161,6 +162,30 @@ pub(super) struct Shared {
     pub hubs: HashMap<String, Arc<StreamHub>>,
     /// Each query's stream, by query name.
     pub query_streams: BTreeMap<String, String>,
+    /// Each source's run-time state, by source name.
+    pub sources: BTreeMap<String, Arc<SourceRuntime>>,
+}
+
+/// An engine that background threads may use while it lives.
+pub(super) struct WeakEngine {
+    shared: Weak<RwLock<Shared>>,
+    config: Arc<EngineConfig>,
+    durability: Option<Weak<Durability>>,
+}
+
+impl WeakEngine {
+    /// The engine, unless it is gone.
+    pub(super) fn upgrade(&self) -> Option<Engine> {
+        let durability = match &self.durability {
+            Some(d) => Some(d.upgrade()?),
+            None => None,
+        };
+        Some(Engine {
+            shared: self.shared.upgrade()?,
+            config: self.config.clone(),
+            durability,
+        })
+    }
 }
 
 /// The streaming engine. Cheap to clone; clones share state.
@@ -189,6 +214,7 @@ impl Engine {
                 catalog: Catalog::default(),
                 hubs: HashMap::new(),
                 query_streams: BTreeMap::new(),
+                sources: BTreeMap::new(),
             })),
             config: Arc::new(config),
             durability,
@@ -199,7 +225,17 @@ impl Engine {
                 engine.checkpoint_every(every)?;
             }
         }
+        engine.start_sources()?;
         Ok(engine)
+    }
+
+    /// A handle that does not keep the engine alive (for its background threads).
+    pub(super) fn downgrade(&self) -> WeakEngine {
+        WeakEngine {
+            shared: Arc::downgrade(&self.shared),
+            config: self.config.clone(),
+            durability: self.durability.as_ref().map(Arc::downgrade),
+        }
     }
 
     /// Appends a record to the log, if there is one; returns its sequence number.
@@ -304,7 +340,9 @@ impl Engine {
             Statement::CreateStream(_)
             | Statement::CreateQuery(_)
             | Statement::DropStream { .. }
-            | Statement::DropQuery { .. } => {
+            | Statement::DropQuery { .. }
+            | Statement::CreateSource(_)
+            | Statement::DropSource { .. } => {
                 let seq = {
                     let mut shared = self.write();
                     self.ddl(&mut shared, stmt.clone(), true)?
@@ -314,6 +352,11 @@ impl Engine {
                     Statement::CreateStream(_) => "CREATE STREAM",
                     Statement::CreateQuery(_) => "CREATE CONTINUOUS QUERY",
                     Statement::DropStream { .. } => "DROP STREAM",
+                    Statement::CreateSource(_) => {
+                        self.start_sources()?;
+                        "CREATE SOURCE"
+                    }
+                    Statement::DropSource { .. } => "DROP SOURCE",
                     _ => "DROP QUERY",
                 }
             }
@@ -323,6 +366,7 @@ impl Engine {
             }
             Statement::ShowStreams => return Ok(show::show_streams(&self.read())),
             Statement::ShowQueries => return Ok(show::show_queries(&self.read())),
+            Statement::ShowSources => return Ok(show_sources(&self.read())),
             Statement::Subscribe {
                 query,
                 copy,
@@ -576,6 +620,7 @@ impl Engine {
             )]))),
             Statement::ShowStreams => Some(show::show_streams(&self.read()).schema()),
             Statement::ShowQueries => Some(show::show_queries(&self.read()).schema()),
+            Statement::ShowSources => Some(show_sources(&self.read()).schema()),
             Statement::Subscribe { query, seq, .. } => {
                 let name = normalize(query);
                 let (hub, _) = self.query_hub(&name)?;

@@ -13,6 +13,7 @@ use super::output::{OutputHandle, QueryOutput};
 use super::stream::StreamRuntime;
 use crate::error::{Error, Result};
 use crate::plan::{QueryPlan, StreamDef};
+use crate::sources::spec::SourceProgress;
 use crate::sql::CreateQuery;
 use crate::time::Watermark;
 
@@ -29,6 +30,7 @@ impl StreamHub {
                 stream: StreamRuntime::new(def, retain_rows),
                 graph: OperatorGraph::default(),
                 queries: BTreeMap::new(),
+                sources: BTreeMap::new(),
                 dropped: false,
             }),
         })
@@ -49,6 +51,8 @@ pub struct Hub {
     pub graph: OperatorGraph,
     /// The queries reading this stream, by name.
     pub queries: BTreeMap<String, QueryRuntime>,
+    /// The progress of each source writing into this stream, as of the rows applied here.
+    pub sources: BTreeMap<String, SourceProgress>,
     /// Set when the stream is dropped: later writers get an error.
     pub dropped: bool,
 }

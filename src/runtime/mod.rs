@@ -9,6 +9,7 @@ mod ddl;
 pub mod engine;
 mod graph;
 mod hub;
+mod metrics;
 mod output;
 mod pg_catalog;
 pub mod pg_functions;
@@ -17,6 +18,7 @@ mod predicates;
 mod recovery;
 mod retained;
 mod show;
+mod sources;
 mod stream;
 pub mod wal;
 

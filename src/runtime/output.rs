@@ -240,6 +240,15 @@ impl QueryOutput {
         self.subscribers.len()
     }
 
+    /// Result bytes waiting for the slowest live subscriber (0 without subscribers).
+    pub fn queued_bytes(&self) -> usize {
+        self.subscribers
+            .iter()
+            .map(|s| s.queued.load(std::sync::atomic::Ordering::Relaxed))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Numbers new result rows and hands them to the subscribers and the retained rows.
     pub fn deliver(&mut self, batches: &[RecordBatch]) {
         if self.failed.is_some() {

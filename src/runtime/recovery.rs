@@ -113,6 +113,7 @@ pub(super) fn snapshot(
             rows_in: hub.stream.rows_in,
             late_rows: hub.stream.late_rows,
             recent,
+            sources: hub.sources.clone(),
         });
         let hub = &mut *hub;
         for (q, rt) in &hub.queries {
@@ -165,6 +166,7 @@ pub(super) fn restore(shared: &Shared, store: &CheckpointStore, manifest: &Manif
             continue;
         };
         let mut hub = hub.lock();
+        hub.sources = s.sources.clone();
         let schema = hub.stream.def.schema.clone();
         let stream = &mut hub.stream;
         stream.watermark = Watermark(EventTime(s.watermark));
@@ -255,6 +257,32 @@ impl Engine {
                             tracing::warn!(
                                 "recovery skips rows of \"{stream}\" (log seq {seq}): {e}"
                             );
+                        }
+                    }
+                }
+                Record::SourceRows {
+                    stream,
+                    source,
+                    progress,
+                    batch,
+                } if seq > position(&stream) => {
+                    if let Some(hub) = shared.hubs.get(&stream) {
+                        let mut hub = hub.lock();
+                        if batch.num_rows() > 0 {
+                            if let Err(e) = hub.insert(&batch, Instant::now()) {
+                                tracing::warn!(
+                                    "recovery skips rows of \"{stream}\" (log seq {seq}): {e}"
+                                );
+                            }
+                        }
+                        match serde_json::from_str(&progress) {
+                            Ok(p) => {
+                                hub.sources.insert(source, p);
+                            }
+                            Err(e) => tracing::warn!(
+                                "recovery skips the position of source \"{source}\" (log seq \
+                                 {seq}): {e}"
+                            ),
                         }
                     }
                 }

@@ -63,6 +63,7 @@ const SEGMENT_BYTES: u64 = 64 << 20;
 const KIND_ROWS: u8 = 1;
 const KIND_WATERMARK: u8 = 2;
 const KIND_CATALOG: u8 = 3;
+const KIND_SOURCE_ROWS: u8 = 4;
 
 /// What a frame holds.
 #[derive(Debug, Clone)]
@@ -80,6 +81,19 @@ pub enum Record {
         stream: String,
         /// Where it moved.
         watermark: Watermark,
+    },
+    /// Rows a source read, with its progress after them (JSON of
+    /// [`crate::sources::spec::SourceProgress`]); the rows may be none when only the
+    /// position moved.
+    SourceRows {
+        /// The stream.
+        stream: String,
+        /// The source.
+        source: String,
+        /// Its progress after these rows.
+        progress: String,
+        /// The rows, with the stream's schema.
+        batch: RecordBatch,
     },
     /// A catalog change, as SQL.
     Catalog {
@@ -477,6 +491,26 @@ fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
             watermark.0 .0.to_le_bytes().to_vec(),
         ),
         Record::Catalog { sql } => (KIND_CATALOG, "", sql.as_bytes().to_vec()),
+        Record::SourceRows {
+            stream,
+            source,
+            progress,
+            batch,
+        } => {
+            let mut out = Vec::new();
+            for part in [source.as_bytes(), progress.as_bytes()] {
+                let len = u32::try_from(part.len()).map_err(|_| {
+                    Error::Internal("a source name or position too long to log".into())
+                })?;
+                out.extend_from_slice(&len.to_le_bytes());
+                out.extend_from_slice(part);
+            }
+            let mut writer = StreamWriter::try_new(&mut out, &batch.schema())?;
+            writer.write(batch)?;
+            writer.finish()?;
+            drop(writer);
+            (KIND_SOURCE_ROWS, stream.as_str(), out)
+        }
     };
     let stream_len = u16::try_from(stream.len())
         .map_err(|_| Error::invalid_input("42622", "stream name too long for the ingest log"))?;
@@ -527,6 +561,31 @@ fn decode(body: &[u8]) -> Result<Record> {
         KIND_CATALOG => Record::Catalog {
             sql: String::from_utf8(payload.to_vec()).map_err(|_| bad())?,
         },
+        KIND_SOURCE_ROWS => {
+            let mut rest = payload;
+            let mut part = || -> Result<String> {
+                let len = u32::from_le_bytes(
+                    rest.get(..4)
+                        .ok_or_else(bad)?
+                        .try_into()
+                        .map_err(|_| bad())?,
+                ) as usize;
+                let text = rest.get(4..4 + len).ok_or_else(bad)?;
+                let text = String::from_utf8(text.to_vec()).map_err(|_| bad())?;
+                rest = &rest[4 + len..];
+                Ok(text)
+            };
+            let source = part()?;
+            let progress = part()?;
+            let mut reader = StreamReader::try_new(Cursor::new(rest), None)?;
+            let batch = reader.next().ok_or_else(bad)??;
+            Record::SourceRows {
+                stream,
+                source,
+                progress,
+                batch,
+            }
+        }
         _ => return Err(bad()),
     })
 }
@@ -599,6 +658,7 @@ mod tests {
                     Record::Rows { batch, .. } => batch.num_rows(),
                     Record::Watermark { .. } => 0,
                     Record::Catalog { sql } => sql.len(),
+                    Record::SourceRows { batch, .. } => 1000 + batch.num_rows(),
                 },
             ));
             Ok(())
@@ -623,6 +683,49 @@ mod tests {
         assert_eq!(replayed(&log, 0), vec![(1, 3), (2, sql.len()), (3, 5)]);
         assert_eq!(replayed(&log, 2), vec![(3, 5)]);
         assert_eq!(log.append(&rows(0..1)).unwrap(), 4);
+    }
+
+    #[test]
+    fn source_rows_keep_their_source_and_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Off, false).unwrap();
+        let Record::Rows { batch, .. } = rows(0..4) else {
+            unreachable!()
+        };
+        for b in [batch.clone(), batch.slice(0, 0)] {
+            log.append(&Record::SourceRows {
+                stream: "s".into(),
+                source: "f".into(),
+                progress: "{\"rows\":4}".into(),
+                batch: b,
+            })
+            .unwrap();
+        }
+        drop(log);
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Off, false).unwrap();
+        let mut seen = Vec::new();
+        log.replay(0, |_, r| {
+            if let Record::SourceRows {
+                stream,
+                source,
+                progress,
+                batch,
+            } = r
+            {
+                seen.push((stream, source, progress, batch.num_rows()));
+            }
+            Ok(())
+        })
+        .unwrap();
+        let one = |n| {
+            (
+                "s".to_string(),
+                "f".to_string(),
+                "{\"rows\":4}".to_string(),
+                n,
+            )
+        };
+        assert_eq!(seen, vec![one(4), one(0)]);
     }
 
     #[test]

@@ -342,7 +342,11 @@ pub fn required_role(stmt: &Statement) -> (Role, &'static str) {
         Statement::DropQuery { .. } => (Role::Admin, "DROP QUERY"),
         Statement::Checkpoint => (Role::Admin, "CHECKPOINT"),
         Statement::CopyFrom(_) => (Role::Writer, "COPY FROM"),
-        Statement::ShowStreams | Statement::ShowQueries => (Role::Reader, "SHOW"),
+        Statement::CreateSource(_) => (Role::Admin, "CREATE SOURCE"),
+        Statement::DropSource { .. } => (Role::Admin, "DROP SOURCE"),
+        Statement::ShowStreams | Statement::ShowQueries | Statement::ShowSources => {
+            (Role::Reader, "SHOW")
+        }
         Statement::Subscribe { .. } => (Role::Reader, "SUBSCRIBE"),
         Statement::DeclareCursor { target, .. } => {
             let (role, kind) = required_role(target);

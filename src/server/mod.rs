@@ -8,6 +8,7 @@ pub mod cursor;
 pub mod encode;
 pub mod extended;
 pub mod handler;
+pub mod metrics;
 pub mod portal;
 pub mod prepared;
 pub mod session;

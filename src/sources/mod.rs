@@ -1,8 +1,14 @@
-//! Where rows come from: text values and COPY data decoded into Arrow batches, and the
-//! built-in demo generator of host events.
+//! Where rows come from: text values and COPY data decoded into Arrow batches, the
+//! built-in demo generator of host events, and the sources saql reads by itself (files,
+//! Kafka) with their record decoders.
 
 pub mod copy_binary;
 pub mod csv;
 pub mod demo;
+pub mod file;
 pub mod insert;
+#[cfg(feature = "kafka")]
+pub mod kafka;
+pub mod records;
+pub mod spec;
 pub mod value;

@@ -30,6 +30,17 @@ pub enum Statement {
         /// Succeed quietly when it does not exist.
         if_exists: bool,
     },
+    /// `CREATE SOURCE name FROM FILE 'path' | KAFKA (options) INTO STREAM s [(col PATH '...')]`
+    CreateSource(CreateSource),
+    /// `DROP SOURCE [IF EXISTS] name`
+    DropSource {
+        /// The source.
+        name: Ident,
+        /// Succeed quietly when it does not exist.
+        if_exists: bool,
+    },
+    /// `SHOW SOURCES`
+    ShowSources,
     /// `SHOW STREAMS`
     ShowStreams,
     /// `SHOW QUERIES`
@@ -113,6 +124,33 @@ pub struct CreateStream {
     pub options: Vec<(String, String)>,
     /// `IF NOT EXISTS`.
     pub if_not_exists: bool,
+}
+
+/// `CREATE SOURCE`: rows that saql reads by itself from a file or Kafka into a stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateSource {
+    /// Source name.
+    pub name: Ident,
+    /// Where the rows come from.
+    pub connector: SourceConnector,
+    /// `(key = 'value', ...)` options, keys lowercased.
+    pub options: Vec<(String, String)>,
+    /// The stream the rows go into.
+    pub stream: Ident,
+    /// `(column PATH 'a.b', ...)`: where a JSON record holds each column (by default, the
+    /// top-level field of the column's name).
+    pub paths: Vec<(Ident, String)>,
+    /// `IF NOT EXISTS`.
+    pub if_not_exists: bool,
+}
+
+/// What a source reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceConnector {
+    /// `FROM FILE 'path'`: a file of records, one per line.
+    File(String),
+    /// `FROM KAFKA`: a Kafka topic (brokers and topic are options).
+    Kafka,
 }
 
 /// One column of a stream.
@@ -472,6 +510,12 @@ impl fmt::Display for Statement {
                 let ie = if *if_exists { "IF EXISTS " } else { "" };
                 write!(f, "DROP QUERY {ie}{name}")
             }
+            Statement::CreateSource(s) => s.fmt(f),
+            Statement::DropSource { name, if_exists } => {
+                let ie = if *if_exists { "IF EXISTS " } else { "" };
+                write!(f, "DROP SOURCE {ie}{name}")
+            }
+            Statement::ShowSources => f.write_str("SHOW SOURCES"),
             Statement::ShowStreams => f.write_str("SHOW STREAMS"),
             Statement::ShowQueries => f.write_str("SHOW QUERIES"),
             Statement::Checkpoint => f.write_str("CHECKPOINT"),
@@ -573,6 +617,40 @@ impl fmt::Display for CreateStream {
                 write!(f, "{k} = '{}'", v.replace('\'', "''"))?;
             }
             f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for CreateSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+        let ine = if self.if_not_exists {
+            "IF NOT EXISTS "
+        } else {
+            ""
+        };
+        write!(f, "CREATE SOURCE {ine}{} FROM ", self.name)?;
+        match &self.connector {
+            SourceConnector::File(path) => write!(f, "FILE {}", quote(path))?,
+            SourceConnector::Kafka => f.write_str("KAFKA")?,
+        }
+        if !self.options.is_empty() {
+            let opts: Vec<String> = self
+                .options
+                .iter()
+                .map(|(k, v)| format!("{k} = {}", quote(v)))
+                .collect();
+            write!(f, " ({})", opts.join(", "))?;
+        }
+        write!(f, " INTO STREAM {}", self.stream)?;
+        if !self.paths.is_empty() {
+            let paths: Vec<String> = self
+                .paths
+                .iter()
+                .map(|(c, p)| format!("{c} PATH {}", quote(p)))
+                .collect();
+            write!(f, " ({})", paths.join(", "))?;
         }
         Ok(())
     }

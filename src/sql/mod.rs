@@ -10,8 +10,8 @@ pub mod parser;
 mod window_tvf;
 
 pub use ast::{
-    query_sql, Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateStream, ExplainTarget,
-    InvariantClause, InvariantKind, OutlierClause, OutlierMethod, Statement, SubsetDef, Training,
-    WatermarkDef,
+    query_sql, Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateSource, CreateStream,
+    ExplainTarget, InvariantClause, InvariantKind, OutlierClause, OutlierMethod, SourceConnector,
+    Statement, SubsetDef, Training, WatermarkDef,
 };
 pub use parser::{parse, parse_one};

@@ -11,9 +11,9 @@ use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Whitespace};
 
 use super::ast::{
-    Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateStream, ExplainTarget,
-    InvariantClause, InvariantKind, OutlierClause, OutlierMethod, Statement, SubsetDef, Training,
-    WatermarkDef,
+    Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateSource, CreateStream, ExplainTarget,
+    InvariantClause, InvariantKind, OutlierClause, OutlierMethod, SourceConnector, Statement,
+    SubsetDef, Training, WatermarkDef,
 };
 use super::complexity;
 use super::dialect::SaqlDialect;
@@ -537,6 +537,23 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         } else {
             Statement::DropQuery { name, if_exists }
         });
+    }
+    if is_word(&first, "CREATE") && is_word(&second, "SOURCE") {
+        parser.next_token();
+        parser.next_token();
+        return Ok(Statement::CreateSource(parse_create_source(parser)?));
+    }
+    if is_word(&first, "DROP") && is_word(&second, "SOURCE") {
+        parser.next_token();
+        parser.next_token();
+        let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+        let name = parser.parse_identifier()?;
+        return Ok(Statement::DropSource { name, if_exists });
+    }
+    if is_word(&first, "SHOW") && is_word(&second, "SOURCES") {
+        parser.next_token();
+        parser.next_token();
+        return Ok(Statement::ShowSources);
     }
     if is_word(&first, "SHOW") && is_word(&second, "STREAMS") {
         parser.next_token();
@@ -1240,36 +1257,107 @@ fn parse_create_stream(parser: &mut Parser) -> Result<CreateStream> {
         parser.expect_token(&Token::RParen)?;
         break;
     }
+    let options = if parser.parse_keyword(Keyword::WITH) {
+        parse_options(parser)?
+    } else {
+        Vec::new()
+    };
+    Ok(CreateStream {
+        name,
+        columns,
+        watermark,
+        options,
+        if_not_exists,
+    })
+}
+
+/// `(key = value, ...)`: keys lowercased; values quoted strings, numbers or words.
+fn parse_options(parser: &mut Parser) -> Result<Vec<(String, String)>> {
+    parser.expect_token(&Token::LParen)?;
     let mut options = Vec::new();
-    if parser.parse_keyword(Keyword::WITH) {
-        parser.expect_token(&Token::LParen)?;
+    loop {
+        let key = parser.parse_identifier()?.value.to_ascii_lowercase();
+        parser.expect_token(&Token::Eq)?;
+        let tok = parser.next_token();
+        let value = match &tok.token {
+            Token::SingleQuotedString(s) => s.clone(),
+            Token::Number(n, _) => n.clone(),
+            Token::Word(w) => w.value.clone(),
+            other => {
+                return Err(error_at(
+                    &tok,
+                    format!("expected an option value, found \"{other}\""),
+                ))
+            }
+        };
+        options.push((key, value));
+        if !parser.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    parser.expect_token(&Token::RParen)?;
+    Ok(options)
+}
+
+/// After `CREATE SOURCE`: `[IF NOT EXISTS] name FROM FILE 'path' [(options)] INTO STREAM s
+/// [(col PATH 'a.b', ...)]`, or `FROM KAFKA (options)`.
+fn parse_create_source(parser: &mut Parser) -> Result<CreateSource> {
+    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = parser.parse_identifier()?;
+    parser.expect_keyword_is(Keyword::FROM)?;
+    let tok = parser.peek_token();
+    let connector = if parse_word(parser, "FILE") {
+        let path_tok = parser.next_token();
+        match &path_tok.token {
+            Token::SingleQuotedString(p) => SourceConnector::File(p.clone()),
+            other => {
+                return Err(error_at(
+                    &path_tok,
+                    format!("expected the file's path as a quoted string, found \"{other}\""),
+                ))
+            }
+        }
+    } else if parse_word(parser, "KAFKA") {
+        SourceConnector::Kafka
+    } else {
+        return Err(error_at(
+            &tok,
+            format!("expected FILE or KAFKA, found \"{}\"", tok.token),
+        ));
+    };
+    let options = if parser.peek_token().token == Token::LParen {
+        parse_options(parser)?
+    } else {
+        Vec::new()
+    };
+    parser.expect_keyword_is(Keyword::INTO)?;
+    expect_word(parser, "STREAM")?;
+    let stream = parser.parse_identifier()?;
+    let mut paths = Vec::new();
+    if parser.consume_token(&Token::LParen) {
         loop {
-            let key = parser.parse_identifier()?.value.to_ascii_lowercase();
-            parser.expect_token(&Token::Eq)?;
-            let tok = parser.next_token();
-            let value = match &tok.token {
-                Token::SingleQuotedString(s) => s.clone(),
-                Token::Number(n, _) => n.clone(),
-                Token::Word(w) => w.value.clone(),
-                other => {
-                    return Err(error_at(
-                        &tok,
-                        format!("expected an option value, found \"{other}\""),
-                    ))
-                }
+            let column = parser.parse_identifier()?;
+            expect_word(parser, "PATH")?;
+            let path_tok = parser.next_token();
+            let Token::SingleQuotedString(path) = path_tok.token.clone() else {
+                return Err(error_at(
+                    &path_tok,
+                    format!("expected a quoted path, found \"{}\"", path_tok.token),
+                ));
             };
-            options.push((key, value));
+            paths.push((column, path));
             if !parser.consume_token(&Token::Comma) {
                 break;
             }
         }
         parser.expect_token(&Token::RParen)?;
     }
-    Ok(CreateStream {
+    Ok(CreateSource {
         name,
-        columns,
-        watermark,
+        connector,
         options,
+        stream,
+        paths,
         if_not_exists,
     })
 }
@@ -1429,6 +1517,30 @@ mod tests {
             parse_one("FETCH FORWARD 1 FROM _psql_cursor").unwrap(),
             parse_one("FETCH 1 _psql_cursor").unwrap()
         );
+    }
+
+    #[test]
+    fn create_source_round_trips() {
+        let s = verified(
+            "CREATE SOURCE f FROM FILE '/var/log/it''s.jsonl' (format = 'json', follow = true) \
+             INTO STREAM s (pid PATH 'proc.pid', exe PATH 'proc.exe')",
+        );
+        let Statement::CreateSource(cs) = s else {
+            panic!("not a source")
+        };
+        assert_eq!(
+            cs.connector,
+            SourceConnector::File("/var/log/it's.jsonl".into())
+        );
+        assert_eq!(cs.options[1], ("follow".to_string(), "true".to_string()));
+        assert_eq!(cs.paths.len(), 2);
+        verified("CREATE SOURCE IF NOT EXISTS k FROM KAFKA (brokers = '127.0.0.1:9092', topic = 't') INTO STREAM s");
+        verified("DROP SOURCE IF EXISTS f");
+        assert_eq!(parse_one("show sources").unwrap(), Statement::ShowSources);
+        let e = parse_one("CREATE SOURCE f FROM SOCKET 'x' INTO STREAM s").unwrap_err();
+        assert!(e.to_string().contains("expected FILE or KAFKA"), "{e}");
+        let e = parse_one("CREATE SOURCE f FROM FILE x INTO STREAM s").unwrap_err();
+        assert!(e.to_string().contains("quoted string"), "{e}");
     }
 
     #[test]
