@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real PostgreSQL clients against the real `saql serve`: Python (psycopg 3, psycopg2, asyncpg,
-# SQLAlchemy 2 + pandas) and Java (pgJDBC) when a JDK and Debian's libpostgresql-jdbc-java are
-# installed. Exits non-zero when any check fails.
+# SQLAlchemy 2 + pandas), node (pg, pg-query-stream, pg-copy-streams; installed with npm into
+# ~/.cache/saql-clients-node) when node is there, and Java (pgJDBC) when a JDK and Debian's
+# libpostgresql-jdbc-java are installed. Exits non-zero when any check fails.
 #
 #   tests/clients/run.sh              # builds saql (debug) unless SAQL_BIN names a binary
 #
@@ -57,6 +58,20 @@ echo "== saql serve on 127.0.0.1:$port ($SAQL_BIN)"
 failed=0
 echo "== Python"
 SAQL_PORT="$port" timeout 300 "$venv/bin/python" "$here/test_python.py" || failed=1
+
+if command -v node >/dev/null && command -v npm >/dev/null; then
+    modules="${SAQL_CLIENTS_NODE:-$HOME/.cache/saql-clients-node}"
+    if [[ ! -d "$modules/node_modules/pg-copy-streams" || ! -d "$modules/node_modules/pg-query-stream" ]]; then
+        echo "== installing the node clients into $modules"
+        mkdir -p "$modules"
+        [[ -f "$modules/package.json" ]] || echo '{"name":"saql-clients","private":true}' >"$modules/package.json"
+        (cd "$modules" && npm install --silent --no-audit --no-fund pg pg-query-stream pg-copy-streams)
+    fi
+    echo "== node ($(node --version), pg $(node -p "require('$modules/node_modules/pg/package.json').version"))"
+    NODE_PATH="$modules/node_modules" SAQL_PORT="$port" timeout 300 node "$here/test_node.js" || failed=1
+else
+    echo "== node: SKIPPED (needs node and npm)"
+fi
 
 jar=/usr/share/java/postgresql.jar
 if command -v javac >/dev/null && [[ -f "$jar" ]]; then
