@@ -1326,6 +1326,57 @@ async fn subscribe_with_snapshot_as_csv() {
     server.stop().await;
 }
 
+/// `SUBSCRIBE (SELECT ... FROM q WHERE ...)` streams only the rows its WHERE keeps,
+/// projected, each with the query's own sequence number; `WITH (PROGRESS)` adds a progress
+/// row (`progressed` true, the stream's watermark) after the rows of each watermark move.
+/// A view that would need state (GROUP BY) is refused with 0A000.
+#[tokio::test]
+async fn subscribe_to_a_filtered_view_with_progress() {
+    use futures::StreamExt;
+    let (server, client) = server_with_query_big().await;
+    let copy = client
+        .copy_out(
+            "COPY (SUBSCRIBE (SELECT upper(host) AS h, amount * 2 AS twice FROM big \
+             WHERE amount >= 50) WITH (SEQ, PROGRESS)) TO STDOUT WITH (FORMAT csv, HEADER)",
+        )
+        .await
+        .unwrap();
+    futures::pin_mut!(copy);
+    assert!(await_subscribers(&client, 1).await);
+    let writer = server.connect().await;
+    for values in [
+        "('2026-01-01 10:00:00', 'a', 50), ('2026-01-01 10:00:01', 'b', 20), \
+         ('2026-01-01 10:00:02', 'c', 60)",
+        "('2026-01-01 10:00:05', 'd', 5)",
+    ] {
+        writer
+            .batch_execute(&format!("INSERT INTO events VALUES {values}"))
+            .await
+            .unwrap();
+    }
+    let mut text = String::new();
+    while text.lines().count() < 5 {
+        let chunk: bytes::Bytes = tokio::time::timeout(Duration::from_secs(10), copy.next())
+            .await
+            .expect("rows and progress arrive")
+            .unwrap()
+            .unwrap();
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    // b (seq 2) is in big but not in the view; d is not in big.
+    assert_eq!(
+        text,
+        "seq,progressed,watermark,h,twice\n1,f,,A,100\n3,f,,C,120\n\
+         ,t,2026-01-01 10:00:01,,\n,t,2026-01-01 10:00:04,,\n"
+    );
+    let err = client
+        .simple_query("SUBSCRIBE (SELECT host, count(*) AS n FROM big GROUP BY host)")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code().map(|c| c.code()), Some("0A000"), "{err:?}");
+    server.stop().await;
+}
+
 /// An ad hoc `SELECT ... FROM TUMBLE(...)` / `HOP(...)` over a stream's recent rows (in
 /// saql's or Flink's form) gives the windows the continuous query gives for the same rows.
 #[tokio::test]

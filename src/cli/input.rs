@@ -73,6 +73,18 @@ impl BadRows {
         Ok(())
     }
 
+    /// Whether bad lines are skipped.
+    pub fn skips(&self) -> bool {
+        self.skip
+    }
+
+    /// Adds what `other` skipped (its quotes after this one's).
+    pub fn merge(&mut self, other: BadRows) {
+        self.count += other.count;
+        let room = QUOTED_BAD_ROWS.saturating_sub(self.first.len());
+        self.first.extend(other.first.into_iter().take(room));
+    }
+
     /// One line saying how many lines were skipped and quoting the first few, if any were.
     pub fn summary(&self) -> Option<String> {
         if self.count == 0 {
@@ -166,9 +178,10 @@ impl Chunk {
 pub struct Input {
     /// The stream its rows go to.
     pub stream: String,
-    path: String,
+    /// The input, as messages name it.
+    pub path: String,
     schema: SchemaRef,
-    reader: Box<dyn BufRead>,
+    reader: Box<dyn BufRead + Send>,
     format: Format,
     /// Input line -> line to report (test cases embed their input in a query file).
     line_map: Option<Vec<u64>>,
@@ -199,7 +212,7 @@ impl Input {
             inner: file,
             bytes: bytes_read,
         };
-        let mut reader: Box<dyn BufRead> = if name.to_lowercase().ends_with(".gz") {
+        let mut reader: Box<dyn BufRead + Send> = if name.to_lowercase().ends_with(".gz") {
             let gz = flate2::read::MultiGzDecoder::new(BufReader::new(counting));
             Box::new(BufReader::with_capacity(1 << 16, gz))
         } else {
@@ -235,7 +248,7 @@ impl Input {
         stream: &str,
         path: String,
         schema: SchemaRef,
-        reader: Box<dyn BufRead>,
+        reader: Box<dyn BufRead + Send>,
         format: Format,
         line_map: Option<Vec<u64>>,
     ) -> Input {

@@ -4,6 +4,7 @@ pub mod cases;
 pub mod check;
 pub mod csv_text;
 pub mod input;
+pub mod prefetch;
 pub mod query_files;
 pub mod replay;
 pub mod run;

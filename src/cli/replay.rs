@@ -19,6 +19,7 @@ use saql::time::EventTime;
 use saql::{Engine, StatementResult, Subscription};
 
 use super::input::{BadRows, Input, InputError};
+use super::prefetch::Prefetched;
 
 /// Rows fed to the engine at a time.
 pub const BATCH_ROWS: usize = 4096;
@@ -90,7 +91,7 @@ impl Feed {
 
 /// One input with its current batch and position.
 struct Cursor {
-    input: Input,
+    input: Prefetched,
     feed: usize,
     batch: RecordBatch,
     times: Option<TimestampNanosecondArray>,
@@ -136,13 +137,9 @@ impl<'a> Replay<'a> {
     pub fn new(engine: &'a Engine, catalog: &Catalog, queries: &[String]) -> saql::Result<Self> {
         let mut subscriptions = Vec::new();
         for q in queries {
-            let stmt = saql::sql::Statement::Subscribe {
-                query: Ident::with_quote('"', q.as_str()),
-                copy: None,
-                from: None,
-                seq: false,
-                snapshot: false,
-            };
+            let stmt = saql::sql::Statement::Subscribe(saql::sql::Subscribe::to(
+                Ident::with_quote('"', q.as_str()),
+            ));
             match futures::executor::block_on(engine.execute_statement(stmt, &[]))? {
                 StatementResult::Subscribe(s) => subscriptions.push(s),
                 _ => return Err(saql::Error::Internal("SUBSCRIBE returned no feed".into())),
@@ -185,24 +182,61 @@ impl<'a> Replay<'a> {
         progress: &mut dyn FnMut(u64),
     ) -> Result<(), ReplayError> {
         let mut cursors = Vec::new();
-        for mut input in inputs {
+        let mut done = Vec::new();
+        let result = self
+            .start(inputs, bad.skips(), &mut cursors, &mut done)
+            .and_then(|()| self.merge(&mut cursors, &mut done, results, progress));
+        for mut input in cursors.into_iter().map(|c| c.input).chain(done) {
+            input.finish(bad);
+        }
+        result
+    }
+
+    /// Starts decoding each input; those with rows get a cursor at their first batch.
+    fn start(
+        &self,
+        inputs: Vec<Input>,
+        skip_bad_rows: bool,
+        cursors: &mut Vec<Cursor>,
+        done: &mut Vec<Prefetched>,
+    ) -> Result<(), ReplayError> {
+        for input in inputs {
             let Some(feed) = self.feeds.iter().position(|f| f.name == input.stream) else {
                 return Err(saql::Error::undefined("stream", &input.stream).into());
             };
-            if let Some(batch) = input.next_batch(BATCH_ROWS, bad)? {
-                let mut cursor = Cursor {
-                    input,
-                    feed,
-                    batch: RecordBatch::new_empty(self.feeds[feed].schema.clone()),
-                    times: None,
-                    pos: 0,
-                    last_key: i64::MIN,
-                };
-                cursor.load(batch, self.feeds[feed].event_time.as_ref());
-                cursors.push(cursor);
+            let mut input = Prefetched::start(input, BATCH_ROWS, skip_bad_rows)?;
+            match input.next_batch() {
+                Ok(Some(batch)) => {
+                    let mut cursor = Cursor {
+                        input,
+                        feed,
+                        batch: RecordBatch::new_empty(self.feeds[feed].schema.clone()),
+                        times: None,
+                        pos: 0,
+                        last_key: i64::MIN,
+                    };
+                    cursor.load(batch, self.feeds[feed].event_time.as_ref());
+                    cursors.push(cursor);
+                }
+                Ok(None) => done.push(input),
+                Err(e) => {
+                    done.push(input);
+                    return Err(e.into());
+                }
             }
         }
-        while let Some(next) = pick(&cursors) {
+        Ok(())
+    }
+
+    /// Feeds the inputs' rows in event-time order, then ends the input: every window closes.
+    fn merge(
+        &mut self,
+        cursors: &mut Vec<Cursor>,
+        done: &mut Vec<Prefetched>,
+        results: &mut dyn FnMut(usize, &RecordBatch) -> Result<(), ReplayError>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), ReplayError> {
+        while let Some(next) = pick(cursors) {
             let bound = cursors
                 .iter()
                 .enumerate()
@@ -212,14 +246,12 @@ impl<'a> Replay<'a> {
             self.take_run(&mut cursors[next], next, bound, results, progress)?;
             let cursor = &mut cursors[next];
             if cursor.pos == cursor.batch.num_rows() {
-                match cursor.input.next_batch(BATCH_ROWS, bad)? {
+                match cursor.input.next_batch()? {
                     Some(batch) => {
                         let et = self.feeds[cursor.feed].event_time.clone();
                         cursor.load(batch, et.as_ref());
                     }
-                    None => {
-                        cursors.remove(next);
-                    }
+                    None => done.push(cursors.remove(next).input),
                 }
             }
         }

@@ -23,13 +23,14 @@ use super::pg_functions::SessionInfo;
 use super::recovery::Durability;
 use super::show;
 use super::sources::{show_sources, SourceRuntime};
+use super::subscribe_view::Shape;
 use super::wal::{FsyncPolicy, Record};
 use crate::error::{Error, Result};
 use crate::plan::catalog::{normalize, normalize_object};
 use crate::plan::{plan_continuous, Catalog};
 use crate::sources::csv::{CopyDecoder, CopyFormat, CopyOptions};
 use crate::sources::insert;
-use crate::sql::{self, CopyFrom, ExplainTarget, Statement};
+use crate::sql::{self, CopyFrom, ExplainTarget, Statement, Subscribe};
 use crate::time::Watermark;
 
 /// How an engine is set up.
@@ -273,6 +274,46 @@ impl Engine {
             .ok_or_else(|| Error::undefined("stream", stream))
     }
 
+    /// `SUBSCRIBE`: the query's rows from now on (or from a sequence number, or its retained
+    /// rows first), as the subscription's view and options shape them.
+    fn subscribe(&self, sub: Subscribe) -> Result<StatementResult> {
+        let name = normalize(&sub.query);
+        let (hub, _) = self.query_hub(&name)?;
+        // The view is planned without holding the stream's lock.
+        let results = self.query_results_schema(&hub, &name)?;
+        let shape = Shape::of(&sub, &name, &results)?;
+        let hub = hub.lock();
+        let q = hub
+            .queries
+            .get(&name)
+            .ok_or_else(|| Error::undefined("query", &name))?;
+        let mut output = QueryOutput::lock(&q.output);
+        let from = match sub.from {
+            None if sub.snapshot => Some(output.retained_after()),
+            from => from,
+        };
+        let progress = sub.progress.then_some(hub.stream.watermark);
+        let events =
+            output.subscribe(from, sub.seq, self.config.subscriber_buffer_bytes, progress)?;
+        Ok(StatementResult::Subscribe(Subscription {
+            query: name,
+            schema: shape.schema().clone(),
+            copy: sub.copy,
+            events: events.shaped(shape),
+        }))
+    }
+
+    /// The columns of the query `name`'s results.
+    fn query_results_schema(&self, hub: &StreamHub, name: &str) -> Result<SchemaRef> {
+        let hub = hub.lock();
+        let q = hub
+            .queries
+            .get(name)
+            .ok_or_else(|| Error::undefined("query", name))?;
+        let schema = QueryOutput::lock(&q.output).subscriber_schema(false);
+        Ok(schema)
+    }
+
     /// The hub of a query's stream, and the stream's name.
     pub(super) fn query_hub(&self, query: &str) -> Result<(Arc<StreamHub>, String)> {
         let shared = self.read();
@@ -367,34 +408,7 @@ impl Engine {
             Statement::ShowStreams => return Ok(show::show_streams(&self.read())),
             Statement::ShowQueries => return Ok(show::show_queries(&self.read())),
             Statement::ShowSources => return Ok(show_sources(&self.read())),
-            Statement::Subscribe {
-                query,
-                copy,
-                from,
-                seq,
-                snapshot,
-            } => {
-                let name = normalize(&query);
-                let (hub, _) = self.query_hub(&name)?;
-                let hub = hub.lock();
-                let q = hub
-                    .queries
-                    .get(&name)
-                    .ok_or_else(|| Error::undefined("query", &name))?;
-                let mut output = QueryOutput::lock(&q.output);
-                let from = if snapshot && from.is_none() {
-                    Some(output.retained_after())
-                } else {
-                    from
-                };
-                let events = output.subscribe(from, seq, self.config.subscriber_buffer_bytes)?;
-                return Ok(StatementResult::Subscribe(Subscription {
-                    query: name,
-                    schema: output.subscriber_schema(seq),
-                    copy,
-                    events,
-                }));
-            }
+            Statement::Subscribe(sub) => return self.subscribe(sub),
             Statement::CopyFrom(c) => return self.start_copy(&c),
             Statement::Explain { json, target } => {
                 let shared = self.read();
@@ -621,16 +635,11 @@ impl Engine {
             Statement::ShowStreams => Some(show::show_streams(&self.read()).schema()),
             Statement::ShowQueries => Some(show::show_queries(&self.read()).schema()),
             Statement::ShowSources => Some(show_sources(&self.read()).schema()),
-            Statement::Subscribe { query, seq, .. } => {
-                let name = normalize(query);
+            Statement::Subscribe(sub) => {
+                let name = normalize(&sub.query);
                 let (hub, _) = self.query_hub(&name)?;
-                let hub = hub.lock();
-                let q = hub
-                    .queries
-                    .get(&name)
-                    .ok_or_else(|| Error::undefined("query", &name))?;
-                let schema = QueryOutput::lock(&q.output).subscriber_schema(*seq);
-                Some(schema)
+                let results = self.query_results_schema(&hub, &name)?;
+                Some(Shape::of(sub, &name, &results)?.schema().clone())
             }
             _ => None,
         };

@@ -112,6 +112,7 @@ impl Hub {
         self.graph.process(batch);
         if let Some(wm) = advanced {
             self.graph.advance(wm);
+            self.progressed(wm);
         }
         Ok(n)
     }
@@ -121,7 +122,15 @@ impl Hub {
     pub fn advance(&mut self, to: Watermark) -> Option<Watermark> {
         let moved = self.stream.advance(to)?;
         self.graph.advance(moved);
+        self.progressed(moved);
         Some(moved)
+    }
+
+    /// Tells the queries' subscribers that asked for progress where the watermark is now.
+    fn progressed(&self, wm: Watermark) {
+        for q in self.queries.values() {
+            QueryOutput::lock(&q.output).progress(wm);
+        }
     }
 
     /// Adds a planned query; its operators join the graph at the current watermark. On an

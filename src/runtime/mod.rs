@@ -20,6 +20,7 @@ mod retained;
 mod show;
 mod sources;
 mod stream;
+mod subscribe_view;
 pub mod wal;
 
 pub use output::{

@@ -14,7 +14,9 @@ use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TryRecvError;
 
 use super::retained::Retained;
+use super::subscribe_view::Shape;
 use crate::error::{Error, Result};
+use crate::time::Watermark;
 
 /// What a subscriber receives.
 #[derive(Debug, Clone)]
@@ -56,38 +58,80 @@ pub const SUBSCRIBER_BACKLOG: usize = 4096;
 /// Default bound on the result bytes queued for one subscriber.
 pub const DEFAULT_SUBSCRIBER_BUFFER_BYTES: usize = 64 << 20;
 
-/// The receiving end of a subscription: result batches in order, with the bytes still
-/// queued counted so that the sender can cut off a subscriber that stopped reading.
+/// What a query sends a subscriber: what it receives, or a move of the stream's watermark
+/// (sent only to subscribers that asked for progress).
 #[derive(Debug)]
+enum Event {
+    Received(SubscriptionEvent),
+    Progress(Watermark),
+}
+
+/// The receiving end of a subscription: result batches in order, with the bytes still
+/// queued counted so that the sender can cut off a subscriber that stopped reading. A
+/// [`Shape`] (set with [`SubscriptionEvents::shaped`]) makes the rows this subscriber sees.
 pub struct SubscriptionEvents {
-    rx: mpsc::Receiver<SubscriptionEvent>,
+    rx: mpsc::Receiver<Event>,
     queued: Arc<AtomicUsize>,
+    shape: Option<Shape>,
+}
+
+impl std::fmt::Debug for SubscriptionEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubscriptionEvents")
+            .field("queued", &self.queued)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SubscriptionEvents {
+    /// These events as `shape` makes them: a view's rows, progress rows.
+    pub fn shaped(mut self, shape: Shape) -> Self {
+        self.shape = Some(shape);
+        self
+    }
+
     /// The next event; `None` when the query is gone or this subscriber was dropped.
     pub async fn recv(&mut self) -> Option<SubscriptionEvent> {
-        let ev = self.rx.recv().await;
-        self.received(ev.as_ref());
-        ev
+        loop {
+            let ev = self.rx.recv().await?;
+            if let Some(ev) = self.received(ev) {
+                return Some(ev);
+            }
+        }
     }
 
     /// The next event if one is waiting.
     pub fn try_recv(&mut self) -> Result<SubscriptionEvent, TryRecvError> {
-        let ev = self.rx.try_recv();
-        self.received(ev.as_ref().ok());
-        ev
+        loop {
+            let ev = self.rx.try_recv()?;
+            if let Some(ev) = self.received(ev) {
+                return Ok(ev);
+            }
+        }
     }
 
-    fn received(&self, ev: Option<&SubscriptionEvent>) {
-        if let Some(SubscriptionEvent::Rows(b)) = ev {
-            let n = b.get_array_memory_size();
-            let _ = self
-                .queued
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
-                    Some(q.saturating_sub(n))
-                });
-        }
+    /// What the subscriber sees of `ev`: nothing when a view keeps none of its rows.
+    fn received(&mut self, ev: Event) -> Option<SubscriptionEvent> {
+        let shaped = match ev {
+            Event::Received(SubscriptionEvent::Rows(b)) => {
+                let n = b.get_array_memory_size();
+                let _ = self
+                    .queued
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                        Some(q.saturating_sub(n))
+                    });
+                match &mut self.shape {
+                    Some(shape) => shape.rows(b).transpose()?,
+                    None => Ok(b),
+                }
+            }
+            Event::Received(failed) => return Some(failed),
+            Event::Progress(wm) => self.shape.as_ref()?.progress_row(wm),
+        };
+        Some(match shaped {
+            Ok(rows) => SubscriptionEvent::Rows(rows),
+            Err(e) => SubscriptionEvent::Failed(QueryFailure::from_error(&e)),
+        })
     }
 }
 
@@ -98,13 +142,15 @@ pub const SEQ_COLUMN: &str = "seq";
 pub type OutputHandle = Arc<Mutex<QueryOutput>>;
 
 struct Subscriber {
-    tx: mpsc::Sender<SubscriptionEvent>,
+    tx: mpsc::Sender<Event>,
     /// Bytes of result batches sent and not yet received.
     queued: Arc<AtomicUsize>,
     /// The most bytes that may be queued before the subscriber is cut off.
     max_bytes: usize,
     /// Prepend the `seq` column.
     with_seq: bool,
+    /// Send the stream's watermark each time it moves.
+    progress: bool,
 }
 
 /// A query's results: counters, retained rows, subscribers.
@@ -173,12 +219,15 @@ impl QueryOutput {
 
     /// Adds a subscriber. With `from`, it first receives the retained rows numbered after
     /// `from` (an error if some of those are no longer retained), then live rows. A
-    /// subscriber whose unread results pass `max_bytes` is cut off with 53400.
+    /// subscriber whose unread results pass `max_bytes` is cut off with 53400. With
+    /// `progress` (the stream's watermark now), it is also sent the watermark, now and each
+    /// time it moves.
     pub fn subscribe(
         &mut self,
         from: Option<u64>,
         with_seq: bool,
         max_bytes: usize,
+        progress: Option<Watermark>,
     ) -> Result<SubscriptionEvents> {
         // One slot more than the backlog, for the event that cuts a subscriber off.
         let (tx, rx) = mpsc::channel(SUBSCRIBER_BACKLOG + 1);
@@ -207,7 +256,11 @@ impl QueryOutput {
                     let first = seq + skip as u64;
                     let rows = numbered(&part, first, with_seq)?;
                     let size = queued.fetch_add(rows.get_array_memory_size(), Ordering::AcqRel);
-                    if size > max_bytes || tx.try_send(SubscriptionEvent::Rows(rows)).is_err() {
+                    if size > max_bytes
+                        || tx
+                            .try_send(Event::Received(SubscriptionEvent::Rows(rows)))
+                            .is_err()
+                    {
                         return Err(Error::limit(
                             "53400",
                             format!(
@@ -223,15 +276,34 @@ impl QueryOutput {
             }
         }
         if let Some(reason) = &self.failed {
-            let _ = tx.try_send(SubscriptionEvent::Failed(reason.clone()));
+            let _ = tx.try_send(Event::Received(SubscriptionEvent::Failed(reason.clone())));
+        }
+        if let Some(wm) = progress.filter(|wm| *wm != Watermark::START) {
+            let _ = tx.try_send(Event::Progress(wm));
         }
         self.subscribers.push(Subscriber {
             tx,
             queued: queued.clone(),
             max_bytes,
             with_seq,
+            progress: progress.is_some(),
         });
-        Ok(SubscriptionEvents { rx, queued })
+        Ok(SubscriptionEvents {
+            rx,
+            queued,
+            shape: None,
+        })
+    }
+
+    /// Tells the subscribers that asked for progress that the stream's watermark moved to
+    /// `wm` (after the results it completed). A subscriber whose queue is half full misses
+    /// it (the room is kept for rows); the next one says more.
+    pub fn progress(&mut self, wm: Watermark) {
+        for s in self.subscribers.iter().filter(|s| s.progress) {
+            if s.tx.capacity() > SUBSCRIBER_BACKLOG / 2 {
+                let _ = s.tx.try_send(Event::Progress(wm));
+            }
+        }
     }
 
     /// Live subscribers, after dropping those whose client went away.
@@ -279,21 +351,24 @@ impl QueryOutput {
                 let before = s.queued.fetch_add(size, Ordering::AcqRel);
                 let queued = before + size;
                 if (before == 0 || queued <= s.max_bytes)
-                    && s.tx.try_send(SubscriptionEvent::Rows(rows)).is_ok()
+                    && s.tx
+                        .try_send(Event::Received(SubscriptionEvent::Rows(rows)))
+                        .is_ok()
                 {
                     return true;
                 }
                 tracing::warn!("a subscriber of \"{name}\" fell behind by {queued} bytes: cut off");
-                let _ = s.tx.try_send(SubscriptionEvent::Failed(QueryFailure {
-                    sqlstate: "53400",
-                    message: format!(
-                        "subscription to \"{name}\" cut off: the client fell behind by more \
+                let _ =
+                    s.tx.try_send(Event::Received(SubscriptionEvent::Failed(QueryFailure {
+                        sqlstate: "53400",
+                        message: format!(
+                            "subscription to \"{name}\" cut off: the client fell behind by more \
                          than {} bytes or {SUBSCRIBER_BACKLOG} batches of results \
                          (--subscriber-buffer-bytes); read faster or resume with \
                          SUBSCRIBE {name} FROM <last seq>",
-                        s.max_bytes
-                    ),
-                }));
+                            s.max_bytes
+                        ),
+                    })));
                 *dropped += 1;
                 false
             });
@@ -307,10 +382,11 @@ impl QueryOutput {
         }
         tracing::warn!("query \"{}\" failed: {reason}", self.name);
         for s in self.subscribers.drain(..) {
-            let _ = s.tx.try_send(SubscriptionEvent::Failed(QueryFailure {
-                sqlstate: reason.sqlstate,
-                message: format!("query \"{}\" failed: {}", self.name, reason.message),
-            }));
+            let _ =
+                s.tx.try_send(Event::Received(SubscriptionEvent::Failed(QueryFailure {
+                    sqlstate: reason.sqlstate,
+                    message: format!("query \"{}\" failed: {}", self.name, reason.message),
+                })));
         }
         self.failed = Some(reason);
     }
@@ -379,15 +455,15 @@ mod tests {
         out.deliver(&[batch(0..3), batch(3..7)]);
         assert_eq!(out.rows_out(), 7);
         // Rows 3..=7 are retained (5 rows).
-        let mut rx = out.subscribe(Some(4), true, usize::MAX).unwrap();
+        let mut rx = out.subscribe(Some(4), true, usize::MAX, None).unwrap();
         out.deliver(&[batch(7..9)]);
         assert_eq!(seqs(&mut rx), vec![5, 6, 7, 8, 9]);
-        let mut rx = out.subscribe(Some(9), true, usize::MAX).unwrap();
+        let mut rx = out.subscribe(Some(9), true, usize::MAX, None).unwrap();
         assert!(seqs(&mut rx).is_empty());
-        let err = out.subscribe(Some(2), true, usize::MAX).unwrap_err();
+        let err = out.subscribe(Some(2), true, usize::MAX, None).unwrap_err();
         assert!(err.to_string().contains("from seq 5"), "{err}");
         // Resuming from the last row that fell out of retention is still exact.
-        let mut rx = out.subscribe(Some(4), true, usize::MAX).unwrap();
+        let mut rx = out.subscribe(Some(4), true, usize::MAX, None).unwrap();
         assert_eq!(seqs(&mut rx), vec![5, 6, 7, 8, 9]);
     }
 
@@ -396,8 +472,8 @@ mod tests {
         let h = QueryOutput::handle("q", batch(0..1).schema(), 0);
         let mut out = QueryOutput::lock(&h);
         let size = batch(0..100).get_array_memory_size();
-        let mut slow = out.subscribe(None, false, 3 * size).unwrap();
-        let mut fast = out.subscribe(None, false, 3 * size).unwrap();
+        let mut slow = out.subscribe(None, false, 3 * size, None).unwrap();
+        let mut fast = out.subscribe(None, false, 3 * size, None).unwrap();
         for i in 0..5 {
             out.deliver(&[batch(i * 100..(i + 1) * 100)]);
             // One reader keeps up.
@@ -430,7 +506,7 @@ mod tests {
         let h2 = QueryOutput::handle("q", batch(0..1).schema(), 10);
         let mut out = QueryOutput::lock(&h2);
         out.restore(rows, &kept);
-        let mut rx = out.subscribe(Some(2), true, usize::MAX).unwrap();
+        let mut rx = out.subscribe(Some(2), true, usize::MAX, None).unwrap();
         out.deliver(&[batch(4..5)]);
         assert_eq!(seqs(&mut rx), vec![3, 4, 5]);
     }

@@ -336,7 +336,7 @@ impl ExtendedQueryHandler for Connection {
             let live = max_rows > 0
                 && matches!(
                     sql::parse_one(&query),
-                    Ok(Statement::Subscribe { copy: None, .. })
+                    Ok(Statement::Subscribe(sql::Subscribe { copy: None, .. }))
                 );
             if finished || !live {
                 return self._on_execute(client, message).await;

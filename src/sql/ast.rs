@@ -47,21 +47,10 @@ pub enum Statement {
     ShowQueries,
     /// `CHECKPOINT`: write a checkpoint of all state now (as PostgreSQL's CHECKPOINT does).
     Checkpoint,
-    /// `SUBSCRIBE [TO] name [FROM n] [WITH SEQ | WITH (SNAPSHOT [= bool], SEQ [= bool])]`,
-    /// also `COPY (SUBSCRIBE name ...) TO STDOUT [WITH (FORMAT text | csv, HEADER)]`
-    Subscribe {
-        /// The continuous query whose results to stream.
-        query: Ident,
-        /// COPY framing, when the rows go out as COPY data rather than as a result set.
-        copy: Option<CopyOut>,
-        /// Resume after this result sequence number: retained rows numbered above it come
-        /// first, then live rows.
-        from: Option<u64>,
-        /// Prepend each row's sequence number as a `seq` column.
-        seq: bool,
-        /// Start with the retained rows (as many as `--retain-rows` keeps), then live rows.
-        snapshot: bool,
-    },
+    /// `SUBSCRIBE [TO] name [FROM n] [WITH SEQ | WITH (SNAPSHOT, SEQ, PROGRESS)]`, also over a
+    /// filtered view (`SUBSCRIBE (SELECT ... FROM q WHERE ...)`) and as
+    /// `COPY (SUBSCRIBE ...) TO STDOUT [WITH (FORMAT text | csv, HEADER)]`
+    Subscribe(Subscribe),
     /// `COPY stream [(cols)] FROM STDIN [WITH (FORMAT csv, HEADER true, ...)]`
     CopyFrom(CopyFrom),
     /// `DECLARE name CURSOR FOR SUBSCRIBE q` or `... FOR SELECT ...`: a cursor of the
@@ -462,6 +451,75 @@ impl fmt::Display for OutlierClause {
     }
 }
 
+/// `SUBSCRIBE`: a continuous query's results as they come.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subscribe {
+    /// The continuous query whose results to stream.
+    pub query: Ident,
+    /// `SUBSCRIBE (SELECT ... FROM q WHERE ...)`: the projection and filter applied to each
+    /// result row (one query in FROM, no aggregates, joins, ORDER BY or LIMIT).
+    pub view: Option<Box<sq::Query>>,
+    /// COPY framing, when the rows go out as COPY data rather than as a result set.
+    pub copy: Option<CopyOut>,
+    /// Resume after this result sequence number: retained rows numbered above it come
+    /// first, then live rows.
+    pub from: Option<u64>,
+    /// Prepend each row's sequence number as a `seq` column.
+    pub seq: bool,
+    /// Start with the retained rows (as many as `--retain-rows` keeps), then live rows.
+    pub snapshot: bool,
+    /// Add `progressed` and `watermark` columns and a progress row (`progressed` true, the
+    /// stream's new watermark, NULL elsewhere) each time the watermark moves.
+    pub progress: bool,
+}
+
+impl Subscribe {
+    /// `SUBSCRIBE query`, with no options.
+    pub fn to(query: Ident) -> Self {
+        Subscribe {
+            query,
+            view: None,
+            copy: None,
+            from: None,
+            seq: false,
+            snapshot: false,
+            progress: false,
+        }
+    }
+}
+
+impl fmt::Display for Subscribe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut target = match &self.view {
+            Some(view) => format!("SUBSCRIBE ({view})"),
+            None => format!("SUBSCRIBE {}", self.query),
+        };
+        if let Some(n) = self.from {
+            target.push_str(&format!(" FROM {n}"));
+        }
+        let options: Vec<&str> = [
+            (self.snapshot, "SNAPSHOT"),
+            (self.seq, "SEQ"),
+            (self.progress, "PROGRESS"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+        if !options.is_empty() {
+            target.push_str(&format!(" WITH ({})", options.join(", ")));
+        }
+        match self.copy {
+            None => f.write_str(&target),
+            Some(CopyOut::Text) => write!(f, "COPY ({target}) TO STDOUT"),
+            Some(CopyOut::Csv { header }) => write!(
+                f,
+                "COPY ({target}) TO STDOUT WITH (FORMAT csv{})",
+                if header { ", HEADER" } else { "" }
+            ),
+        }
+    }
+}
+
 /// The framing of `COPY (SUBSCRIBE q) TO STDOUT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CopyOut {
@@ -519,38 +577,7 @@ impl fmt::Display for Statement {
             Statement::ShowStreams => f.write_str("SHOW STREAMS"),
             Statement::ShowQueries => f.write_str("SHOW QUERIES"),
             Statement::Checkpoint => f.write_str("CHECKPOINT"),
-            Statement::Subscribe {
-                query,
-                copy,
-                from,
-                seq,
-                snapshot,
-            } => {
-                let mut target = format!("SUBSCRIBE {query}");
-                if let Some(n) = from {
-                    target.push_str(&format!(" FROM {n}"));
-                }
-                match (*seq, *snapshot) {
-                    (false, false) => {}
-                    (true, false) => target.push_str(" WITH SEQ"),
-                    (seq, true) => {
-                        target.push_str(" WITH (SNAPSHOT");
-                        if seq {
-                            target.push_str(", SEQ");
-                        }
-                        target.push(')');
-                    }
-                }
-                match copy {
-                    None => f.write_str(&target),
-                    Some(CopyOut::Text) => write!(f, "COPY ({target}) TO STDOUT"),
-                    Some(CopyOut::Csv { header }) => write!(
-                        f,
-                        "COPY ({target}) TO STDOUT WITH (FORMAT csv{})",
-                        if *header { ", HEADER" } else { "" }
-                    ),
-                }
-            }
+            Statement::Subscribe(sub) => sub.fmt(f),
             Statement::CopyFrom(c) => c.fmt(f),
             Statement::DeclareCursor { name, target } => {
                 write!(f, "DECLARE {name} CURSOR FOR {target}")

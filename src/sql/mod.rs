@@ -12,6 +12,6 @@ mod window_tvf;
 pub use ast::{
     query_sql, Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateSource, CreateStream,
     ExplainTarget, InvariantClause, InvariantKind, OutlierClause, OutlierMethod, SourceConnector,
-    Statement, SubsetDef, Training, WatermarkDef,
+    Statement, Subscribe, SubsetDef, Training, WatermarkDef,
 };
 pub use parser::{parse, parse_one};

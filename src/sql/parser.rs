@@ -13,7 +13,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Whi
 use super::ast::{
     Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateSource, CreateStream, ExplainTarget,
     InvariantClause, InvariantKind, OutlierClause, OutlierMethod, SourceConnector, Statement,
-    SubsetDef, Training, WatermarkDef,
+    Subscribe, SubsetDef, Training, WatermarkDef,
 };
 use super::complexity;
 use super::dialect::SaqlDialect;
@@ -591,16 +591,7 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
     }
     if is_word(&first, "SUBSCRIBE") {
         parser.next_token();
-        parse_word(parser, "TO");
-        let query = parser.parse_identifier()?;
-        let (from, seq, snapshot) = parse_subscribe_options(parser)?;
-        return Ok(Statement::Subscribe {
-            query,
-            copy: None,
-            from,
-            seq,
-            snapshot,
-        });
+        return Ok(Statement::Subscribe(parse_subscribe(parser)?));
     }
     if is_word(&first, "COPY")
         && second.token == Token::LParen
@@ -609,20 +600,12 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         parser.next_token();
         parser.next_token();
         parser.next_token();
-        parse_word(parser, "TO");
-        let query = parser.parse_identifier()?;
-        let (from, seq, snapshot) = parse_subscribe_options(parser)?;
+        let mut sub = parse_subscribe(parser)?;
         parser.expect_token(&Token::RParen)?;
         parser.expect_keyword_is(Keyword::TO)?;
         parser.expect_keyword_is(Keyword::STDOUT)?;
-        let copy = parse_copy_out_options(parser)?;
-        return Ok(Statement::Subscribe {
-            query,
-            copy: Some(copy),
-            from,
-            seq,
-            snapshot,
-        });
+        sub.copy = Some(parse_copy_out_options(parser)?);
+        return Ok(Statement::Subscribe(sub));
     }
     let stmt = parser.parse_statement()?;
     match stmt {
@@ -915,16 +898,7 @@ fn parse_declare(parser: &mut Parser) -> Result<Statement> {
     }
     parser.expect_keyword_is(Keyword::FOR)?;
     let target = if parse_word(parser, "SUBSCRIBE") {
-        parse_word(parser, "TO");
-        let query = parser.parse_identifier()?;
-        let (from, seq, snapshot) = parse_subscribe_options(parser)?;
-        Statement::Subscribe {
-            query,
-            copy: None,
-            from,
-            seq,
-            snapshot,
-        }
+        Statement::Subscribe(parse_subscribe(parser)?)
     } else {
         Statement::Sql(Box::new(sq::Statement::Query(parser.parse_query()?)))
     };
@@ -934,15 +908,32 @@ fn parse_declare(parser: &mut Parser) -> Result<Statement> {
     })
 }
 
-/// `[FROM n] [WITH SEQ | WITH (SNAPSHOT [= bool], SEQ [= bool])]` after `SUBSCRIBE q`, in
-/// either order: (from, seq, snapshot).
-fn parse_subscribe_options(parser: &mut Parser) -> Result<(Option<u64>, bool, bool)> {
-    let (mut from, mut seq, mut snapshot) = (None, false, false);
+/// What follows `SUBSCRIBE`: `[TO] name` or `(SELECT ... FROM name ...)`, then `[FROM n]` and
+/// `[WITH SEQ | WITH (SNAPSHOT [= bool], SEQ [= bool], PROGRESS [= bool])]`, in either order.
+fn parse_subscribe(parser: &mut Parser) -> Result<Subscribe> {
+    parse_word(parser, "TO");
+    let mut sub = if parser.peek_token().token == Token::LParen {
+        let open = parser.next_token();
+        let view = parser.parse_query()?;
+        parser.expect_token(&Token::RParen)?;
+        let query = subscribed_query(&view).ok_or_else(|| {
+            error_at(
+                &open,
+                "SUBSCRIBE (SELECT ...) reads one continuous query: SELECT ... FROM q [WHERE ...]",
+            )
+        })?;
+        Subscribe {
+            view: Some(view),
+            ..Subscribe::to(query)
+        }
+    } else {
+        Subscribe::to(parser.parse_identifier()?)
+    };
     loop {
-        if from.is_none() && parser.parse_keyword(Keyword::FROM) {
+        if sub.from.is_none() && parser.parse_keyword(Keyword::FROM) {
             let tok = parser.next_token();
             match &tok.token {
-                Token::Number(n, _) if n.parse::<u64>().is_ok() => from = n.parse().ok(),
+                Token::Number(n, _) if n.parse::<u64>().is_ok() => sub.from = n.parse().ok(),
                 _ => {
                     return Err(error_at(
                         &tok,
@@ -950,24 +941,27 @@ fn parse_subscribe_options(parser: &mut Parser) -> Result<(Option<u64>, bool, bo
                     ))
                 }
             }
-        } else if !seq && parser.parse_keyword(Keyword::WITH) {
+        } else if parser.parse_keyword(Keyword::WITH) {
             if !parser.consume_token(&Token::LParen) {
                 expect_word(parser, "SEQ")?;
-                seq = true;
+                sub.seq = true;
                 continue;
             }
             loop {
                 let key = parser.next_token();
                 let value = parse_option_bool(parser)?;
                 if is_word(&key, "SNAPSHOT") {
-                    snapshot = value;
+                    sub.snapshot = value;
                 } else if is_word(&key, "SEQ") {
-                    seq = value;
+                    sub.seq = value;
+                } else if is_word(&key, "PROGRESS") {
+                    sub.progress = value;
                 } else {
                     return Err(error_at(
                         &key,
                         format!(
-                            "unknown SUBSCRIBE option \"{}\"; the options are SNAPSHOT and SEQ",
+                            "unknown SUBSCRIBE option \"{}\"; the options are SNAPSHOT, SEQ and \
+                             PROGRESS",
                             key.token
                         ),
                     ));
@@ -978,8 +972,30 @@ fn parse_subscribe_options(parser: &mut Parser) -> Result<(Option<u64>, bool, bo
             }
             parser.expect_token(&Token::RParen)?;
         } else {
-            return Ok((from, seq, snapshot));
+            return Ok(sub);
         }
+    }
+}
+
+/// The one continuous query a `SUBSCRIBE (SELECT ...)` reads: a plain name alone in FROM.
+fn subscribed_query(view: &sq::Query) -> Option<Ident> {
+    let sq::SetExpr::Select(select) = view.body.as_ref() else {
+        return None;
+    };
+    let [from] = select.from.as_slice() else {
+        return None;
+    };
+    if !from.joins.is_empty() {
+        return None;
+    }
+    match &from.relation {
+        sq::TableFactor::Table {
+            name, args: None, ..
+        } => match name.0.as_slice() {
+            [part] => part.as_ident().cloned(),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -1428,7 +1444,25 @@ mod tests {
         verified("COPY (SUBSCRIBE q) TO STDOUT");
         verified("COPY (SUBSCRIBE q WITH (SNAPSHOT)) TO STDOUT WITH (FORMAT csv, HEADER)");
         verified("SUBSCRIBE q WITH (SNAPSHOT, SEQ)");
-        verified("SUBSCRIBE q FROM 5 WITH SEQ");
+        verified("SUBSCRIBE q FROM 5 WITH (SEQ, PROGRESS)");
+        assert_eq!(
+            parse_one("SUBSCRIBE q FROM 5 WITH SEQ").unwrap(),
+            parse_one("SUBSCRIBE q FROM 5 WITH (SEQ)").unwrap()
+        );
+        let Statement::Subscribe(sub) =
+            verified("SUBSCRIBE (SELECT host, n * 2 AS twice FROM q WHERE n > 3) WITH (PROGRESS)")
+        else {
+            panic!("not a subscription")
+        };
+        assert_eq!(sub.query.value, "q");
+        assert!(sub.view.is_some() && sub.progress);
+        verified("COPY (SUBSCRIBE (SELECT * FROM q WHERE n > 3)) TO STDOUT WITH (FORMAT csv)");
+        let err = parse_one("SUBSCRIBE (SELECT * FROM q, r)").unwrap_err();
+        assert!(
+            err.to_string().contains("reads one continuous query"),
+            "{err}"
+        );
+        assert_eq!(err.location().map(|l| l.column), Some(11), "{err:?}");
         assert_eq!(
             parse_one("subscribe q with (snapshot = true, seq = off)").unwrap(),
             parse_one("SUBSCRIBE q WITH (SNAPSHOT)").unwrap()
@@ -1512,7 +1546,10 @@ mod tests {
         else {
             panic!("not a cursor")
         };
-        assert!(matches!(*target, Statement::Subscribe { copy: None, .. }));
+        assert!(matches!(
+            *target,
+            Statement::Subscribe(Subscribe { copy: None, .. })
+        ));
         assert_eq!(
             parse_one("FETCH FORWARD 1 FROM _psql_cursor").unwrap(),
             parse_one("FETCH 1 _psql_cursor").unwrap()
