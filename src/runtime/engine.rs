@@ -22,6 +22,7 @@ use super::output::{
 use super::pg_functions::SessionInfo;
 use super::recovery::Durability;
 use super::show;
+use super::sinks::{show_sinks, SinkRuntime};
 use super::sources::{show_sources, SourceRuntime};
 use super::wal::{FsyncPolicy, Record};
 use crate::error::{Error, Result};
@@ -164,6 +165,8 @@ pub(super) struct Shared {
     pub query_streams: BTreeMap<String, String>,
     /// Each source's run-time state, by source name.
     pub sources: BTreeMap<String, Arc<SourceRuntime>>,
+    /// Each sink's run-time state, by sink name.
+    pub sinks: BTreeMap<String, Arc<SinkRuntime>>,
 }
 
 /// An engine that background threads may use while it lives.
@@ -215,6 +218,7 @@ impl Engine {
                 hubs: HashMap::new(),
                 query_streams: BTreeMap::new(),
                 sources: BTreeMap::new(),
+                sinks: BTreeMap::new(),
             })),
             config: Arc::new(config),
             durability,
@@ -226,6 +230,7 @@ impl Engine {
             }
         }
         engine.start_sources()?;
+        engine.start_sinks()?;
         Ok(engine)
     }
 
@@ -342,7 +347,9 @@ impl Engine {
             | Statement::DropStream { .. }
             | Statement::DropQuery { .. }
             | Statement::CreateSource(_)
-            | Statement::DropSource { .. } => {
+            | Statement::DropSource { .. }
+            | Statement::CreateSink(_)
+            | Statement::DropSink { .. } => {
                 let seq = {
                     let mut shared = self.write();
                     self.ddl(&mut shared, stmt.clone(), true)?
@@ -357,6 +364,11 @@ impl Engine {
                         "CREATE SOURCE"
                     }
                     Statement::DropSource { .. } => "DROP SOURCE",
+                    Statement::CreateSink(_) => {
+                        self.start_sinks()?;
+                        "CREATE SINK"
+                    }
+                    Statement::DropSink { .. } => "DROP SINK",
                     _ => "DROP QUERY",
                 }
             }
@@ -367,6 +379,7 @@ impl Engine {
             Statement::ShowStreams => return Ok(show::show_streams(&self.read())),
             Statement::ShowQueries => return Ok(show::show_queries(&self.read())),
             Statement::ShowSources => return Ok(show_sources(&self.read())),
+            Statement::ShowSinks => return Ok(show_sinks(&self.read())),
             Statement::Subscribe {
                 query,
                 copy,
@@ -621,6 +634,7 @@ impl Engine {
             Statement::ShowStreams => Some(show::show_streams(&self.read()).schema()),
             Statement::ShowQueries => Some(show::show_queries(&self.read()).schema()),
             Statement::ShowSources => Some(show_sources(&self.read()).schema()),
+            Statement::ShowSinks => Some(show_sinks(&self.read()).schema()),
             Statement::Subscribe { query, seq, .. } => {
                 let name = normalize(query);
                 let (hub, _) = self.query_hub(&name)?;

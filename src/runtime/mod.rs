@@ -18,6 +18,8 @@ mod predicates;
 mod recovery;
 mod retained;
 mod show;
+mod sink_loop;
+mod sinks;
 mod sources;
 mod stream;
 pub mod wal;
@@ -26,3 +28,4 @@ pub use output::{
     QueryFailure, SubscriptionEvent, SubscriptionEvents, DEFAULT_SUBSCRIBER_BUFFER_BYTES,
     SEQ_COLUMN,
 };
+pub use sinks::{SinkProgress, SinkStatus};
