@@ -379,6 +379,71 @@ async fn catalog_rules_for_sinks() {
     assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sink_behind_the_retained_results_counts_the_gap_and_goes_on() {
+    let hook = receiver(0).await;
+    hook.down.store(true, Ordering::SeqCst);
+    let engine = saql::Engine::open(saql::EngineConfig {
+        retain_rows: 5,
+        subscriber_buffer_bytes: 1,
+        ..saql::EngineConfig::default()
+    })
+    .unwrap();
+    engine.execute(SETUP).await.unwrap();
+    engine
+        .execute(&format!(
+            "CREATE SINK hook FROM q INTO WEBHOOK (url = 'http://{}/alerts?x=1', batch_size = 4, \
+             retry_initial_ms = 10, retry_max_ms = 50)",
+            hook.addr
+        ))
+        .await
+        .unwrap();
+    for i in 0..30u64 {
+        let sql = format!(
+            "INSERT INTO s VALUES ('2024-01-01 00:00:{:02}', 'h{}', {i})",
+            i % 60,
+            i % 4
+        );
+        engine.execute(&sql).await.unwrap();
+    }
+    while hook.requests.load(Ordering::SeqCst) < 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    hook.down.store(false, Ordering::SeqCst);
+    let total = results_of(30);
+    let mut row = BTreeMap::new();
+    for _ in 0..600 {
+        let shown = engine.execute("SHOW SINKS").await.unwrap();
+        let saql::StatementResult::Rows { batches, schema } = &shown[0] else {
+            panic!("SHOW SINKS returns rows")
+        };
+        row = schema
+            .fields()
+            .iter()
+            .zip(batches[0].columns())
+            .map(|(f, c)| {
+                let v = datafusion::arrow::util::display::array_value_to_string(c, 0).unwrap();
+                (f.name().clone(), v)
+            })
+            .collect();
+        if row["delivered_seq"] == total.to_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(row["delivered_seq"], total.to_string(), "{row:?}");
+    // Delivered: what the sink held when the receiver went down, then the 5 retained rows;
+    // everything between is counted as a gap, never silently lost.
+    let got: Vec<u64> = hook.received.lock().unwrap().rows.keys().copied().collect();
+    let gap: u64 = row["gap_rows"].parse().unwrap();
+    assert!(gap > 0, "{row:?}");
+    assert_eq!(got.len() as u64 + gap, total, "{got:?} {row:?}");
+    let head = got.iter().take_while(|&&s| s <= total - 5).count();
+    assert_eq!(got[..head], (1..=head as u64).collect::<Vec<_>>()[..]);
+    assert_eq!(got[head..], ((total - 4)..=total).collect::<Vec<_>>()[..]);
+    assert!(row["last_error"].contains("no longer retained"), "{row:?}");
+}
+
 /// The newest PostgreSQL server binaries from Debian's packages, if installed.
 fn pg_bin() -> Option<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
