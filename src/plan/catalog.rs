@@ -11,7 +11,7 @@ use datafusion::sql::sqlparser::ast::{self as sq, Ident, ObjectName, TimezoneInf
 
 use crate::error::{Error, Result};
 use crate::sql::interval::parse_duration;
-use crate::sql::{CreateQuery, CreateSource, CreateStream};
+use crate::sql::{CreateQuery, CreateSink, CreateSource, CreateStream};
 
 /// The name of an identifier as the catalog keys it: unquoted names fold to lower case.
 pub fn normalize(ident: &Ident) -> String {
@@ -173,6 +173,7 @@ pub struct Catalog {
     streams: BTreeMap<String, Arc<StreamDef>>,
     queries: BTreeMap<String, CreateQuery>,
     sources: BTreeMap<String, CreateSource>,
+    sinks: BTreeMap<String, CreateSink>,
 }
 
 impl Catalog {
@@ -280,7 +281,26 @@ impl Catalog {
         self.sources.remove(name)
     }
 
-    /// The catalog as SQL statements, streams first, then sources, then queries, each ending
+    /// A sink by normalised name.
+    pub fn sink(&self, name: &str) -> Option<&CreateSink> {
+        self.sinks.get(name)
+    }
+
+    /// Adds a sink (its definition checked by the caller); fails if the name is taken.
+    pub fn add_sink(&mut self, name: String, def: CreateSink) -> Result<()> {
+        if self.sinks.contains_key(&name) {
+            return Err(Error::duplicate("sink", &name));
+        }
+        self.sinks.insert(name, def);
+        Ok(())
+    }
+
+    /// Removes a sink.
+    pub fn remove_sink(&mut self, name: &str) -> Option<CreateSink> {
+        self.sinks.remove(name)
+    }
+
+    /// The catalog as SQL statements, streams first, then sources, then queries, then sinks, each ending
     /// with `;` and a newline.
     pub fn to_sql(&self) -> String {
         let mut out = String::new();
@@ -294,6 +314,10 @@ impl Catalog {
         }
         for q in self.queries.values() {
             out.push_str(&q.to_string());
+            out.push_str(";\n");
+        }
+        for s in self.sinks.values() {
+            out.push_str(&s.to_string());
             out.push_str(";\n");
         }
         out

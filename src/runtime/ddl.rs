@@ -6,12 +6,14 @@ use super::engine::{Engine, Shared};
 use std::sync::Arc;
 
 use super::hub::StreamHub;
+use super::sinks::SinkRuntime;
 use super::sources::SourceRuntime;
 use super::wal::Record;
 use crate::error::{Error, Result};
 use crate::plan::catalog::normalize;
 use crate::plan::spec::OperatorSpec;
 use crate::plan::{plan_continuous, QueryPlan, StreamDef};
+use crate::sinks::spec::{SinkSpec, SinkTarget};
 use crate::sources::spec::{Connector, SourceSpec};
 use crate::sql::{CreateQuery, Statement};
 
@@ -90,7 +92,17 @@ impl Engine {
                     return Err(Error::undefined("stream", &name));
                 }
                 if cascade {
-                    // Each query is dropped (and logged) on its own, so replay needs no CASCADE.
+                    // Each sink and query is dropped (and logged) on its own, so replay needs
+                    // no CASCADE.
+                    for query in readers(shared, &name) {
+                        for sink in sinks_of(shared, &query) {
+                            let drop = Statement::DropSink {
+                                name: datafusion::sql::sqlparser::ast::Ident::with_quote('"', sink),
+                                if_exists: false,
+                            };
+                            self.ddl(shared, drop, log)?;
+                        }
+                    }
                     for query in readers(shared, &name) {
                         let drop = Statement::DropQuery {
                             name: datafusion::sql::sqlparser::ast::Ident::with_quote('"', query),
@@ -155,6 +167,70 @@ impl Engine {
                 }
                 Ok(seq)
             }
+            Statement::CreateSink(cs) => {
+                let name = normalize(&cs.name);
+                if shared.catalog.sink(&name).is_some() {
+                    if cs.if_not_exists {
+                        return Ok(None);
+                    }
+                    return Err(Error::duplicate("sink", &name));
+                }
+                let query = normalize(&cs.query);
+                let schema = {
+                    let stream = shared
+                        .query_streams
+                        .get(&query)
+                        .ok_or_else(|| Error::undefined("query", &query))?;
+                    let hub = shared
+                        .hubs
+                        .get(stream)
+                        .ok_or_else(|| Error::undefined("stream", stream))?
+                        .lock();
+                    let q = hub
+                        .queries
+                        .get(&query)
+                        .ok_or_else(|| Error::undefined("query", &query))?;
+                    q.plan.schema.clone()
+                };
+                let spec = SinkSpec::try_new(&cs, &schema)?;
+                if !cfg!(feature = "server")
+                    || (matches!(spec.target, SinkTarget::Kafka { .. }) && !cfg!(feature = "kafka"))
+                {
+                    return Err(Error::NotSupported(format!(
+                        "{} sinks need saql built with the \"server\"{} feature",
+                        spec.kind(),
+                        if spec.kind() == "kafka" {
+                            " and \"kafka\""
+                        } else {
+                            ""
+                        }
+                    )));
+                }
+                let seq = logged(self, Statement::CreateSink(cs.clone()).to_string())?;
+                shared.catalog.add_sink(name.clone(), cs)?;
+                let rt = Arc::new(SinkRuntime::new(spec, self.sink_dir()));
+                if log {
+                    rt.forget_stale();
+                }
+                shared.sinks.insert(name, rt);
+                Ok(seq)
+            }
+            Statement::DropSink { name, if_exists } => {
+                let name = normalize(&name);
+                if shared.catalog.sink(&name).is_none() {
+                    if if_exists {
+                        return Ok(None);
+                    }
+                    return Err(Error::undefined("sink", &name));
+                }
+                let seq = logged(self, format!("DROP SINK {}", quoted(&name)))?;
+                shared.catalog.remove_sink(&name);
+                if let Some(rt) = shared.sinks.remove(&name) {
+                    // Replay must not remove the file of a sink created again later.
+                    rt.stop(log);
+                }
+                Ok(seq)
+            }
             Statement::DropQuery { name, if_exists } => {
                 let name = normalize(&name);
                 let Some(stream) = shared.query_streams.get(&name).cloned() else {
@@ -163,6 +239,20 @@ impl Engine {
                     }
                     return Err(Error::undefined("query", &name));
                 };
+                let sinks: Vec<String> = sinks_of(shared, &name)
+                    .iter()
+                    .map(|s| format!("\"{s}\""))
+                    .collect();
+                if !sinks.is_empty() {
+                    return Err(Error::Catalog {
+                        sqlstate: "2BP01",
+                        message: format!(
+                            "cannot drop query \"{name}\" because sinks {} deliver its results; \
+                             drop them first",
+                            sinks.join(", ")
+                        ),
+                    });
+                }
                 let seq = logged(self, format!("DROP QUERY {}", quoted(&name)))?;
                 shared.query_streams.remove(&name);
                 if let Some(hub) = shared.hubs.get(&stream) {
@@ -191,6 +281,16 @@ fn readers(shared: &Shared, name: &str) -> Vec<String> {
         .iter()
         .filter(|(_, s)| s.as_str() == name)
         .map(|(q, _)| q.clone())
+        .collect()
+}
+
+/// The sinks that deliver the results of query `name`.
+fn sinks_of(shared: &Shared, name: &str) -> Vec<String> {
+    shared
+        .sinks
+        .iter()
+        .filter(|(_, s)| s.spec.query == name)
+        .map(|(n, _)| n.clone())
         .collect()
 }
 

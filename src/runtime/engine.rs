@@ -22,6 +22,7 @@ use super::output::{
 use super::pg_functions::SessionInfo;
 use super::recovery::Durability;
 use super::show;
+use super::sinks::{show_sinks, SinkRuntime};
 use super::sources::{show_sources, SourceRuntime};
 use super::subscribe_view::Shape;
 use super::wal::{FsyncPolicy, Record};
@@ -165,6 +166,8 @@ pub(super) struct Shared {
     pub query_streams: BTreeMap<String, String>,
     /// Each source's run-time state, by source name.
     pub sources: BTreeMap<String, Arc<SourceRuntime>>,
+    /// Each sink's run-time state, by sink name.
+    pub sinks: BTreeMap<String, Arc<SinkRuntime>>,
 }
 
 /// An engine that background threads may use while it lives.
@@ -216,6 +219,7 @@ impl Engine {
                 hubs: HashMap::new(),
                 query_streams: BTreeMap::new(),
                 sources: BTreeMap::new(),
+                sinks: BTreeMap::new(),
             })),
             config: Arc::new(config),
             durability,
@@ -227,6 +231,7 @@ impl Engine {
             }
         }
         engine.start_sources()?;
+        engine.start_sinks()?;
         Ok(engine)
     }
 
@@ -383,7 +388,9 @@ impl Engine {
             | Statement::DropStream { .. }
             | Statement::DropQuery { .. }
             | Statement::CreateSource(_)
-            | Statement::DropSource { .. } => {
+            | Statement::DropSource { .. }
+            | Statement::CreateSink(_)
+            | Statement::DropSink { .. } => {
                 let seq = {
                     let mut shared = self.write();
                     self.ddl(&mut shared, stmt.clone(), true)?
@@ -398,6 +405,11 @@ impl Engine {
                         "CREATE SOURCE"
                     }
                     Statement::DropSource { .. } => "DROP SOURCE",
+                    Statement::CreateSink(_) => {
+                        self.start_sinks()?;
+                        "CREATE SINK"
+                    }
+                    Statement::DropSink { .. } => "DROP SINK",
                     _ => "DROP QUERY",
                 }
             }
@@ -408,6 +420,7 @@ impl Engine {
             Statement::ShowStreams => return Ok(show::show_streams(&self.read())),
             Statement::ShowQueries => return Ok(show::show_queries(&self.read())),
             Statement::ShowSources => return Ok(show_sources(&self.read())),
+            Statement::ShowSinks => return Ok(show_sinks(&self.read())),
             Statement::Subscribe(sub) => return self.subscribe(sub),
             Statement::CopyFrom(c) => return self.start_copy(&c),
             Statement::Explain { json, target } => {
@@ -635,6 +648,7 @@ impl Engine {
             Statement::ShowStreams => Some(show::show_streams(&self.read()).schema()),
             Statement::ShowQueries => Some(show::show_queries(&self.read()).schema()),
             Statement::ShowSources => Some(show_sources(&self.read()).schema()),
+            Statement::ShowSinks => Some(show_sinks(&self.read()).schema()),
             Statement::Subscribe(sub) => {
                 let name = normalize(&sub.query);
                 let (hub, _) = self.query_hub(&name)?;

@@ -1,6 +1,6 @@
 //! The engine's counters in the Prometheus text exposition format (version 0.0.4): per
-//! stream, per query and per source, read under the same locks as SHOW STREAMS, SHOW QUERIES
-//! and SHOW SOURCES, so the values agree with them.
+//! stream, per query, per source and per sink, read under the same locks as SHOW STREAMS,
+//! SHOW QUERIES, SHOW SOURCES and SHOW SINKS, so the values agree with them.
 
 use std::fmt::Write;
 
@@ -148,8 +148,55 @@ impl Engine {
             "gauge",
             "1 while the source runs (or waits for input), 0 once it failed, finished or stopped.",
         );
+        let mut k_rows = Family::new(
+            "saql_sink_delivered_rows_total",
+            "counter",
+            "Result rows the sink's receiver acknowledged.",
+        );
+        let mut k_seq = Family::new(
+            "saql_sink_delivered_seq",
+            "gauge",
+            "The query's result seq the sink has delivered through.",
+        );
+        let mut k_retries = Family::new(
+            "saql_sink_retries_total",
+            "counter",
+            "Deliveries the sink sent again after a failure.",
+        );
+        let mut k_errors = Family::new(
+            "saql_sink_errors_total",
+            "counter",
+            "Failed delivery attempts (refused, error answer, timeout).",
+        );
+        let mut k_gaps = Family::new(
+            "saql_sink_gap_rows_total",
+            "counter",
+            "Results the sink skipped because they were no longer retained.",
+        );
+        let mut k_up = Family::new(
+            "saql_sink_up",
+            "gauge",
+            "1 while the sink runs (delivering or retrying), 0 once it failed or stopped.",
+        );
         {
             let shared = self.read();
+            for (name, rt) in &shared.sinks {
+                let st = rt.status();
+                let labels = || {
+                    vec![
+                        ("sink", name.clone()),
+                        ("query", rt.spec.query.clone()),
+                        ("kind", rt.spec.kind().to_string()),
+                    ]
+                };
+                k_rows.add(labels(), st.progress.rows as f64);
+                k_seq.add(labels(), st.progress.delivered as f64);
+                k_retries.add(labels(), st.progress.retries as f64);
+                k_errors.add(labels(), st.progress.errors as f64);
+                k_gaps.add(labels(), st.progress.gap_rows as f64);
+                let up = matches!(st.state.as_str(), "running" | "starting" | "retrying");
+                k_up.add(labels(), f64::from(u8::from(up)));
+            }
             let mut names: Vec<&String> = shared.hubs.keys().collect();
             names.sort();
             for name in names {
@@ -211,7 +258,8 @@ impl Engine {
         let mut out = String::new();
         for family in [
             &rows_in, &late, &watermark, &lag, &q_in, &q_out, &q_late, &q_subs, &q_cut, &q_lag,
-            &q_failed, &s_rows, &s_bytes, &s_errors, &s_offset, &s_up,
+            &q_failed, &s_rows, &s_bytes, &s_errors, &s_offset, &s_up, &k_rows, &k_seq, &k_retries,
+            &k_errors, &k_gaps, &k_up,
         ] {
             family.write(&mut out);
         }

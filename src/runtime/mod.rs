@@ -18,6 +18,8 @@ mod predicates;
 mod recovery;
 mod retained;
 mod show;
+mod sink_loop;
+mod sinks;
 mod sources;
 mod stream;
 mod subscribe_view;
@@ -27,3 +29,4 @@ pub use output::{
     QueryFailure, SubscriptionEvent, SubscriptionEvents, DEFAULT_SUBSCRIBER_BUFFER_BYTES,
     SEQ_COLUMN,
 };
+pub use sinks::{SinkProgress, SinkStatus};

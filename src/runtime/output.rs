@@ -306,6 +306,30 @@ impl QueryOutput {
         }
     }
 
+    /// The retained rows numbered after `from`, with their `seq` column, and how many rows
+    /// after `from` are no longer retained (the gap a reader resuming there would have).
+    /// Unlike [`QueryOutput::subscribe`] with `from`, the rows are not queued: a sink reads
+    /// them at its own pace.
+    pub fn retained_after_seq(&self, from: u64) -> Result<(u64, Vec<RecordBatch>)> {
+        let first = self.retained_after() + 1;
+        let gap = first.saturating_sub(from + 1);
+        let mut seq = first;
+        let mut out = Vec::new();
+        for b in self.retained.batches() {
+            let n = b.num_rows() as u64;
+            if seq + n > from + 1 {
+                let skip = (from + 1).saturating_sub(seq) as usize;
+                out.push(numbered(
+                    &b.slice(skip, b.num_rows() - skip),
+                    seq + skip as u64,
+                    true,
+                )?);
+            }
+            seq += n;
+        }
+        Ok((gap, out))
+    }
+
     /// Live subscribers, after dropping those whose client went away.
     pub fn subscribers(&mut self) -> usize {
         self.subscribers.retain(|s| !s.tx.is_closed());
@@ -493,6 +517,24 @@ mod tests {
             }
         }
         assert_eq!(rows, 300);
+    }
+
+    #[test]
+    fn retained_rows_after_a_seq_and_the_gap_before_them() {
+        let h = QueryOutput::handle("q", batch(0..1).schema(), 5);
+        let mut out = QueryOutput::lock(&h);
+        out.deliver(&[batch(0..3), batch(3..7)]);
+        // Rows 3..=7 are retained.
+        let first = |bs: &[RecordBatch]| bs[0].column(0).as_primitive::<Int64Type>().value(0);
+        let (gap, rows) = out.retained_after_seq(0).unwrap();
+        assert_eq!((gap, first(&rows)), (2, 3));
+        let (gap, rows) = out.retained_after_seq(4).unwrap();
+        assert_eq!((gap, first(&rows)), (0, 5));
+        assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 3);
+        let (gap, rows) = out.retained_after_seq(7).unwrap();
+        assert_eq!((gap, rows.len()), (0, 0));
+        let (gap, rows) = out.retained_after_seq(9).unwrap();
+        assert_eq!((gap, rows.len()), (0, 0));
     }
 
     #[test]

@@ -344,9 +344,12 @@ pub fn required_role(stmt: &Statement) -> (Role, &'static str) {
         Statement::CopyFrom(_) => (Role::Writer, "COPY FROM"),
         Statement::CreateSource(_) => (Role::Admin, "CREATE SOURCE"),
         Statement::DropSource { .. } => (Role::Admin, "DROP SOURCE"),
-        Statement::ShowStreams | Statement::ShowQueries | Statement::ShowSources => {
-            (Role::Reader, "SHOW")
-        }
+        Statement::CreateSink(_) => (Role::Admin, "CREATE SINK"),
+        Statement::DropSink { .. } => (Role::Admin, "DROP SINK"),
+        Statement::ShowStreams
+        | Statement::ShowQueries
+        | Statement::ShowSources
+        | Statement::ShowSinks => (Role::Reader, "SHOW"),
         Statement::Subscribe { .. } => (Role::Reader, "SUBSCRIBE"),
         Statement::DeclareCursor { target, .. } => {
             let (role, kind) = required_role(target);

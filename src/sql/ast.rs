@@ -41,6 +41,17 @@ pub enum Statement {
     },
     /// `SHOW SOURCES`
     ShowSources,
+    /// `CREATE SINK name FROM query INTO WEBHOOK | KAFKA | POSTGRES (options)`
+    CreateSink(super::sink::CreateSink),
+    /// `DROP SINK [IF EXISTS] name`
+    DropSink {
+        /// The sink.
+        name: Ident,
+        /// Succeed quietly when it does not exist.
+        if_exists: bool,
+    },
+    /// `SHOW SINKS`
+    ShowSinks,
     /// `SHOW STREAMS`
     ShowStreams,
     /// `SHOW QUERIES`
@@ -574,6 +585,12 @@ impl fmt::Display for Statement {
                 write!(f, "DROP SOURCE {ie}{name}")
             }
             Statement::ShowSources => f.write_str("SHOW SOURCES"),
+            Statement::CreateSink(s) => s.fmt(f),
+            Statement::DropSink { name, if_exists } => {
+                let ie = if *if_exists { "IF EXISTS " } else { "" };
+                write!(f, "DROP SINK {ie}{name}")
+            }
+            Statement::ShowSinks => f.write_str("SHOW SINKS"),
             Statement::ShowStreams => f.write_str("SHOW STREAMS"),
             Statement::ShowQueries => f.write_str("SHOW QUERIES"),
             Statement::Checkpoint => f.write_str("CHECKPOINT"),

@@ -7,6 +7,7 @@ mod complexity;
 pub mod dialect;
 pub mod interval;
 pub mod parser;
+pub mod sink;
 mod window_tvf;
 
 pub use ast::{
@@ -15,3 +16,4 @@ pub use ast::{
     Statement, Subscribe, SubsetDef, Training, WatermarkDef,
 };
 pub use parser::{parse, parse_one};
+pub use sink::{CreateSink, SinkConnector};

@@ -460,7 +460,7 @@ fn lowercase_first(s: &str) -> String {
     }
 }
 
-fn error_at(tok: &TokenWithSpan, message: impl Into<String>) -> Error {
+pub(super) fn error_at(tok: &TokenWithSpan, message: impl Into<String>) -> Error {
     let loc = tok.span.start;
     let location = (loc.line > 0).then_some(Location {
         line: loc.line,
@@ -473,7 +473,7 @@ pub(super) fn is_word(tok: &TokenWithSpan, word: &str) -> bool {
     matches!(&tok.token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
 }
 
-fn parse_word(parser: &mut Parser, word: &str) -> bool {
+pub(super) fn parse_word(parser: &mut Parser, word: &str) -> bool {
     if is_word(&parser.peek_token(), word) {
         parser.next_token();
         true
@@ -482,7 +482,7 @@ fn parse_word(parser: &mut Parser, word: &str) -> bool {
     }
 }
 
-fn expect_word(parser: &mut Parser, word: &str) -> Result<()> {
+pub(super) fn expect_word(parser: &mut Parser, word: &str) -> Result<()> {
     let tok = parser.peek_token();
     if is_word(&tok, word) {
         parser.next_token();
@@ -549,6 +549,25 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
         let name = parser.parse_identifier()?;
         return Ok(Statement::DropSource { name, if_exists });
+    }
+    if is_word(&first, "CREATE") && is_word(&second, "SINK") {
+        parser.next_token();
+        parser.next_token();
+        return Ok(Statement::CreateSink(super::sink::parse_create_sink(
+            parser,
+        )?));
+    }
+    if is_word(&first, "DROP") && is_word(&second, "SINK") {
+        parser.next_token();
+        parser.next_token();
+        let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+        let name = parser.parse_identifier()?;
+        return Ok(Statement::DropSink { name, if_exists });
+    }
+    if is_word(&first, "SHOW") && is_word(&second, "SINKS") {
+        parser.next_token();
+        parser.next_token();
+        return Ok(Statement::ShowSinks);
     }
     if is_word(&first, "SHOW") && is_word(&second, "SOURCES") {
         parser.next_token();
@@ -1288,7 +1307,7 @@ fn parse_create_stream(parser: &mut Parser) -> Result<CreateStream> {
 }
 
 /// `(key = value, ...)`: keys lowercased; values quoted strings, numbers or words.
-fn parse_options(parser: &mut Parser) -> Result<Vec<(String, String)>> {
+pub(super) fn parse_options(parser: &mut Parser) -> Result<Vec<(String, String)>> {
     parser.expect_token(&Token::LParen)?;
     let mut options = Vec::new();
     loop {
@@ -1397,12 +1416,12 @@ fn watermark_delay(column: &Ident, expr: &Expr) -> Result<std::time::Duration> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::error::WithSource;
 
     /// Parses, prints, parses again: both parses and the second print must agree.
-    fn verified(sql: &str) -> Statement {
+    pub(in crate::sql) fn verified(sql: &str) -> Statement {
         let stmt = parse_one(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
         let printed = stmt.to_string();
         let again = parse_one(&printed).unwrap_or_else(|e| panic!("{printed}: {e}"));

@@ -1,0 +1,294 @@
+//! Sinks at run time: each `CREATE SINK` runs on its own thread (`sink_loop`) that reads
+//! its query's results with their sequence numbers and delivers them in order, advancing
+//! its *delivered seq* only after the receiver acknowledged a batch.
+//!
+//! The delivered seq (and the sink's counters) is kept in a small file of its own,
+//! `<data dir>/sinks/<hex of the name>.json`, written to a temporary name, fsynced and
+//! renamed after every acknowledged batch. Not in checkpoints: a checkpoint every minute
+//! would resend up to a minute of results after each restart, and the sink's progress is
+//! not engine state that replay recomputes, it is what an outside system acknowledged. After
+//! a restart (or `kill -9`) delivery resumes after the last acknowledged seq from the
+//! query's retained results (`--retain-rows`): possibly a batch twice, never a gap, as long
+//! as the rows are still retained. A sink that fell further behind than the retained rows
+//! skips to the oldest one it can still read and counts the rows it skipped as `gap_rows`
+//! (SHOW SINKS, /metrics); it is never allowed to hold results back from the query or slow
+//! down ingest.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use serde::{Deserialize, Serialize};
+
+use super::engine::{Engine, Shared, StatementResult};
+use super::output::{QueryOutput, SubscriptionEvents};
+use crate::error::{Error, Result};
+use crate::sinks::spec::SinkSpec;
+
+/// What a sink has delivered, kept in its progress file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkProgress {
+    /// Every result with a seq up to this one was acknowledged (or counted as a gap).
+    pub delivered: u64,
+    /// Rows acknowledged.
+    pub rows: u64,
+    /// Deliveries sent again after a failure.
+    pub retries: u64,
+    /// Failed delivery attempts (refused, error answer, timeout).
+    pub errors: u64,
+    /// Results skipped because they were no longer retained when the sink got to them.
+    pub gap_rows: u64,
+}
+
+/// What SHOW SINKS shows of a sink.
+#[derive(Debug, Clone, Default)]
+pub struct SinkStatus {
+    /// `starting`, `running`, `retrying`, `failed`, `stopped`.
+    pub state: String,
+    /// The last error (a failed attempt, a gap, or what stopped the sink).
+    pub error: Option<String>,
+    /// Counters and the delivered seq.
+    pub progress: SinkProgress,
+}
+
+/// A sink's run-time state, shared by its thread, SHOW SINKS and /metrics.
+pub struct SinkRuntime {
+    /// Its checked definition.
+    pub spec: Arc<SinkSpec>,
+    /// Its progress file; `None` without a data directory.
+    file: Option<PathBuf>,
+    started: AtomicBool,
+    stop: AtomicBool,
+    status: Mutex<SinkStatus>,
+}
+
+impl SinkRuntime {
+    /// A sink not started yet, keeping its progress under `dir` (if any).
+    pub fn new(spec: SinkSpec, dir: Option<PathBuf>) -> SinkRuntime {
+        let hex: String = spec.name.bytes().map(|b| format!("{b:02x}")).collect();
+        SinkRuntime {
+            file: dir.map(|d| d.join(format!("{hex}.json"))),
+            spec: Arc::new(spec),
+            started: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            status: Mutex::new(SinkStatus {
+                state: "starting".into(),
+                ..SinkStatus::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SinkStatus> {
+        self.status.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Its status now.
+    pub fn status(&self) -> SinkStatus {
+        self.lock().clone()
+    }
+
+    pub(super) fn update(&self, f: impl FnOnce(&mut SinkStatus)) {
+        f(&mut self.lock());
+    }
+
+    pub(super) fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Stops its thread (DROP SINK, DROP STREAM CASCADE); with `forget`, also removes its
+    /// progress file, so that a sink created again under the name starts afresh.
+    pub fn stop(&self, forget: bool) {
+        let mut status = self.lock();
+        self.stop.store(true, Ordering::SeqCst);
+        status.state = "stopped".into();
+        if let (true, Some(file)) = (forget, &self.file) {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+
+    /// Removes a progress file left by an earlier sink of this name (a crash between
+    /// logging its DROP and removing the file).
+    pub(super) fn forget_stale(&self) {
+        if let Some(file) = &self.file {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+
+    /// The progress saved by an earlier run, if any.
+    pub(super) fn load(&self) -> Result<Option<SinkProgress>> {
+        let Some(file) = &self.file else {
+            return Ok(None);
+        };
+        match std::fs::read(file) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                Error::Internal(format!("sink progress file {}: {e}", file.display()))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(format!("reading {}", file.display()), e)),
+        }
+    }
+
+    /// Records `progress` (durably, with a data directory) unless the sink was stopped.
+    pub(super) fn save(&self, progress: &SinkProgress) -> Result<()> {
+        let mut status = self.lock();
+        if self.stopped() {
+            return Ok(());
+        }
+        if let Some(file) = &self.file {
+            write_atomically(file, &serde_json::to_vec(progress).unwrap_or_default())?;
+        }
+        status.progress = progress.clone();
+        Ok(())
+    }
+
+    pub(super) fn fail(&self, e: &Error) {
+        tracing::warn!("sink \"{}\" stopped: {e}", self.spec.name);
+        self.update(|s| {
+            s.state = "failed".into();
+            s.error = Some(format!("{} ({})", e, e.sqlstate()));
+        });
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file, fsynced and renamed.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .ok_or_else(|| Error::Internal("a sink file without a directory".into()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let tmp = path.with_extension("json.tmp");
+    let mut f = std::fs::File::create(&tmp)
+        .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
+    f.write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))?;
+    super::wal::sync_dir(dir)
+}
+
+/// Where a sink starts reading: the rows after `from` that are still retained, then live
+/// rows.
+pub(super) struct Attached {
+    /// The query's result schema (without `seq`).
+    pub schema: SchemaRef,
+    /// The seq the sink has delivered through (moved past a gap, or set on a first start).
+    pub from: u64,
+    /// Results after the sink's last seq that are no longer retained.
+    pub gap: u64,
+    /// Retained rows after `from`, with their `seq` column.
+    pub backlog: Vec<RecordBatch>,
+    /// Live rows, with their `seq` column.
+    pub events: SubscriptionEvents,
+}
+
+impl Engine {
+    /// Starts the thread of every sink not running yet (after recovery, after CREATE SINK).
+    pub(super) fn start_sinks(&self) -> Result<()> {
+        let sinks: Vec<_> = self.read().sinks.values().cloned().collect();
+        for rt in sinks {
+            if rt.started.swap(true, Ordering::SeqCst) {
+                continue;
+            }
+            super::sink_loop::spawn(self.downgrade(), rt)?;
+        }
+        Ok(())
+    }
+
+    /// Where sinks keep their progress files.
+    pub(super) fn sink_dir(&self) -> Option<PathBuf> {
+        self.config.data_dir.as_ref().map(|d| d.join("sinks"))
+    }
+
+    /// Attaches a sink to its query: the retained rows after `delivered` (`None`: a first
+    /// start, from the oldest retained row, or from now with `start = 'end'`) and a live
+    /// subscription, taken under the query's lock so that no row falls between them.
+    pub(super) fn attach_sink(&self, rt: &SinkRuntime, delivered: Option<u64>) -> Result<Attached> {
+        let (hub, _) = self.query_hub(&rt.spec.query)?;
+        let hub = hub.lock();
+        let q = hub
+            .queries
+            .get(&rt.spec.query)
+            .ok_or_else(|| Error::undefined("query", &rt.spec.query))?;
+        let mut output = QueryOutput::lock(&q.output);
+        let from = match delivered {
+            Some(d) => d,
+            None if rt.spec.start_at_end => output.rows_out(),
+            None => output.retained_after(),
+        };
+        let (gap, backlog) = output.retained_after_seq(from)?;
+        let events = output.subscribe(None, true, self.config.subscriber_buffer_bytes, None)?;
+        Ok(Attached {
+            schema: output.subscriber_schema(false),
+            from: from + gap,
+            gap,
+            backlog,
+            events,
+        })
+    }
+}
+
+/// `SHOW SINKS`: each sink's query, kind, delivered seq and rows, retries, errors, gaps,
+/// state and last error.
+pub(super) fn show_sinks(shared: &Shared) -> StatementResult {
+    let text = |name: &str| Field::new(name, DataType::Utf8, true);
+    let int = |name: &str| Field::new(name, DataType::Int64, true);
+    let schema = Arc::new(Schema::new(vec![
+        text("name"),
+        text("query"),
+        text("kind"),
+        int("delivered_seq"),
+        int("delivered_rows"),
+        int("retries"),
+        int("errors"),
+        int("gap_rows"),
+        text("state"),
+        text("last_error"),
+        text("definition"),
+    ]));
+    let mut texts: [Vec<String>; 6] = Default::default();
+    let mut nums: [Vec<i64>; 5] = Default::default();
+    for (name, rt) in &shared.sinks {
+        let st = rt.status();
+        let p = &st.progress;
+        for (col, v) in texts.iter_mut().zip([
+            name.clone(),
+            rt.spec.query.clone(),
+            rt.spec.kind().to_string(),
+            st.state.clone(),
+            st.error.clone().unwrap_or_default(),
+            rt.spec.ddl.to_string(),
+        ]) {
+            col.push(v);
+        }
+        for (col, v) in nums
+            .iter_mut()
+            .zip([p.delivered, p.rows, p.retries, p.errors, p.gap_rows])
+        {
+            col.push(v as i64);
+        }
+    }
+    let t = |i: usize| -> ArrayRef { Arc::new(StringArray::from(texts[i].clone())) };
+    let n = |i: usize| -> ArrayRef { Arc::new(Int64Array::from(nums[i].clone())) };
+    let columns = vec![
+        t(0),
+        t(1),
+        t(2),
+        n(0),
+        n(1),
+        n(2),
+        n(3),
+        n(4),
+        t(3),
+        t(4),
+        t(5),
+    ];
+    let batches = RecordBatch::try_new(schema.clone(), columns)
+        .map(|b| vec![b])
+        .unwrap_or_default();
+    StatementResult::Rows { schema, batches }
+}
