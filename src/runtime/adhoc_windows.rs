@@ -86,7 +86,7 @@ impl TableFunctionImpl for WindowTvf {
         }
         let size = nanos(exprs.last().expect("checked arity"))?;
         let slide = if self.hop { nanos(&exprs[2])? } else { size };
-        let assigner = WindowAssigner { size, slide };
+        let assigner = WindowAssigner::hop(slide, size);
 
         let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
         let bound = DataType::Timestamp(TimeUnit::Nanosecond, None);

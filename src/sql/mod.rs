@@ -9,9 +9,12 @@ pub mod interval;
 pub mod parser;
 mod window_tvf;
 
+#[cfg(test)]
+mod clause_tests;
+
 pub use ast::{
     query_sql, Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateSource, CreateStream,
     ExplainTarget, InvariantClause, InvariantKind, OutlierClause, OutlierMethod, SourceConnector,
-    Statement, SubsetDef, Training, WatermarkDef,
+    Statement, SubsetDef, SuppressClause, Training, WatermarkDef,
 };
 pub use parser::{parse, parse_one};
