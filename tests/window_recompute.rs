@@ -392,6 +392,11 @@ proptest! {
             "SELECT ts, k, v FROM s INVARIANT SET (v) PER (k) TRAINING INTERVAL '20' SECOND ONLINE".to_string(),
             "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end OUTLIER ZSCORE(1) ON (total)".to_string(),
             "SELECT ts, k, LAG(v, 2) OVER (PARTITION BY k ORDER BY ts) AS p, AVG(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING) AS a FROM s".to_string(),
+            format!("SELECT k, window_start, window_end, {AGGS} FROM CUMULATE(s, ts, INTERVAL '5' SECOND, INTERVAL '20' SECOND) GROUP BY k, window_start, window_end"),
+            "SELECT k, v > 0 AS pos, window_end, COUNT(*) AS n, SUM(v) AS total FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) GROUP BY window_start, window_end, ROLLUP (k, v > 0)".to_string(),
+            "SELECT * FROM (SELECT k, window_end, n, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rn FROM (SELECT k, window_start, window_end, COUNT(*) AS n FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end) AS w) AS r WHERE rn <= 2".to_string(),
+            "SELECT ts, k, v, window_start, window_end FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) WHERE v > 0".to_string(),
+            "SELECT ts, k, v FROM s WHERE v > 0 SUPPRESS FOR INTERVAL '4' SECOND PER (k)".to_string(),
             "SELECT ts, k, MEDIAN(v) OVER w AS m, MAD(v) OVER w AS d, QUANTILE(v, 0.9) OVER w AS q, EWMA(v, 0.2) OVER w AS e, EWM_STDDEV(v, 0.2) OVER w AS es, ANOMALY_LIKELIHOOD(v, 2) OVER w AS l, FIRST_VALUE(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '3' SECOND PRECEDING AND CURRENT ROW) AS f FROM s WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 6 PRECEDING AND CURRENT ROW)".to_string(),
         ];
         let cut = cut.min(rows.len());
