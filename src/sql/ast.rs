@@ -227,15 +227,14 @@ impl fmt::Display for SuppressClause {
     }
 }
 
-/// A duration as an SQL interval literal in the largest unit that states it exactly.
+/// A duration as an SQL interval literal in the largest unit that states it exactly (hours
+/// at most, microseconds at least).
 pub fn interval_sql(d: Duration) -> String {
     let micros = d.as_micros().max(1);
     let (n, unit) = [
-        (86_400_000_000, "DAY"),
         (3_600_000_000, "HOUR"),
         (60_000_000, "MINUTE"),
         (1_000_000, "SECOND"),
-        (1_000, "MILLISECOND"),
     ]
     .into_iter()
     .find(|(size, _)| micros.is_multiple_of(*size))
@@ -706,19 +705,7 @@ impl fmt::Display for WatermarkDef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "WATERMARK FOR {} AS {}", self.column, self.column)?;
         if !self.delay.is_zero() {
-            // The largest unit that states the delay exactly.
-            let micros = self.delay.as_micros().max(1);
-            let (n, unit) = [
-                (3_600_000_000, "HOUR"),
-                (60_000_000, "MINUTE"),
-                (1_000_000, "SECOND"),
-            ]
-            .into_iter()
-            .find(|(size, _)| micros.is_multiple_of(*size))
-            .map_or((micros, "MICROSECOND"), |(size, unit)| {
-                (micros / size, unit)
-            });
-            write!(f, " - INTERVAL '{n}' {unit}")?;
+            write!(f, " - {}", interval_sql(self.delay))?;
         }
         Ok(())
     }

@@ -5,17 +5,8 @@ use std::time::Duration;
 
 use super::ast::{CreateQuery, Statement};
 use super::parse_one;
+use super::parser::tests::verified;
 use crate::error::Location;
-
-/// Parses, prints, parses again: both parses and the second print must agree.
-fn verified(sql: &str) -> Statement {
-    let stmt = parse_one(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let printed = stmt.to_string();
-    let again = parse_one(&printed).unwrap_or_else(|e| panic!("{printed}: {e}"));
-    assert_eq!(stmt, again, "round trip of {sql} via {printed}");
-    assert_eq!(printed, again.to_string());
-    stmt
-}
 
 fn create(sql: &str) -> CreateQuery {
     match verified(sql) {
@@ -85,4 +76,34 @@ fn suppress_errors_point_at_the_token() {
          OUTLIER IQR() ON (a)",
     );
     assert_eq!(col, 79);
+}
+
+#[test]
+fn window_forms_round_trip() {
+    create(
+        "CREATE CONTINUOUS QUERY q AS SELECT host, window_end, COUNT(*) AS n \
+         FROM CUMULATE(s, ts, INTERVAL '1' MINUTE, INTERVAL '1' HOUR) \
+         GROUP BY host, window_start, window_end",
+    );
+    create(
+        "CREATE CONTINUOUS QUERY q AS SELECT ts, host, window_start, window_end \
+         FROM HOP(s, ts, INTERVAL '5' MINUTE, INTERVAL '10' MINUTE) WHERE window_end > ts",
+    );
+    create(
+        "CREATE CONTINUOUS QUERY q AS SELECT * FROM (SELECT host, window_end, n, \
+         ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rn \
+         FROM (SELECT host, window_start, window_end, COUNT(*) AS n \
+         FROM TUMBLE(s, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end) AS w) \
+         AS r WHERE rn <= 3 SUPPRESS FOR INTERVAL '1' HOUR PER (host)",
+    );
+    for sets in [
+        "ROLLUP (region, host)",
+        "CUBE (region)",
+        "GROUPING SETS ((region), (host), ())",
+    ] {
+        create(&format!(
+            "CREATE CONTINUOUS QUERY q AS SELECT region, host, window_end, COUNT(*) AS n \
+             FROM TUMBLE(s, ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end, {sets}"
+        ));
+    }
 }

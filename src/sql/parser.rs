@@ -1406,12 +1406,12 @@ fn watermark_delay(column: &Ident, expr: &Expr) -> Result<std::time::Duration> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::error::WithSource;
 
     /// Parses, prints, parses again: both parses and the second print must agree.
-    fn verified(sql: &str) -> Statement {
+    pub(crate) fn verified(sql: &str) -> Statement {
         let stmt = parse_one(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
         let printed = stmt.to_string();
         let again = parse_one(&printed).unwrap_or_else(|e| panic!("{printed}: {e}"));
