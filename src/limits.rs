@@ -41,3 +41,10 @@ pub const MAX_PATTERN_THREADS: usize = 10_000;
 /// Most rows one MATCH_RECOGNIZE partition may hold for matches in progress, counted both
 /// as rows buffered and as rows mapped by each open attempt (53200).
 pub const MAX_PATTERN_ROWS: usize = 1_000_000;
+
+/// Most keys one `SUPPRESS` clause may hold within their intervals at once (53200).
+pub const MAX_SUPPRESS_KEYS: usize = 1_000_000;
+
+/// Largest `n` of a window Top-N (`WHERE rn <= n` over `ROW_NUMBER()`), refused at CREATE
+/// past it (54000).
+pub const MAX_TOP_N: u64 = 10_000;

@@ -148,6 +148,8 @@ async fn metrics_agree_with_show_streams_queries_and_sources() {
                 WATERMARK FOR ts AS ts - INTERVAL '1' SECOND);
              CREATE STREAM quiet (ts TIMESTAMP NOT NULL, x BIGINT);
              CREATE CONTINUOUS QUERY big AS SELECT ts, host, amount FROM ev WHERE amount > 5;
+             CREATE CONTINUOUS QUERY calm AS SELECT ts, host, amount FROM ev WHERE amount > 5
+               SUPPRESS FOR INTERVAL '1' HOUR PER (host);
              CREATE CONTINUOUS QUERY per_host AS SELECT host, window_end, COUNT(*) AS n
                FROM TUMBLE(ev, ts, INTERVAL '10' SECOND) GROUP BY host, window_start, window_end;
              CREATE SOURCE f FROM FILE '{}' (poll_interval_ms = '10') INTO STREAM ev;",
@@ -221,6 +223,10 @@ async fn metrics_agree_with_show_streams_queries_and_sources() {
             num(&row["late_rows"])
         );
         assert_eq!(
+            m[&format!("saql_query_suppressed_total{l}")],
+            num(&row["suppressed"])
+        );
+        assert_eq!(
             m[&format!("saql_query_subscribers{l}")],
             num(&row["subscribers"])
         );
@@ -228,6 +234,10 @@ async fn metrics_agree_with_show_streams_queries_and_sources() {
     }
     assert_eq!(queries["big"]["subscribers"], "1");
     assert_eq!(queries["big"]["rows_out"], "15");
+    // Amounts 6 to 19 alternate between two hosts: each host's first alerts, its other six
+    // are suppressed; the late row's host is new.
+    assert_eq!(queries["calm"]["rows_out"], "3");
+    assert_eq!(queries["calm"]["suppressed"], "12");
     let f = &sources["f"];
     let l = "{source=\"f\",stream=\"ev\",kind=\"file\"}";
     assert_eq!(m[&format!("saql_source_rows_total{l}")], num(&f["rows"]));

@@ -17,8 +17,8 @@ use saql::{Engine, EngineConfig, StatementResult, Subscription};
 const STREAM: &str = "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
                       WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)";
 
-/// A windowed aggregate, a pattern, an outlier model and a plain filter.
-const QUERIES: [(&str, &str); 4] = [
+/// A windowed aggregate, a pattern, an outlier model, a plain filter and a suppressed one.
+const QUERIES: [(&str, &str); 5] = [
     (
         "win",
         "SELECT k, window_end, COUNT(*) AS n, SUM(v) AS total \
@@ -36,6 +36,10 @@ const QUERIES: [(&str, &str); 4] = [
          GROUP BY k, window_start, window_end OUTLIER ZSCORE(1.5) ON (total)",
     ),
     ("big", "SELECT ts, k, v FROM s WHERE v > 80"),
+    (
+        "sup",
+        "SELECT ts, k, v FROM s WHERE v > 30 SUPPRESS FOR INTERVAL '3' SECOND PER (k)",
+    ),
 ];
 
 #[derive(Debug, Clone)]

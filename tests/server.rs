@@ -349,7 +349,8 @@ async fn errors_carry_sqlstate_and_the_server_keeps_serving() {
             "0A000",
         ),
         (
-            "CREATE CONTINUOUS QUERY q AS SELECT host FROM TUMBLE(events, ts, INTERVAL '1' MINUTE)",
+            "CREATE CONTINUOUS QUERY q AS SELECT host, COUNT(*) FROM TUMBLE(events, ts, \
+             INTERVAL '1' MINUTE) GROUP BY host",
             "42803",
         ),
         (

@@ -125,6 +125,77 @@ proptest! {
     }
 
     #[test]
+    fn cumulate_matches_batch_recompute((rows, splits) in rows_strategy()) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        // Flink's form of the window table function.
+        let got = incremental(&rt, &format!(
+            "SELECT k, window_start, window_end, {AGGS} FROM TABLE(CUMULATE(TABLE s, \
+             DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '20' SECOND)) \
+             GROUP BY k, window_start, window_end"), &rows, &splits);
+        // Every row lies in the windows that start with its 20 s period and end 5, 10, 15
+        // or 20 s after that start, later than the row.
+        let bin = "date_bin(INTERVAL '20 seconds', ts, TIMESTAMP '1970-01-01 00:00:00')";
+        let windows: Vec<String> = [5, 10, 15, 20].iter().map(|len| format!(
+            "SELECT *, {bin} AS ws, {bin} + INTERVAL '{len} seconds' AS we FROM t")).collect();
+        let want = reference(&rt, &format!(
+            "SELECT k, ws, we, {AGGS} FROM ({}) WHERE ts < we GROUP BY k, ws, we",
+            windows.join(" UNION ALL ")), &rows);
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn window_rows_without_aggregation_match_batch_recompute((rows, splits) in rows_strategy()) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let got = incremental(&rt,
+            "SELECT ts, k, v, window_start, window_end \
+             FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) WHERE v > 0", &rows, &splits);
+        let bin = "date_bin(INTERVAL '5 seconds', ts, TIMESTAMP '1970-01-01 00:00:00')";
+        let windows: Vec<String> = [0, 5, 10].iter().map(|back| format!(
+            "SELECT ts, k, v, {bin} - INTERVAL '{back} seconds' AS ws, \
+             {bin} - INTERVAL '{back} seconds' + INTERVAL '15 seconds' AS we FROM t WHERE v > 0"))
+            .collect();
+        let want = reference(&rt, &windows.join(" UNION ALL "), &rows);
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn window_top_n_matches_batch_recompute((rows, splits) in rows_strategy()) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        // Ties in n are broken by k, so that the numbering is the same in both.
+        let got = incremental(&rt,
+            "SELECT * FROM (SELECT k, window_start, window_end, n, total, ROW_NUMBER() OVER \
+             (PARTITION BY window_start, window_end ORDER BY n DESC, k) AS rn FROM \
+             (SELECT k, window_start, window_end, COUNT(*) AS n, SUM(v) AS total \
+              FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) \
+              GROUP BY k, window_start, window_end) AS w) AS r WHERE rn <= 2", &rows, &splits);
+        let bin = "date_bin(INTERVAL '5 seconds', ts, TIMESTAMP '1970-01-01 00:00:00')";
+        let want = reference(&rt, &format!(
+            "SELECT * FROM (SELECT k, ws, we, n, total, ROW_NUMBER() OVER \
+             (PARTITION BY ws, we ORDER BY n DESC, k) AS rn FROM \
+             (SELECT k, ws, ws + INTERVAL '10 seconds' AS we, COUNT(*) AS n, SUM(v) AS total FROM \
+              (SELECT *, {bin} AS ws FROM t UNION ALL \
+               SELECT *, {bin} - INTERVAL '5 seconds' AS ws FROM t) AS u \
+              GROUP BY k, ws) AS w) AS r WHERE rn <= 2"), &rows);
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn cube_matches_batch_recompute((rows, splits) in rows_strategy()) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let got = incremental(&rt,
+            "SELECT k, v > 0 AS pos, window_start, window_end, COUNT(*) AS n, SUM(v) AS total \
+             FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) \
+             GROUP BY window_start, window_end, CUBE (k, v > 0)", &rows, &splits);
+        let bin = "date_bin(INTERVAL '5 seconds', ts, TIMESTAMP '1970-01-01 00:00:00')";
+        let want = reference(&rt, &format!(
+            "SELECT k, v > 0, ws, ws + INTERVAL '10 seconds', COUNT(*), SUM(v) FROM \
+             (SELECT *, {bin} AS ws FROM t UNION ALL \
+              SELECT *, {bin} - INTERVAL '5 seconds' AS ws FROM t) AS u \
+             GROUP BY ws, CUBE (k, v > 0)"), &rows);
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
     fn session_matches_brute_force((rows, splits) in rows_strategy()) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let got = incremental(&rt,
@@ -321,6 +392,11 @@ proptest! {
             "SELECT ts, k, v FROM s INVARIANT SET (v) PER (k) TRAINING INTERVAL '20' SECOND ONLINE".to_string(),
             "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end OUTLIER ZSCORE(1) ON (total)".to_string(),
             "SELECT ts, k, LAG(v, 2) OVER (PARTITION BY k ORDER BY ts) AS p, AVG(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING) AS a FROM s".to_string(),
+            format!("SELECT k, window_start, window_end, {AGGS} FROM CUMULATE(s, ts, INTERVAL '5' SECOND, INTERVAL '20' SECOND) GROUP BY k, window_start, window_end"),
+            "SELECT k, v > 0 AS pos, window_end, COUNT(*) AS n, SUM(v) AS total FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) GROUP BY window_start, window_end, ROLLUP (k, v > 0)".to_string(),
+            "SELECT * FROM (SELECT k, window_end, n, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rn FROM (SELECT k, window_start, window_end, COUNT(*) AS n FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end) AS w) AS r WHERE rn <= 2".to_string(),
+            "SELECT ts, k, v, window_start, window_end FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) WHERE v > 0".to_string(),
+            "SELECT ts, k, v FROM s WHERE v > 0 SUPPRESS FOR INTERVAL '4' SECOND PER (k)".to_string(),
             "SELECT ts, k, MEDIAN(v) OVER w AS m, MAD(v) OVER w AS d, QUANTILE(v, 0.9) OVER w AS q, EWMA(v, 0.2) OVER w AS e, EWM_STDDEV(v, 0.2) OVER w AS es, ANOMALY_LIKELIHOOD(v, 2) OVER w AS l, FIRST_VALUE(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '3' SECOND PRECEDING AND CURRENT ROW) AS f FROM s WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 6 PRECEDING AND CURRENT ROW)".to_string(),
         ];
         let cut = cut.min(rows.len());

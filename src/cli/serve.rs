@@ -250,6 +250,10 @@ const BUILT_IN_QUERIES: &[(&str, &str)] = &[
         include_str!("../../queries/big_senders.sql"),
     ),
     (
+        "brute_force_sources.sql",
+        include_str!("../../queries/brute_force_sources.sql"),
+    ),
+    (
         "cmd_starts_osql.sql",
         include_str!("../../queries/cmd_starts_osql.sql"),
     ),

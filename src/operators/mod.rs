@@ -5,6 +5,7 @@
 pub mod aggregates;
 pub mod event_order;
 pub mod filter;
+pub mod grouping_sets;
 pub mod history;
 pub mod invariant;
 pub mod outlier;
@@ -14,7 +15,10 @@ pub mod robust;
 pub mod session_window;
 pub mod sharded;
 pub(crate) mod snapshot;
+pub mod suppress;
 pub mod window_aggregate;
+pub mod window_assign;
+pub mod window_rank;
 
 use std::sync::Arc;
 
@@ -34,7 +38,10 @@ pub use pattern::PatternMatcher;
 pub use project::Project;
 pub use session_window::SessionWindow;
 pub use sharded::Sharded;
+pub use suppress::Suppress;
 pub use window_aggregate::WindowAggregate;
+pub use window_assign::WindowAssign;
+pub use window_rank::WindowRank;
 
 /// An incremental operator: consumes batches and watermarks, produces batches.
 ///
@@ -81,6 +88,10 @@ pub trait Operator: Send {
     }
     /// Rows dropped because they arrived after their window was emitted.
     fn late_rows(&self) -> u64 {
+        0
+    }
+    /// Result rows counted but not emitted because they repeated an alert (`SUPPRESS`).
+    fn suppressed_rows(&self) -> u64 {
         0
     }
     /// Expressions over the input whose values partition this operator's state: replicas

@@ -1,7 +1,7 @@
-//! Tumbling and hopping window aggregation (`TUMBLE`, `HOP`), by panes: time is cut into panes
-//! of `gcd(size, slide)` (the slide, usually), every row updates the groups of its one pane,
-//! and when the watermark reaches a window's end the window's result is its panes' partial
-//! states merged. A pane is dropped once no open window needs it. A tumbling window is one
+//! Tumbling, hopping and cumulating window aggregation (`TUMBLE`, `HOP`, `CUMULATE`), by
+//! panes: time is cut into panes of `gcd(size, slide)` (the slide, or CUMULATE's step,
+//! usually), every row updates the groups of its one pane, and when the watermark reaches a
+//! window's end the window's result is its panes' partial states merged. A pane is dropped once no open window needs it. A tumbling window is one
 //! pane and is evaluated directly. Group keys that are not the bare `window_start` or
 //! `window_end` columns but depend on them (e.g. `ts > window_start + INTERVAL ...`) cannot be
 //! computed per pane: such hopping queries keep one group table per window instead.
@@ -38,23 +38,81 @@ use crate::time::{EventTime, Watermark};
 /// panes of 1 s).
 const MAX_PANES_PER_WINDOW: i64 = 1024;
 
-/// How rows map to fixed-size windows: `TUMBLE` has `slide == size`, `HOP` a smaller slide.
+/// How rows map to windows: `TUMBLE` has `slide == size`, `HOP` a smaller slide. `CUMULATE`
+/// (Flink's) cuts time into periods of `size` aligned to the epoch; each period has windows
+/// that all start with it and end every `slide` (its step): `[s, s + step)`, `[s, s + 2 *
+/// step)`, ... `[s, s + size)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowAssigner {
-    /// Window length in nanoseconds.
+    /// Window length in nanoseconds (CUMULATE: the longest window's).
     pub size: i64,
-    /// Distance between window starts in nanoseconds.
+    /// Distance between window starts in nanoseconds (CUMULATE: between window ends).
     pub slide: i64,
+    /// CUMULATE windows rather than TUMBLE or HOP.
+    pub cumulate: bool,
 }
 
 impl WindowAssigner {
+    /// `TUMBLE` windows of `size`.
+    pub fn tumble(size: i64) -> Self {
+        WindowAssigner {
+            size,
+            slide: size,
+            cumulate: false,
+        }
+    }
+
+    /// `HOP` windows of `size` starting every `slide`.
+    pub fn hop(slide: i64, size: i64) -> Self {
+        WindowAssigner {
+            size,
+            slide,
+            cumulate: false,
+        }
+    }
+
+    /// `CUMULATE` windows growing by `step` up to `size`.
+    pub fn cumulate(step: i64, size: i64) -> Self {
+        WindowAssigner {
+            size,
+            slide: step,
+            cumulate: true,
+        }
+    }
+
+    /// Every window containing `t` as (start, end), the one ending last first.
+    pub fn windows(&self, t: i64) -> Vec<(i64, i64)> {
+        if self.cumulate {
+            let start = t.div_euclid(self.size) * self.size;
+            // The first window holding t ends after it.
+            let first = (t - start).div_euclid(self.slide) + 1;
+            (first..=self.size / self.slide)
+                .rev()
+                .map(|k| (start, start.saturating_add(k * self.slide)))
+                .collect()
+        } else {
+            self.starts(t)
+                .map(|s| (s, s.saturating_add(self.size)))
+                .collect()
+        }
+    }
+
+    /// End of the window containing `t` that ends last, if a window contains it.
+    pub fn last_end(&self, t: i64) -> Option<i64> {
+        if self.cumulate {
+            Some((t.div_euclid(self.size) * self.size).saturating_add(self.size))
+        } else {
+            self.last_start(t).map(|s| s.saturating_add(self.size))
+        }
+    }
+
     /// Start of the last window that contains `t`, if a window does (hopping windows with a
-    /// slide larger than their size leave gaps).
+    /// slide larger than their size leave gaps). TUMBLE and HOP only.
     pub fn last_start(&self, t: i64) -> Option<i64> {
         self.starts(t).next()
     }
 
-    /// Starts of every window containing `t`, latest first.
+    /// Starts of every window containing `t`, latest first. TUMBLE and HOP only.
     pub fn starts(&self, t: i64) -> impl Iterator<Item = i64> + '_ {
         let last = t.div_euclid(self.slide) * self.slide;
         (0..)
@@ -201,6 +259,12 @@ impl WindowAggregate {
                 "window size and slide must be positive",
             ));
         }
+        if assigner.cumulate && assigner.size % assigner.slide != 0 {
+            return Err(Error::plan(
+                "22023",
+                "CUMULATE size must be a whole multiple of its step",
+            ));
+        }
         // The stream's columns, then window_start and window_end.
         let stream_columns = input.schema.fields().len().saturating_sub(2);
         let reads_window = |e: &Arc<dyn PhysicalExpr>| {
@@ -237,8 +301,16 @@ impl WindowAggregate {
             key_exprs.push(lit(true));
         }
         let pane = gcd(assigner.size, assigner.slide);
+        if assigner.cumulate && per_slot_eval {
+            // Cumulating windows share their start: they can only be cut into panes.
+            return Err(Error::NotSupported(
+                "CUMULATE with group keys or aggregates that read window_start or window_end"
+                    .into(),
+            ));
+        }
         // A tumbling window is its own pane, whatever its keys read.
         let slots_by = if assigner.slide == assigner.size
+            || assigner.cumulate
             || (!per_slot_eval && assigner.size / pane <= MAX_PANES_PER_WINDOW)
         {
             Slots::Panes(pane)
@@ -287,8 +359,8 @@ impl WindowAggregate {
     /// Whether rows at `t` still have a window to go to.
     fn accepts(&self, t: i64) -> bool {
         self.assigner
-            .last_start(t)
-            .is_some_and(|s| s.saturating_add(self.assigner.size) > self.watermark.0.nanos())
+            .last_end(t)
+            .is_some_and(|end| end > self.watermark.0.nanos())
     }
 
     /// The row indices of `times` per slot start, slots in first-seen order; counts late rows.
@@ -338,8 +410,8 @@ impl WindowAggregate {
                         continue;
                     };
                     let mut placed = false;
-                    for start in self.assigner.starts(t) {
-                        if start.saturating_add(self.assigner.size) <= wm {
+                    for (start, end) in self.assigner.windows(t) {
+                        if end <= wm {
                             continue;
                         }
                         placed = true;
@@ -424,11 +496,11 @@ impl WindowAggregate {
         let size = self.assigner.size;
         match self.slots_by {
             Slots::Panes(_) => {
-                for s in self.assigner.starts(start) {
-                    if s.saturating_add(size) <= wm {
+                for (s, end) in self.assigner.windows(start) {
+                    if end <= wm {
                         break;
                     }
-                    self.windows.insert((s + size, s));
+                    self.windows.insert((end, s));
                 }
             }
             Slots::Windows => {
@@ -473,8 +545,7 @@ impl WindowAggregate {
         };
         // A slot that only this window needs, and that has never been frozen, is the result.
         if let [only] = starts[..] {
-            let last =
-                self.slots_by == Slots::Windows || self.assigner.last_start(only) == Some(start);
+            let last = self.slots_by == Slots::Windows || self.assigner.last_end(only) == Some(end);
             if last && self.slots.get(&only).is_some_and(|s| s.frozen.is_empty()) {
                 if let Some(slot) = self.slots.remove(&only) {
                     return Ok(slot.live);
@@ -705,18 +776,23 @@ mod tests {
 
     #[test]
     fn tumble_and_hop_assignment() {
-        let tumble = WindowAssigner {
-            size: 10,
-            slide: 10,
-        };
+        let tumble = WindowAssigner::tumble(10);
         assert_eq!(tumble.starts(0).collect::<Vec<_>>(), vec![0]);
         assert_eq!(tumble.starts(19).collect::<Vec<_>>(), vec![10]);
         assert_eq!(tumble.starts(-1).collect::<Vec<_>>(), vec![-10]);
-        let hop = WindowAssigner { size: 10, slide: 5 };
+        let hop = WindowAssigner::hop(5, 10);
         assert_eq!(hop.starts(12).collect::<Vec<_>>(), vec![10, 5]);
         assert_eq!(hop.starts(10).collect::<Vec<_>>(), vec![10, 5]);
-        let hop = WindowAssigner { size: 10, slide: 3 };
+        let hop = WindowAssigner::hop(3, 10);
         assert_eq!(hop.starts(9).collect::<Vec<_>>(), vec![9, 6, 3, 0]);
+        assert_eq!(hop.last_end(9), Some(19));
+        let cumulate = WindowAssigner::cumulate(5, 15);
+        assert_eq!(cumulate.windows(0), vec![(0, 15), (0, 10), (0, 5)]);
+        assert_eq!(cumulate.windows(7), vec![(0, 15), (0, 10)]);
+        assert_eq!(cumulate.windows(14), vec![(0, 15)]);
+        assert_eq!(cumulate.windows(15), vec![(15, 30), (15, 25), (15, 20)]);
+        assert_eq!(cumulate.windows(-1), vec![(-15, 0)]);
+        assert_eq!(cumulate.last_end(29), Some(30));
         assert_eq!(gcd(10, 3), 1);
         assert_eq!(gcd(60, 10), 10);
     }

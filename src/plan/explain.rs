@@ -30,7 +30,7 @@ use super::catalog::StreamDef;
 use super::query::WindowSpec;
 use super::spec::{
     FilterSpec, HistorySpec, InvariantSpec, MatchRecognizeSpec, OperatorSpec, OutlierSpec,
-    ProjectSpec, SessionWindowSpec, WindowAggregateSpec,
+    ProjectSpec, SessionWindowSpec, SuppressSpec, WindowAggregateSpec,
 };
 use crate::operators::pattern::{AfterMatch, EmptyMatches, RowsPerMatch};
 use crate::sql::Training;
@@ -67,11 +67,32 @@ impl OperatorSpec {
             OperatorSpec::Filter(s) => filter(s),
             OperatorSpec::Project(s) => project(s),
             OperatorSpec::WindowAggregate(s) => window_aggregate(s),
+            OperatorSpec::WindowAssign(s) => ExplainNode::new("WindowAssign")
+                .with("window", window_json(&s.window))
+                .with(
+                    "state",
+                    "none: each row is emitted at once with window_start and window_end, once \
+                     per window that holds it",
+                ),
             OperatorSpec::SessionWindow(s) => session_window(s),
             OperatorSpec::History(s) => history(s),
+            OperatorSpec::WindowRank(s) => ExplainNode::new("WindowTopN")
+                .with("function", show(&s.function, &s.relation))
+                .with(
+                    "keeps",
+                    s.limit.map_or("every row, numbered".to_string(), |n| {
+                        format!("the first {n} rows of each partition")
+                    }),
+                )
+                .with(
+                    "state",
+                    "the results of windows the watermark has closed, until it reaches this \
+                     operator: then numbered and emitted",
+                ),
             OperatorSpec::Pattern(s) => match_recognize(s),
             OperatorSpec::Invariant(s) => invariant(s),
             OperatorSpec::Outlier(s) => outlier(s),
+            OperatorSpec::Suppress(s) => suppress(s),
             // Replicas compute what one operator would: the plan reads the same.
             OperatorSpec::Sharded(s) => s.inner.explain(),
         }
@@ -275,6 +296,19 @@ fn outlier(s: &OutlierSpec) -> ExplainNode {
         )
 }
 
+fn suppress(s: &SuppressSpec) -> ExplainNode {
+    let per: Vec<String> = s.keys_sql.iter().map(ToString::to_string).collect();
+    ExplainNode::new("Suppress")
+        .with("interval", humantime(s.interval.as_millis()))
+        .with("per", per)
+        .with("time", s.schema.field(s.time_column).name().clone())
+        .with(
+            "state",
+            "per key (Arrow row format): the time of its last emitted row, forgotten when the \
+             watermark passes the end of its interval",
+        )
+}
+
 /// The JSON form of a window.
 pub fn window_json(w: &WindowSpec) -> Value {
     let ms = |d: &std::time::Duration| d.as_millis() as u64;
@@ -282,6 +316,9 @@ pub fn window_json(w: &WindowSpec) -> Value {
         WindowSpec::Tumble { size } => json!({"kind": "tumble", "size_ms": ms(size)}),
         WindowSpec::Hop { slide, size } => {
             json!({"kind": "hop", "slide_ms": ms(slide), "size_ms": ms(size)})
+        }
+        WindowSpec::Cumulate { step, size } => {
+            json!({"kind": "cumulate", "step_ms": ms(step), "size_ms": ms(size)})
         }
         WindowSpec::Session { gap } => json!({"kind": "session", "gap_ms": ms(gap)}),
     }
@@ -292,6 +329,9 @@ fn window_text(w: &WindowSpec) -> String {
     match w {
         WindowSpec::Tumble { size } => format!("TUMBLE(size {})", d(size)),
         WindowSpec::Hop { slide, size } => format!("HOP(slide {}, size {})", d(slide), d(size)),
+        WindowSpec::Cumulate { step, size } => {
+            format!("CUMULATE(step {}, size {})", d(step), d(size))
+        }
         WindowSpec::Session { gap } => format!("SESSION(gap {})", d(gap)),
     }
 }

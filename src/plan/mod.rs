@@ -4,14 +4,17 @@
 //! ([`OperatorSpec`]), from which the runtime builds the operators.
 
 pub mod catalog;
+mod clauses;
 mod context;
 pub mod explain;
+mod grouping;
 mod pattern;
 
 pub(crate) use context::PlanContext;
 pub mod query;
 pub mod rollup;
 pub mod spec;
+mod topn;
 
 pub use catalog::{Catalog, EventTimeDef, StreamDef};
 pub use query::{plan_continuous, plan_query, QueryPlan, WindowSpec};

@@ -14,20 +14,23 @@ use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{Expr as LExpr, LogicalPlan};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_plan::PhysicalExpr;
-use datafusion::sql::planner::{PlannerContext, SqlToRel};
+use datafusion::sql::planner::SqlToRel;
 use datafusion::sql::sqlparser::ast::{
     self as sq, Expr, FunctionArg, FunctionArgExpr, ObjectName, ObjectNamePart, SetExpr,
     TableFactor,
 };
 
 use super::catalog::{normalize, normalize_object, Catalog, StreamDef};
+use super::clauses;
 use super::context::PlanContext;
 use super::explain;
+use super::grouping;
 use super::pattern::{plan_match_recognize, PlannedPattern};
 use super::spec::{
-    Aggregates, FilterSpec, HistorySpec, InvariantSpec, Method, OperatorSpec, OutlierSpec,
-    ProjectSpec, SessionWindowSpec, WindowAggregateSpec,
+    Aggregates, FilterSpec, HistorySpec, OperatorSpec, ProjectSpec, SessionWindowSpec,
+    WindowAggregateSpec, WindowAssignSpec,
 };
+use super::topn;
 use crate::error::{Error, Result};
 use crate::operators::aggregates::AggregateSpec;
 use crate::operators::history::{FrameStart, HistoryAgg, HistoryColumn, HistoryFn};
@@ -36,7 +39,7 @@ use crate::operators::session_window::GroupColumn;
 use crate::operators::window_aggregate::WindowedInput;
 use crate::operators::Operator;
 use crate::sql::interval::interval_duration;
-use crate::sql::{Clauses, InvariantClause, InvariantKind, OutlierClause, Training};
+use crate::sql::Clauses;
 use datafusion::scalar::ScalarValue;
 
 /// A window table function in `FROM`.
@@ -52,6 +55,14 @@ pub enum WindowSpec {
         /// Distance between window starts.
         slide: Duration,
         /// Window length.
+        size: Duration,
+    },
+    /// `CUMULATE(s, ts, step, size)`: windows that start together every `size` and end
+    /// every `step` up to `size` (Flink's cumulating windows).
+    Cumulate {
+        /// Distance between window ends.
+        step: Duration,
+        /// The longest window's length, a whole multiple of `step`.
         size: Duration,
     },
     /// `SESSION(s, ts, gap)`.
@@ -131,174 +142,18 @@ pub fn plan_continuous(
 ) -> Result<QueryPlan> {
     let mut plan = plan_select(query, clauses, catalog)?;
     if let Some(clause) = &clauses.outlier {
-        add_outlier(&mut plan, clause)?;
+        clauses::add_outlier(&mut plan, clause)?;
     }
     if let Some(clause) = &clauses.invariant {
-        add_invariant(&mut plan, clause)?;
+        clauses::add_invariant(&mut plan, clause)?;
+    }
+    if let Some(clause) = &clauses.suppress {
+        clauses::add_suppress(&mut plan, clause)?;
     }
     // What the operators' constructors check (a pattern that matches no rows, a window
     // that is not positive, ...) is a planning error: check it now, once.
     plan.build_operators()?;
     Ok(plan)
-}
-
-/// Appends the invariant operator.
-fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> Result<()> {
-    let input = plan.schema.clone();
-    if matches!(clause.training, Training::Windows(_)) && plan.window.is_none() {
-        return Err(Error::NotSupported(
-            "TRAINING n WINDOWS needs a windowed query; use TRAINING INTERVAL '...'".into(),
-        ));
-    }
-    // Rows are placed in or after training by their window (window_end) or event time.
-    let event_time = plan
-        .stream
-        .event_time
-        .as_ref()
-        .map(|et| plan.stream.schema.field(et.column).name().clone());
-    let time_column = input
-        .index_of("window_end")
-        .or_else(|_| input.index_of("window_start"))
-        .ok()
-        .or_else(|| event_time.and_then(|name| input.index_of(&name).ok()));
-    let Some(time_column) = time_column else {
-        return Err(Error::plan(
-            "42703",
-            "INVARIANT places rows in or after training by time: select window_end (windowed \
-             queries) or the stream's event-time column",
-        ));
-    };
-    let mut ctx = PlanContext::new();
-    ctx.add_table("results", input.clone())?;
-    let df_input = DFSchema::try_from_qualified_schema("results", &input)?;
-    let planner = SqlToRel::new(&ctx);
-    let plan_exprs = |exprs: &[sq::Expr]| -> Result<Vec<Arc<dyn PhysicalExpr>>> {
-        exprs
-            .iter()
-            .map(|e| {
-                let logical =
-                    planner.sql_to_expr(e.clone(), &df_input, &mut PlannerContext::new())?;
-                physical(&ctx, &logical, &df_input)
-            })
-            .collect()
-    };
-    let values = plan_exprs(&clause.exprs)?;
-    let keys = plan_exprs(&clause.per)?;
-    if clause.kind == InvariantKind::Range {
-        for (e, text) in values.iter().zip(&clause.exprs) {
-            let t = e.data_type(&input)?;
-            if !(t.is_numeric() || matches!(t, DataType::Timestamp(_, _))) {
-                return Err(Error::plan(
-                    "42804",
-                    format!("INVARIANT RANGE needs numbers or timestamps; {text} is {t}"),
-                ));
-            }
-        }
-    }
-    let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.push(Field::new("violation", DataType::Utf8, false));
-    let output = Arc::new(Schema::new(fields));
-    plan.specs.push(OperatorSpec::Invariant(InvariantSpec {
-        kind: clause.kind,
-        values,
-        values_sql: clause.exprs.clone(),
-        keys,
-        keys_sql: clause.per.clone(),
-        training: clause.training,
-        online: clause.online,
-        time_column,
-        windowed: plan.window.is_some(),
-        schema: output.clone(),
-    }));
-    plan.schema = output;
-    Ok(())
-}
-
-/// Appends the outlier operator (and the clause's HAVING) to a windowed plan.
-fn add_outlier(plan: &mut QueryPlan, clause: &OutlierClause) -> Result<()> {
-    if plan.window.is_none() {
-        return Err(Error::NotSupported(
-            "OUTLIER compares the groups of a window: the query needs TUMBLE or HOP".into(),
-        ));
-    }
-    if let Some(WindowSpec::Session { .. }) = plan.window {
-        // Each key's sessions start and end at their own times: there is no one window
-        // whose groups could be compared, and which sessions close together depends on
-        // how the input happens to arrive.
-        return Err(Error::NotSupported(
-            "OUTLIER compares the groups of one window, and SESSION windows differ per key; \
-             use TUMBLE or HOP"
-                .into(),
-        ));
-    }
-    let input = plan.schema.clone();
-    let mut on = Vec::new();
-    for c in &clause.on {
-        let name = normalize(c);
-        let (i, f) = input.column_with_name(&name).ok_or_else(|| {
-            Error::plan(
-                "42703",
-                format!(
-                    "OUTLIER column \"{name}\" is not a result column; name it in the SELECT list"
-                ),
-            )
-        })?;
-        if !f.data_type().is_numeric() {
-            return Err(Error::plan(
-                "42804",
-                format!(
-                    "OUTLIER column \"{name}\" must be numeric, not {}",
-                    f.data_type()
-                ),
-            ));
-        }
-        on.push(i);
-    }
-    let mut ctx = PlanContext::new();
-    ctx.add_table("results", input.clone())?;
-    let df_input = DFSchema::try_from_qualified_schema("results", &input)?;
-    let planner = SqlToRel::new(&ctx);
-    let mut partition = Vec::new();
-    for e in &clause.partition_by {
-        let logical = planner.sql_to_expr(e.clone(), &df_input, &mut PlannerContext::new())?;
-        partition.push(physical(&ctx, &logical, &df_input)?);
-    }
-    let window_column = input
-        .index_of("window_end")
-        .or_else(|_| input.index_of("window_start"))
-        .ok();
-    if let Some(i) = window_column {
-        partition.push(datafusion::physical_expr::expressions::col(
-            input.field(i).name(),
-            &input,
-        )?);
-    }
-    let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.push(Field::new("is_outlier", DataType::Boolean, true));
-    fields.push(Field::new("outlier_score", DataType::Float64, true));
-    let output = Arc::new(Schema::new(fields));
-    plan.specs.push(OperatorSpec::Outlier(OutlierSpec {
-        method: Method(clause.method),
-        on,
-        partition,
-        partition_sql: clause.partition_by.clone(),
-        window_column,
-        schema: output.clone(),
-    }));
-    plan.schema = output.clone();
-    if let Some(having) = &clause.having {
-        let df_output = DFSchema::try_from_qualified_schema("results", &output)?;
-        let logical =
-            planner.sql_to_expr(having.clone(), &df_output, &mut PlannerContext::new())?;
-        let predicate = physical(&ctx, &logical, &df_output)?;
-        plan.specs.push(OperatorSpec::Filter(FilterSpec {
-            predicate,
-            schema: output.clone(),
-            condition: logical,
-            relation: "results".into(),
-        }));
-    }
-    Ok(())
 }
 
 fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Result<QueryPlan> {
@@ -360,14 +215,30 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
     if let Some(p) = pattern {
         specs.push(OperatorSpec::Pattern(Box::new(p.spec)));
     }
-    let mut schema = scan_schema.clone();
+    // Without GROUP BY, a window function gives each row its windows' bounds (WindowAssign);
+    // a WHERE that does not read them runs before, on the stream's rows.
+    let assigns = window.is_some() && !chain.iter().any(|n| matches!(n, LogicalPlan::Aggregate(_)));
+    let mut schema = match assigns {
+        true => stream.schema.clone(),
+        false => scan_schema.clone(),
+    };
     let mut aggregated = false;
-    for node in chain {
+    let mut assigned = false;
+    for (at, &node) in chain.iter().enumerate() {
         let input = node.inputs()[0].schema().clone();
+        let reads_bounds = match node {
+            LogicalPlan::Filter(f) => mentions_window(&f.predicate),
+            _ => !matches!(node, LogicalPlan::SubqueryAlias(_)),
+        };
+        if assigns && !assigned && reads_bounds {
+            specs.push(window_assign(window, &stream, &scan_schema)?);
+            schema = scan_schema.clone();
+            assigned = true;
+        }
         match node {
             LogicalPlan::SubqueryAlias(_) => {}
             LogicalPlan::Filter(f) => {
-                if window.is_some() && !aggregated && mentions_window(&f.predicate) {
+                if window.is_some() && !aggregated && !assigns && mentions_window(&f.predicate) {
                     return Err(Error::NotSupported(
                         "WHERE cannot refer to window_start or window_end; use HAVING".into(),
                     ));
@@ -380,12 +251,6 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
                 }));
             }
             LogicalPlan::Projection(p) => {
-                if window.is_some() && !aggregated {
-                    return Err(Error::plan(
-                        "42803",
-                        "a windowed query must aggregate: add GROUP BY window_start, window_end",
-                    ));
-                }
                 let exprs = p
                     .expr
                     .iter()
@@ -421,8 +286,26 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
                 )?);
                 aggregated = true;
             }
+            LogicalPlan::Window(w) if topn::is_row_number(w) => {
+                if !aggregated || matches!(window, Some(WindowSpec::Session { .. })) {
+                    return Err(Error::NotSupported(
+                        "ROW_NUMBER() is supported over the results of a TUMBLE, HOP or \
+                         CUMULATE aggregate, PARTITION BY window_start, window_end (window \
+                         Top-N)"
+                            .into(),
+                    ));
+                }
+                schema = Arc::new(w.schema.as_arrow().clone());
+                specs.push(topn::plan_window_rank(
+                    &ctx,
+                    &input,
+                    w,
+                    &chain[at + 1..],
+                    &stream.name,
+                )?);
+            }
             LogicalPlan::Window(w) => {
-                if window.is_some() && !aggregated {
+                if window.is_some() && !aggregated && !assigns {
                     return Err(Error::NotSupported(
                         "OVER inside a windowed query: compute history over its results from an \
                          outer query (SELECT ... FROM (SELECT ... GROUP BY ...) AS t)"
@@ -442,11 +325,10 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
             _ => unreachable!("chain holds only the node kinds matched above"),
         }
     }
-    if window.is_some() && !aggregated {
-        return Err(Error::plan(
-            "42803",
-            "a windowed query must aggregate: add GROUP BY window_start, window_end",
-        ));
+    if assigns && !assigned {
+        // SELECT * with no WHERE over the window's rows: nothing above the scan.
+        specs.push(window_assign(window, &stream, &scan_schema)?);
+        schema = scan_schema.clone();
     }
     Ok(QueryPlan {
         stream,
@@ -454,6 +336,37 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         specs,
         schema,
     })
+}
+
+/// The operator that gives each of the stream's rows its windows' bounds (no GROUP BY).
+fn window_assign(
+    window: Option<WindowSpec>,
+    stream: &StreamDef,
+    scan_schema: &SchemaRef,
+) -> Result<OperatorSpec> {
+    let window = match window {
+        Some(WindowSpec::Session { .. }) => {
+            return Err(Error::NotSupported(
+                "SESSION without GROUP BY: a session's bounds are known only when it closes; \
+                 group by window_start, window_end"
+                    .into(),
+            ))
+        }
+        Some(w) => w,
+        None => return Err(Error::Internal("window bounds without a window".into())),
+    };
+    let time_column = stream
+        .event_time
+        .as_ref()
+        .map(|e| e.column)
+        .ok_or_else(|| Error::Internal("windowed stream without event time".into()))?;
+    Ok(OperatorSpec::WindowAssign(WindowAssignSpec {
+        window,
+        input: WindowedInput {
+            schema: scan_schema.clone(),
+            time_column,
+        },
+    }))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -476,6 +389,16 @@ fn plan_aggregate(
         schema: scan_schema.clone(),
         time_column,
     };
+    let written = group_expr;
+    let (distinct, grouping_sets) = match group_expr {
+        [LExpr::GroupingSet(set)] => {
+            let (distinct, sets) = grouping::expand(set)?;
+            grouping::check_window_columns(&distinct, &sets)?;
+            (distinct, sets)
+        }
+        _ => (group_expr.to_vec(), Vec::new()),
+    };
+    let group_expr = &distinct[..];
     if let Some(g) = group_expr
         .iter()
         .find(|g| matches!(g, LExpr::GroupingSet(_)))
@@ -524,17 +447,22 @@ fn plan_aggregate(
         planned,
     };
     match spec {
-        WindowSpec::Tumble { .. } | WindowSpec::Hop { .. } => {
+        WindowSpec::Tumble { .. } | WindowSpec::Hop { .. } | WindowSpec::Cumulate { .. } => {
             Ok(OperatorSpec::WindowAggregate(WindowAggregateSpec {
                 window: spec,
                 input: windowed,
                 group: physical_all(ctx, group_expr, input)?,
+                grouping_sets,
                 aggregates,
                 schema,
-                keys: group_expr.to_vec(),
+                keys: written.to_vec(),
                 relation: stream.name.clone(),
             }))
         }
+        WindowSpec::Session { .. } if !grouping_sets.is_empty() => Err(Error::NotSupported(
+            "GROUPING SETS, ROLLUP and CUBE over SESSION windows; use TUMBLE, HOP or CUMULATE"
+                .into(),
+        )),
         WindowSpec::Session { gap } => {
             let mut layout = Vec::new();
             let mut keys = Vec::new();
@@ -815,7 +743,11 @@ fn interval_nanos(v: &ScalarValue) -> Result<i64> {
     }
 }
 
-fn physical(ctx: &PlanContext, e: &LExpr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+pub(super) fn physical(
+    ctx: &PlanContext,
+    e: &LExpr,
+    schema: &DFSchema,
+) -> Result<Arc<dyn PhysicalExpr>> {
     Ok(ctx
         .state()
         .create_physical_expr(simplify(e, schema)?, schema)?)
@@ -997,14 +929,19 @@ fn resolve_from(
     let expected = match func.as_str() {
         "TUMBLE" => "TUMBLE(stream, time_column, size)",
         "HOP" => "HOP(stream, time_column, slide, size)",
+        "CUMULATE" => "CUMULATE(stream, time_column, step, size)",
         "SESSION" => "SESSION(stream, time_column, gap)",
         other => {
             return Err(Error::NotSupported(format!(
-                "table function {other} is not supported; use TUMBLE, HOP or SESSION"
+                "table function {other} is not supported; use TUMBLE, HOP, CUMULATE or SESSION"
             )))
         }
     };
-    let arity = if func == "HOP" { 4 } else { 3 };
+    let arity = if func == "HOP" || func == "CUMULATE" {
+        4
+    } else {
+        3
+    };
     if exprs.len() != arity {
         return Err(Error::plan("42601", format!("expected {expected}")));
     }
@@ -1072,22 +1009,45 @@ fn resolve_from(
             slide: interval_duration(&exprs[2])?,
             size: interval_duration(&exprs[3])?,
         },
+        "CUMULATE" => WindowSpec::Cumulate {
+            step: interval_duration(&exprs[2])?,
+            size: interval_duration(&exprs[3])?,
+        },
         _ => WindowSpec::Session {
             gap: interval_duration(&exprs[2])?,
         },
     };
-    if let WindowSpec::Hop { slide, size } = spec {
-        if slide > size {
+    if let WindowSpec::Cumulate { step, size } = spec {
+        if step.is_zero() || step > size || !size.as_nanos().is_multiple_of(step.as_nanos()) {
+            return Err(Error::plan(
+                "22023",
+                "CUMULATE size must be a positive whole multiple of its step",
+            ));
+        }
+    }
+    if let WindowSpec::Hop { slide: step, size } | WindowSpec::Cumulate { step, size } = spec {
+        if step > size {
             return Err(Error::plan("22023", "HOP slide must not exceed its size"));
         }
-        let windows = size.as_nanos() / slide.as_nanos().max(1);
+        let windows = size.as_nanos() / step.as_nanos().max(1);
         if windows > crate::limits::MAX_WINDOWS_PER_ROW as u128 {
+            let how = match spec {
+                WindowSpec::Cumulate { .. } => {
+                    format!("CUMULATE of size {size:?} by steps of {step:?}")
+                }
+                _ => format!("HOP of size {size:?} sliding by {step:?}"),
+            };
             return Err(Error::limit(
                 "54000",
                 format!(
-                    "HOP of size {size:?} sliding by {slide:?} puts each row into {windows} \
-                     windows; the limit is {} windows per row: use a larger slide",
-                    crate::limits::MAX_WINDOWS_PER_ROW
+                    "{how} puts each row into {windows} windows; the limit is {} \
+                     windows per row: use a larger {}",
+                    crate::limits::MAX_WINDOWS_PER_ROW,
+                    if matches!(spec, WindowSpec::Cumulate { .. }) {
+                        "step"
+                    } else {
+                        "slide"
+                    }
                 ),
             ));
         }

@@ -33,6 +33,8 @@ pub fn rollup(base: &WindowAggregateSpec, target: &WindowAggregateSpec) -> Optio
         return None;
     };
     if large <= small
+        || !base.grouping_sets.is_empty()
+        || !target.grouping_sets.is_empty()
         || !large.as_nanos().is_multiple_of(small.as_nanos())
         || base.input != target.input
         || base.keys != target.keys

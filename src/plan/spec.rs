@@ -17,6 +17,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
+use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::Expr as LExpr;
 use datafusion::physical_plan::PhysicalExpr;
@@ -25,13 +26,14 @@ use datafusion::sql::sqlparser::ast as sq;
 use super::query::WindowSpec;
 use crate::error::{Error, Result};
 use crate::operators::aggregates::AggregateSpec;
+use crate::operators::grouping_sets::GroupingSetsAggregate;
 use crate::operators::history::HistoryColumn;
 use crate::operators::pattern::PatternSpec;
 use crate::operators::session_window::GroupColumn;
 use crate::operators::window_aggregate::{WindowAssigner, WindowedInput};
 use crate::operators::{
     Filter, History, Invariant, Operator, Outlier, PatternMatcher, Project, SessionWindow, Sharded,
-    WindowAggregate,
+    Suppress, WindowAggregate, WindowAssign, WindowRank,
 };
 use crate::sql::{InvariantKind, OutlierMethod, Training};
 
@@ -42,18 +44,24 @@ pub enum OperatorSpec {
     Filter(FilterSpec),
     /// A `SELECT` list.
     Project(ProjectSpec),
-    /// `GROUP BY` over `TUMBLE` or `HOP` windows.
+    /// `GROUP BY` over `TUMBLE`, `HOP` or `CUMULATE` windows.
     WindowAggregate(WindowAggregateSpec),
+    /// A window table function without `GROUP BY`: each row with its windows' bounds.
+    WindowAssign(WindowAssignSpec),
     /// `GROUP BY` over `SESSION` windows.
     SessionWindow(SessionWindowSpec),
     /// `LAG` and aggregates `OVER (...)`.
     History(HistorySpec),
+    /// `ROW_NUMBER() OVER (PARTITION BY window_start, window_end ...)`: window Top-N.
+    WindowRank(WindowRankSpec),
     /// `MATCH_RECOGNIZE` (boxed: it is by far the largest).
     Pattern(Box<MatchRecognizeSpec>),
     /// An `INVARIANT` clause.
     Invariant(InvariantSpec),
     /// An `OUTLIER` clause.
     Outlier(OutlierSpec),
+    /// A `SUPPRESS` clause.
+    Suppress(SuppressSpec),
     /// Replicas of a keyed operator, each owning a share of its keys (worker parallelism).
     Sharded(ShardedSpec),
 }
@@ -139,20 +147,34 @@ impl Hash for Aggregates {
 /// A [`WindowAggregate`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct WindowAggregateSpec {
-    /// `TUMBLE` or `HOP`.
+    /// `TUMBLE`, `HOP` or `CUMULATE`.
     pub window: WindowSpec,
     /// The stream's rows with the window columns, and its event-time column.
     pub input: WindowedInput,
-    /// Group expressions over `input` (window_start and window_end among them).
+    /// Group expressions over `input` (window_start and window_end among them); with
+    /// grouping sets, the distinct expressions of all sets.
     pub group: Vec<Arc<dyn PhysicalExpr>>,
+    /// `GROUPING SETS`, `ROLLUP` or `CUBE`: the members of each set, as indices into `group`;
+    /// empty for a plain GROUP BY.
+    pub grouping_sets: Vec<Vec<usize>>,
     /// The aggregates.
     pub aggregates: Aggregates,
-    /// Schema of the output rows: group columns, then aggregates.
+    /// Schema of the output rows: group columns, (with grouping sets, `__grouping_id`,) then
+    /// aggregates.
     pub schema: SchemaRef,
     /// The group expressions as planned (EXPLAIN shows them).
     pub keys: Vec<LExpr>,
     /// The relation that qualifies the columns of `keys` and of the aggregates.
     pub relation: String,
+}
+
+/// A [`WindowAssign`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WindowAssignSpec {
+    /// `TUMBLE`, `HOP` or `CUMULATE`.
+    pub window: WindowSpec,
+    /// The stream's rows with the window columns (the output), and its event-time column.
+    pub input: WindowedInput,
 }
 
 /// A [`SessionWindow`].
@@ -196,6 +218,27 @@ pub struct HistorySpec {
     /// Their `PARTITION BY` as planned.
     pub partition: Vec<LExpr>,
     /// The relation that qualifies the columns of `functions` and `partition`.
+    pub relation: String,
+}
+
+/// A [`WindowRank`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WindowRankSpec {
+    /// `PARTITION BY` over the input (window_start or window_end among them).
+    pub partition: Vec<Arc<dyn PhysicalExpr>>,
+    /// `ORDER BY` over the input, each with its direction and NULLS placement.
+    pub order: Vec<(Arc<dyn PhysicalExpr>, SortOptions)>,
+    /// The input column (window_end or window_start) that says when a window closed.
+    pub time_column: usize,
+    /// `n` of `WHERE rn <= n` above, if found: rows numbered past it are dropped early.
+    pub limit: Option<u64>,
+    /// Schema of the input rows.
+    pub input: SchemaRef,
+    /// Schema of the output rows: input columns, then the number.
+    pub schema: SchemaRef,
+    /// The `ROW_NUMBER() OVER (...)` as planned (EXPLAIN shows it).
+    pub function: LExpr,
+    /// The relation that qualifies the columns of `function`.
     pub relation: String,
 }
 
@@ -286,6 +329,21 @@ pub struct OutlierSpec {
     pub schema: SchemaRef,
 }
 
+/// A [`Suppress`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SuppressSpec {
+    /// How long after an emitted row the key's repeats are suppressed.
+    pub interval: Duration,
+    /// Key expressions over the input (`PER`); none: one key.
+    pub keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Those expressions as written (EXPLAIN shows them).
+    pub keys_sql: Vec<sq::Expr>,
+    /// The input column that gives a row's time.
+    pub time_column: usize,
+    /// Schema of the rows, in and out.
+    pub schema: SchemaRef,
+}
+
 /// A [`Sharded`] operator: `workers` replicas of `inner`, split by its shard keys.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ShardedSpec {
@@ -304,21 +362,10 @@ impl OperatorSpec {
                 Box::new(Project::new(s.exprs.clone(), &s.input, s.schema.clone()))
             }
             OperatorSpec::WindowAggregate(s) => {
-                let assigner = match s.window {
-                    WindowSpec::Tumble { size } => {
-                        let size = nanos(size)?;
-                        WindowAssigner { size, slide: size }
-                    }
-                    WindowSpec::Hop { slide, size } => WindowAssigner {
-                        size: nanos(size)?,
-                        slide: nanos(slide)?,
-                    },
-                    WindowSpec::Session { .. } => {
-                        return Err(Error::Internal(
-                            "a window aggregate over SESSION windows".into(),
-                        ))
-                    }
-                };
+                let assigner = assigner(s.window)?;
+                if !s.grouping_sets.is_empty() {
+                    return grouping_sets(s, assigner);
+                }
                 Box::new(WindowAggregate::try_new(
                     assigner,
                     s.input.clone(),
@@ -326,6 +373,9 @@ impl OperatorSpec {
                     s.aggregates.planned.clone(),
                     s.schema.clone(),
                 )?)
+            }
+            OperatorSpec::WindowAssign(s) => {
+                Box::new(WindowAssign::new(assigner(s.window)?, s.input.clone()))
             }
             OperatorSpec::SessionWindow(s) => Box::new(SessionWindow::try_new(
                 nanos(s.gap)?,
@@ -343,6 +393,14 @@ impl OperatorSpec {
                 s.input.clone(),
                 s.schema.clone(),
             )),
+            OperatorSpec::WindowRank(s) => Box::new(WindowRank::try_new(
+                s.partition.clone(),
+                s.order.clone(),
+                s.time_column,
+                s.limit,
+                s.input.clone(),
+                s.schema.clone(),
+            )?),
             OperatorSpec::Pattern(s) => Box::new(PatternMatcher::try_new(s.matcher.clone())?),
             OperatorSpec::Invariant(s) => Box::new(Invariant::try_new(
                 s.kind,
@@ -360,6 +418,12 @@ impl OperatorSpec {
                 s.partition.clone(),
                 s.schema.clone(),
             )),
+            OperatorSpec::Suppress(s) => Box::new(Suppress::try_new(
+                crate::time::duration_nanos(s.interval),
+                s.keys.clone(),
+                s.time_column,
+                s.schema.clone(),
+            )?),
             OperatorSpec::Sharded(s) => {
                 let replicas = (0..s.workers)
                     .map(|_| s.inner.build())
@@ -376,10 +440,13 @@ impl OperatorSpec {
     }
 
     /// Whether the operator keeps no state and handles each row on its own (Filter,
-    /// Project), so that it may follow a sharded operator whose rows arrive split and
+    /// Project, WindowAssign), so that it may follow a sharded operator whose rows arrive split and
     /// reordered.
     pub fn is_stateless(&self) -> bool {
-        matches!(self, OperatorSpec::Filter(_) | OperatorSpec::Project(_))
+        matches!(
+            self,
+            OperatorSpec::Filter(_) | OperatorSpec::Project(_) | OperatorSpec::WindowAssign(_)
+        )
     }
 
     /// The operator's name, as EXPLAIN and metrics show it.
@@ -388,11 +455,14 @@ impl OperatorSpec {
             OperatorSpec::Filter(_) => "Filter",
             OperatorSpec::Project(_) => "Project",
             OperatorSpec::WindowAggregate(_) => "WindowAggregate",
+            OperatorSpec::WindowAssign(_) => "WindowAssign",
             OperatorSpec::SessionWindow(_) => "SessionWindow",
             OperatorSpec::History(_) => "History",
+            OperatorSpec::WindowRank(_) => "WindowTopN",
             OperatorSpec::Pattern(_) => "MatchRecognize",
             OperatorSpec::Invariant(_) => "Invariant",
             OperatorSpec::Outlier(_) => "Outlier",
+            OperatorSpec::Suppress(_) => "Suppress",
             OperatorSpec::Sharded(s) => s.inner.name(),
         }
     }
@@ -404,6 +474,44 @@ impl OperatorSpec {
             workers,
         })
     }
+}
+
+/// One window aggregate per grouping set, merged.
+fn grouping_sets(s: &WindowAggregateSpec, assigner: WindowAssigner) -> Result<Box<dyn Operator>> {
+    let keys = s.group.len();
+    let fields = s.schema.fields();
+    let mut aggregates = Vec::with_capacity(s.grouping_sets.len());
+    for set in &s.grouping_sets {
+        let mut own: Vec<_> = set.iter().map(|&i| fields[i].clone()).collect();
+        own.extend(fields[keys + 1..].iter().cloned());
+        aggregates.push(WindowAggregate::try_new(
+            assigner,
+            s.input.clone(),
+            set.iter().map(|&i| s.group[i].clone()).collect(),
+            s.aggregates.planned.clone(),
+            Arc::new(datafusion::arrow::datatypes::Schema::new(own)),
+        )?);
+    }
+    Ok(Box::new(GroupingSetsAggregate::try_new(
+        aggregates,
+        &s.grouping_sets,
+        keys,
+        s.schema.clone(),
+    )?))
+}
+
+/// How a TUMBLE, HOP or CUMULATE window places rows.
+fn assigner(window: WindowSpec) -> Result<WindowAssigner> {
+    Ok(match window {
+        WindowSpec::Tumble { size } => WindowAssigner::tumble(nanos(size)?),
+        WindowSpec::Hop { slide, size } => WindowAssigner::hop(nanos(slide)?, nanos(size)?),
+        WindowSpec::Cumulate { step, size } => WindowAssigner::cumulate(nanos(step)?, nanos(size)?),
+        WindowSpec::Session { .. } => {
+            return Err(Error::Internal(
+                "fixed windows planned over SESSION windows".into(),
+            ))
+        }
+    })
 }
 
 /// A window size, slide or gap in nanoseconds; it must be positive.
@@ -452,6 +560,7 @@ mod tests {
         "SELECT ts, k, v FROM s INVARIANT SET (v) PER (k) TRAINING INTERVAL '20' SECOND ONLINE",
         "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
          GROUP BY k, window_start, window_end OUTLIER ZSCORE(1) ON (total) HAVING is_outlier",
+        "SELECT ts, k, v FROM s WHERE v > 1 SUPPRESS FOR INTERVAL '10' SECOND PER (k)",
     ];
 
     fn plan(sql: &str) -> QueryPlan {
@@ -551,6 +660,7 @@ mod tests {
             "MatchRecognize",
             "Invariant",
             "Outlier",
+            "Suppress",
         ];
         assert_eq!(kinds, all.into_iter().collect());
         // Spacing, keyword case and the query's name are not part of what it computes.
@@ -625,6 +735,17 @@ mod tests {
                 QUERIES[6].into(),
                 QUERIES[6].replace("'20'", "'30'"),
                 "Invariant",
+            ),
+            // A suppression's interval and key.
+            (
+                QUERIES[8].into(),
+                QUERIES[8].replace("'10'", "'11'"),
+                "Suppress",
+            ),
+            (
+                QUERIES[8].into(),
+                QUERIES[8].replace("PER (k)", "PER (v)"),
+                "Suppress",
             ),
         ];
         for (a, b, differs) in &cases {

@@ -22,7 +22,8 @@ use crate::error::{Error, Result};
 
 /// A DataFusion session whose tables are the streams' recent rows and the queries' retained
 /// results, as they are now, with the session functions answering for `session`.
-/// `TUMBLE` and `HOP` over a stream's recent rows expand to at most `max_rows` rows.
+/// `TUMBLE`, `HOP` and `CUMULATE` over a stream's recent rows expand to at most `max_rows`
+/// rows.
 pub(super) fn context(
     shared: &Shared,
     session: &SessionInfo,

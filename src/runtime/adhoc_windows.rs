@@ -1,5 +1,5 @@
-//! `TUMBLE` and `HOP` in an ad hoc SELECT: the windows of a stream's recent rows, each row
-//! with its `window_start` and `window_end` (once per hopping window it falls in), so a
+//! `TUMBLE`, `HOP` and `CUMULATE` in an ad hoc SELECT: the windows of a stream's recent rows,
+//! each row with its `window_start` and `window_end` (once per window it falls in), so a
 //! windowed query can be tried on recent data before it is registered. The windows are those
 //! the continuous operators assign (`WindowAssigner`: aligned to the epoch). SESSION windows
 //! depend on the query's keys and are not offered here.
@@ -23,14 +23,19 @@ use crate::operators::window_aggregate::WindowAssigner;
 /// A stream's schema and recent rows.
 pub(super) type Recent = HashMap<String, (SchemaRef, Vec<RecordBatch>)>;
 
-/// Registers `tumble` and `hop` over `streams`; a call expands to at most `max_rows` rows.
+/// Registers `tumble`, `hop` and `cumulate` over `streams`; a call expands to at most
+/// `max_rows` rows.
 pub(super) fn register(ctx: &SessionContext, streams: Arc<Recent>, max_rows: usize) {
-    for hop in [false, true] {
-        let name = if hop { "hop" } else { "tumble" };
+    for kind in [Kind::Tumble, Kind::Hop, Kind::Cumulate] {
+        let name = match kind {
+            Kind::Tumble => "tumble",
+            Kind::Hop => "hop",
+            Kind::Cumulate => "cumulate",
+        };
         ctx.register_udtf(
             name,
             Arc::new(WindowTvf {
-                hop,
+                kind,
                 streams: streams.clone(),
                 max_rows,
             }),
@@ -38,19 +43,26 @@ pub(super) fn register(ctx: &SessionContext, streams: Arc<Recent>, max_rows: usi
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Tumble,
+    Hop,
+    Cumulate,
+}
+
 #[derive(Debug)]
 struct WindowTvf {
-    hop: bool,
+    kind: Kind,
     streams: Arc<Recent>,
     max_rows: usize,
 }
 
 impl WindowTvf {
     fn usage(&self) -> &'static str {
-        if self.hop {
-            "HOP(stream, time_column, slide, size)"
-        } else {
-            "TUMBLE(stream, time_column, size)"
+        match self.kind {
+            Kind::Tumble => "TUMBLE(stream, time_column, size)",
+            Kind::Hop => "HOP(stream, time_column, slide, size)",
+            Kind::Cumulate => "CUMULATE(stream, time_column, step, size)",
         }
     }
 }
@@ -59,7 +71,7 @@ impl TableFunctionImpl for WindowTvf {
     fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
         let usage = || fail(Error::plan("42804", format!("expected {}", self.usage())));
         let exprs = args.exprs();
-        if exprs.len() != if self.hop { 4 } else { 3 } {
+        if exprs.len() != if self.kind == Kind::Tumble { 3 } else { 4 } {
             return Err(usage());
         }
         let (Expr::Column(stream), Expr::Column(time)) = (&exprs[0], &exprs[1]) else {
@@ -85,8 +97,20 @@ impl TableFunctionImpl for WindowTvf {
             )));
         }
         let size = nanos(exprs.last().expect("checked arity"))?;
-        let slide = if self.hop { nanos(&exprs[2])? } else { size };
-        let assigner = WindowAssigner { size, slide };
+        let assigner = match self.kind {
+            Kind::Tumble => WindowAssigner::tumble(size),
+            Kind::Hop => WindowAssigner::hop(nanos(&exprs[2])?, size),
+            Kind::Cumulate => {
+                let step = nanos(&exprs[2])?;
+                if step > size || size % step != 0 {
+                    return Err(fail(Error::plan(
+                        "22023",
+                        "CUMULATE size must be a positive whole multiple of its step",
+                    )));
+                }
+                WindowAssigner::cumulate(step, size)
+            }
+        };
 
         let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
         let bound = DataType::Timestamp(TimeUnit::Nanosecond, None);
@@ -104,10 +128,10 @@ impl TableFunctionImpl for WindowTvf {
                 .as_any()
                 .downcast_ref::<TimestampNanosecondArray>()
                 .expect("cast to nanoseconds");
-            let (mut indices, mut starts) = (Vec::new(), Vec::new());
+            let (mut indices, mut starts, mut ends) = (Vec::new(), Vec::new(), Vec::new());
             for (i, t) in times.iter().enumerate() {
                 let Some(t) = t else { continue };
-                for start in assigner.starts(t) {
+                for (start, end) in assigner.windows(t) {
                     rows += 1;
                     if rows > self.max_rows {
                         return Err(fail(Error::limit(
@@ -122,6 +146,7 @@ impl TableFunctionImpl for WindowTvf {
                     }
                     indices.push(i as u32);
                     starts.push(start);
+                    ends.push(end);
                 }
             }
             let indices = UInt32Array::from(indices);
@@ -130,7 +155,6 @@ impl TableFunctionImpl for WindowTvf {
                 .iter()
                 .map(|c| take(c.as_ref(), &indices, None))
                 .collect::<Result<_, _>>()?;
-            let ends: Vec<i64> = starts.iter().map(|s| s + size).collect();
             columns.push(Arc::new(TimestampNanosecondArray::from(starts)));
             columns.push(Arc::new(TimestampNanosecondArray::from(ends)));
             out.push(RecordBatch::try_new(out_schema.clone(), columns)?);

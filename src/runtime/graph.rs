@@ -186,6 +186,13 @@ impl OperatorGraph {
         path.iter().map(|&id| self.node(id).op.late_rows()).sum()
     }
 
+    /// Result rows suppressed as repeats along a path.
+    pub fn suppressed_rows(&self, path: &[usize]) -> u64 {
+        path.iter()
+            .map(|&id| self.node(id).op.suppressed_rows())
+            .sum()
+    }
+
     /// Feeds a batch of the stream's rows to every query.
     pub fn process(&mut self, batch: &RecordBatch) {
         for (_, output) in &self.passthrough {

@@ -103,6 +103,11 @@ impl Engine {
             "counter",
             "Rows the query's operators dropped as late.",
         );
+        let mut q_suppressed = Family::new(
+            "saql_query_suppressed_total",
+            "counter",
+            "Result rows the query's SUPPRESS clause counted as repeats instead of emitting.",
+        );
         let mut q_subs = Family::new(
             "saql_query_subscribers",
             "gauge",
@@ -215,6 +220,7 @@ impl Engine {
                     q_in.add(labels(), rt.rows_in as f64);
                     q_out.add(labels(), output.rows_out() as f64);
                     q_late.add(labels(), hub.graph.late_rows(&rt.path) as f64);
+                    q_suppressed.add(labels(), hub.graph.suppressed_rows(&rt.path) as f64);
                     q_subs.add(labels(), output.subscribers() as f64);
                     q_cut.add(labels(), output.subscribers_dropped() as f64);
                     q_lag.add(labels(), output.queued_bytes() as f64);
@@ -257,9 +263,29 @@ impl Engine {
         }
         let mut out = String::new();
         for family in [
-            &rows_in, &late, &watermark, &lag, &q_in, &q_out, &q_late, &q_subs, &q_cut, &q_lag,
-            &q_failed, &s_rows, &s_bytes, &s_errors, &s_offset, &s_up, &k_rows, &k_seq, &k_retries,
-            &k_errors, &k_gaps, &k_up,
+            &rows_in,
+            &late,
+            &watermark,
+            &lag,
+            &q_in,
+            &q_out,
+            &q_late,
+            &q_suppressed,
+            &q_subs,
+            &q_cut,
+            &q_lag,
+            &q_failed,
+            &s_rows,
+            &s_bytes,
+            &s_errors,
+            &s_offset,
+            &s_up,
+            &k_rows,
+            &k_seq,
+            &k_retries,
+            &k_errors,
+            &k_gaps,
+            &k_up,
         ] {
             family.write(&mut out);
         }

@@ -435,7 +435,8 @@ fn qualify_catalog_tables(stmt: &mut Statement, taken: impl Fn(&str) -> bool) {
         // functions up by name as written.
         if let [ObjectNamePart::Identifier(f)] = name.0.as_mut_slice() {
             if f.quote_style.is_none()
-                && ["tumble", "hop", "session"].contains(&f.value.to_lowercase().as_str())
+                && ["tumble", "hop", "cumulate", "session"]
+                    .contains(&f.value.to_lowercase().as_str())
             {
                 f.value = f.value.to_lowercase();
             }

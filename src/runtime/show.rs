@@ -140,6 +140,7 @@ pub(super) fn show_queries(shared: &Shared) -> StatementResult {
     let mut subscribers = Vec::new();
     let mut defs = Vec::new();
     let mut cut_off = Vec::new();
+    let mut suppressed = Vec::new();
     for (name, stream) in &shared.query_streams {
         let Some(hub) = shared.hubs.get(stream) else {
             continue;
@@ -161,6 +162,7 @@ pub(super) fn show_queries(shared: &Shared) -> StatementResult {
         watermarks.push(hub.stream.watermark.to_string());
         subscribers.push(output.subscribers() as u64);
         cut_off.push(output.subscribers_dropped());
+        suppressed.push(hub.graph.suppressed_rows(&q.path));
         defs.push(sql::query_sql(&q.def.query, &q.def.clauses));
     }
     rows_result(
@@ -175,6 +177,7 @@ pub(super) fn show_queries(shared: &Shared) -> StatementResult {
             ("subscribers", DataType::Int64),
             ("definition", DataType::Utf8),
             ("subscribers_cut_off", DataType::Int64),
+            ("suppressed", DataType::Int64),
         ],
         vec![
             text_column(names),
@@ -187,6 +190,7 @@ pub(super) fn show_queries(shared: &Shared) -> StatementResult {
             int_column(subscribers),
             text_column(defs),
             int_column(cut_off),
+            int_column(suppressed),
         ],
     )
 }
@@ -202,4 +206,45 @@ pub(super) fn show_variable(variable: &[sq::Ident]) -> crate::Result<StatementRe
         schema,
         batches: vec![batch],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::Int64Type;
+
+    use crate::{Engine, EngineConfig, StatementResult};
+
+    /// SHOW QUERIES' value of `column` for the only query.
+    fn shown(engine: &Engine, column: &str) -> i64 {
+        match engine.execute_blocking("SHOW QUERIES").unwrap().remove(0) {
+            StatementResult::Rows { schema, batches } => {
+                let i = schema.index_of(column).unwrap();
+                batches[0].column(i).as_primitive::<Int64Type>().value(0)
+            }
+            _ => panic!("SHOW QUERIES returned no rows"),
+        }
+    }
+
+    #[test]
+    fn show_queries_counts_suppressed_rows() {
+        let engine = Engine::open(EngineConfig::default()).unwrap();
+        engine
+            .execute_blocking(
+                "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, WATERMARK FOR ts AS ts); \
+                 CREATE CONTINUOUS QUERY q AS SELECT ts, k FROM s \
+                 SUPPRESS FOR INTERVAL '10' SECOND PER (k)",
+            )
+            .unwrap();
+        assert_eq!(shown(&engine, "suppressed"), 0);
+        // k = 1 at 0 s alerts, at 5 s is suppressed, at 10 s alerts; k = 2 at 1 s alerts.
+        engine
+            .execute_blocking(
+                "INSERT INTO s VALUES ('2024-01-01 00:00:00', 1), ('2024-01-01 00:00:01', 2), \
+                 ('2024-01-01 00:00:05', 1), ('2024-01-01 00:00:10', 1)",
+            )
+            .unwrap();
+        assert_eq!(shown(&engine, "suppressed"), 1);
+        assert_eq!(shown(&engine, "rows_out"), 3);
+    }
 }

@@ -200,6 +200,48 @@ pub struct Clauses {
     pub subsets: Vec<SubsetDef>,
     /// `WITHIN ... EMIT TIMEOUT`: a partial match that WITHIN ends is returned too.
     pub emit_timeout: bool,
+    /// `SUPPRESS FOR INTERVAL '...' [PER (keys)]`, last of the clauses.
+    pub suppress: Option<SuppressClause>,
+}
+
+/// `SUPPRESS FOR INTERVAL '10' MINUTE [PER (exprs)]`: after a result row is emitted for a key,
+/// the key's further rows whose time is less than the interval after it are counted, not
+/// emitted. A row's time is its `window_end` (else `window_start`, else the stream's
+/// event-time column) among the result columns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuppressClause {
+    /// How long after an emitted row the key's repeats are suppressed.
+    pub interval: Duration,
+    /// Expressions over the result columns whose values make the key; none: one key.
+    pub per: Vec<sq::Expr>,
+}
+
+impl fmt::Display for SuppressClause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SUPPRESS FOR {}", interval_sql(self.interval))?;
+        if !self.per.is_empty() {
+            let per: Vec<String> = self.per.iter().map(ToString::to_string).collect();
+            write!(f, " PER ({})", per.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// A duration as an SQL interval literal in the largest unit that states it exactly (hours
+/// at most, microseconds at least).
+pub fn interval_sql(d: Duration) -> String {
+    let micros = d.as_micros().max(1);
+    let (n, unit) = [
+        (3_600_000_000, "HOUR"),
+        (60_000_000, "MINUTE"),
+        (1_000_000, "SECOND"),
+    ]
+    .into_iter()
+    .find(|(size, _)| micros.is_multiple_of(*size))
+    .map_or((micros, "MICROSECOND"), |(size, unit)| {
+        (micros / size, unit)
+    });
+    format!("INTERVAL '{n}' {unit}")
 }
 
 /// `u = (a, b)` in a `SUBSET` clause: a union variable standing for the rows of `a` and `b`.
@@ -312,6 +354,9 @@ impl fmt::Display for Clauses {
         }
         if let Some(i) = &self.invariant {
             write!(f, " {i}")?;
+        }
+        if let Some(s) = &self.suppress {
+            write!(f, " {s}")?;
         }
         Ok(())
     }
@@ -704,19 +749,7 @@ impl fmt::Display for WatermarkDef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "WATERMARK FOR {} AS {}", self.column, self.column)?;
         if !self.delay.is_zero() {
-            // The largest unit that states the delay exactly.
-            let micros = self.delay.as_micros().max(1);
-            let (n, unit) = [
-                (3_600_000_000, "HOUR"),
-                (60_000_000, "MINUTE"),
-                (1_000_000, "SECOND"),
-            ]
-            .into_iter()
-            .find(|(size, _)| micros.is_multiple_of(*size))
-            .map_or((micros, "MICROSECOND"), |(size, unit)| {
-                (micros / size, unit)
-            });
-            write!(f, " - INTERVAL '{n}' {unit}")?;
+            write!(f, " - {}", interval_sql(self.delay))?;
         }
         Ok(())
     }

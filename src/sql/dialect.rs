@@ -1,6 +1,6 @@
 //! saql's SQL dialect: sqlparser's `GenericDialect` (which parses MATCH_RECOGNIZE and keeps
 //! PostgreSQL syntax such as `::` casts), except that the words that start saql's trailing
-//! clauses (`OUTLIER`, `INVARIANT`, `EMIT`) are never taken as a table alias, so
+//! clauses (`OUTLIER`, `INVARIANT`, `EMIT`, `SUPPRESS`) are never taken as a table alias, so
 //! `FROM s OUTLIER ...` parses as a clause. Everything else is delegated to `GenericDialect`,
 //! whose type id it reports so that sqlparser's dialect checks treat it as generic.
 
@@ -12,7 +12,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Token;
 
 /// Words that begin a saql clause after a query.
-pub const CLAUSE_WORDS: &[&str] = &["OUTLIER", "INVARIANT", "EMIT"];
+pub const CLAUSE_WORDS: &[&str] = &["OUTLIER", "INVARIANT", "EMIT", "SUPPRESS"];
 
 /// The dialect saql parses with.
 #[derive(Debug, Default)]

@@ -10,10 +10,13 @@ pub mod parser;
 pub mod sink;
 mod window_tvf;
 
+#[cfg(test)]
+mod clause_tests;
+
 pub use ast::{
     query_sql, Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateSource, CreateStream,
     ExplainTarget, InvariantClause, InvariantKind, OutlierClause, OutlierMethod, SourceConnector,
-    Statement, Subscribe, SubsetDef, Training, WatermarkDef,
+    Statement, Subscribe, SubsetDef, SuppressClause, Training, WatermarkDef,
 };
 pub use parser::{parse, parse_one};
 pub use sink::{CreateSink, SinkConnector};

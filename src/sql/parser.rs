@@ -13,7 +13,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Whi
 use super::ast::{
     Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateSource, CreateStream, ExplainTarget,
     InvariantClause, InvariantKind, OutlierClause, OutlierMethod, SourceConnector, Statement,
-    Subscribe, SubsetDef, Training, WatermarkDef,
+    Subscribe, SubsetDef, SuppressClause, Training, WatermarkDef,
 };
 use super::complexity;
 use super::dialect::SaqlDialect;
@@ -687,6 +687,7 @@ fn parse_clauses(parser: &mut Parser) -> Result<Clauses> {
         within: None,
         subsets: Vec::new(),
         emit_timeout: false,
+        suppress: parse_suppress(parser)?,
     };
     if clauses.outlier.is_some() && clauses.invariant.is_some() {
         return Err(error_at(
@@ -695,6 +696,30 @@ fn parse_clauses(parser: &mut Parser) -> Result<Clauses> {
         ));
     }
     Ok(clauses)
+}
+
+/// `SUPPRESS FOR INTERVAL '...' [PER (exprs)]`, if present.
+fn parse_suppress(parser: &mut Parser) -> Result<Option<SuppressClause>> {
+    if !parse_word(parser, "SUPPRESS") {
+        return Ok(None);
+    }
+    parser.expect_keyword_is(Keyword::FOR)?;
+    let tok = parser.peek_token();
+    let expr = parser.parse_expr()?;
+    let interval = interval_duration(&expr).map_err(|e| error_at(&tok, e.to_string()))?;
+    if interval.as_micros() == 0 {
+        return Err(error_at(
+            &tok,
+            "SUPPRESS FOR takes a positive interval of at least a microsecond",
+        ));
+    }
+    let mut per = Vec::new();
+    if parse_word(parser, "PER") {
+        parser.expect_token(&Token::LParen)?;
+        per = parser.parse_comma_separated(|p| p.parse_expr())?;
+        parser.expect_token(&Token::RParen)?;
+    }
+    Ok(Some(SuppressClause { interval, per }))
 }
 
 /// `INVARIANT SET|RANGE (exprs) [PER (exprs)] TRAINING n WINDOWS | INTERVAL '...'
@@ -1421,7 +1446,7 @@ pub(super) mod tests {
     use crate::error::WithSource;
 
     /// Parses, prints, parses again: both parses and the second print must agree.
-    pub(in crate::sql) fn verified(sql: &str) -> Statement {
+    pub(crate) fn verified(sql: &str) -> Statement {
         let stmt = parse_one(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
         let printed = stmt.to_string();
         let again = parse_one(&printed).unwrap_or_else(|e| panic!("{printed}: {e}"));

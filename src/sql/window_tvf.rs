@@ -1,5 +1,5 @@
 //! Flink's canonical form of the window table functions,
-//! `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTES))` (also HOP and SESSION, the
+//! `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTES))` (also HOP, CUMULATE and SESSION, the
 //! latter with `TABLE t PARTITION BY k`), read as saql's `TUMBLE(t, ts, INTERVAL '1' MINUTES)`.
 //! sqlparser parses neither `TABLE t` as an argument nor `DESCRIPTOR`, so the tokens are
 //! rewritten before parsing. Sessions are per GROUP BY key in saql, so a SESSION's
@@ -9,7 +9,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::parser::is_word;
 
-const WINDOWS: [&str; 3] = ["TUMBLE", "HOP", "SESSION"];
+const WINDOWS: [&str; 4] = ["TUMBLE", "HOP", "CUMULATE", "SESSION"];
 
 /// Rewrites every `TABLE(W(TABLE t [PARTITION BY ...], DESCRIPTOR(c), args...))` in `tokens`
 /// into `W(t, c, args...)`; tokens of any other shape are left as they are.
@@ -128,6 +128,12 @@ mod tests {
              DESCRIPTOR(ts), INTERVAL '5' MINUTE)) GROUP BY host, window_start, window_end",
             "SELECT host, COUNT(*) FROM SESSION(s, ts, INTERVAL '5' MINUTE) \
              GROUP BY host, window_start, window_end",
+        );
+        same(
+            "SELECT window_end, COUNT(*) FROM TABLE(CUMULATE(TABLE s, DESCRIPTOR(ts), \
+             INTERVAL '1' MINUTE, INTERVAL '1' HOUR)) GROUP BY window_start, window_end",
+            "SELECT window_end, COUNT(*) FROM CUMULATE(s, ts, INTERVAL '1' MINUTE, \
+             INTERVAL '1' HOUR) GROUP BY window_start, window_end",
         );
         // Other uses of TABLE stay as they were.
         same("SELECT * FROM s", "SELECT * FROM s");

@@ -1,0 +1,74 @@
+-- Brute force per source: a client address (dst_ip of an sshd login event) that fails 10 or
+-- more logins within a minute, checked every 10 seconds. A sustained attack fills several
+-- overlapping windows in a row; SUPPRESS turns them into one alert per source per 10 minutes
+-- (the repeats show in SHOW QUERIES as `suppressed`).
+--
+-- test: a sustained attack alerts once
+-- input proc_events:
+--   ts,host,dst_ip,op
+--   2024-01-01 00:00:01,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:02,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:03,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:04,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:05,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:06,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:07,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:08,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:09,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:10,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:11,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:12,web-1,203.0.113.9,login_failed
+-- (12 failures at 00:00:01-00:00:12: the hopping windows ending 00:00:20, :30, :40, :50 and
+-- 00:01:00 each hold all 12, the one ending 00:00:10 only 9; the first alert is at 00:00:20
+-- and the four after it fall within its 10 minutes)
+-- expect:
+--   source,window_end,failures
+--   203.0.113.9,2024-01-01 00:00:20,12
+--
+-- test: each source alerts on its own, and again after ten minutes
+-- input proc_events:
+--   ts,host,dst_ip,op
+--   2024-01-01 00:00:01,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:01,web-1,198.51.100.7,login_failed
+--   2024-01-01 00:00:02,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:02,web-1,198.51.100.7,login_failed
+--   2024-01-01 00:00:03,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:03,web-1,198.51.100.7,login_failed
+--   2024-01-01 00:00:04,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:04,web-1,198.51.100.7,login_failed
+--   2024-01-01 00:00:05,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:05,web-1,198.51.100.7,login_failed
+--   2024-01-01 00:00:06,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:06,web-1,198.51.100.7,login_failed
+--   2024-01-01 00:00:07,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:07,web-1,198.51.100.7,login_failed
+--   2024-01-01 00:00:08,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:08,web-1,198.51.100.7,login_failed
+--   2024-01-01 00:00:09,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:09,web-1,198.51.100.7,login_failed
+--   2024-01-01 00:00:10,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:00:10,web-1,198.51.100.7,login_failed
+--   2024-01-01 00:12:01,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:12:02,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:12:03,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:12:04,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:12:05,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:12:06,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:12:07,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:12:08,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:12:09,web-1,203.0.113.9,login_failed
+--   2024-01-01 00:12:10,web-1,203.0.113.9,login_failed
+-- (each source's first full window ends at 00:00:20; 203.0.113.9's next attack fills the
+-- windows ending 00:12:20 to 00:13:00, and 00:12:20 is 12 minutes after its last alert)
+-- expect:
+--   source,window_end,failures
+--   203.0.113.9,2024-01-01 00:00:20,10
+--   198.51.100.7,2024-01-01 00:00:20,10
+--   203.0.113.9,2024-01-01 00:12:20,10
+CREATE CONTINUOUS QUERY brute_force_sources AS
+SELECT dst_ip AS source, window_end, COUNT(*) AS failures
+FROM HOP(proc_events, ts, INTERVAL '10' SECOND, INTERVAL '1' MINUTE)
+WHERE op = 'login_failed'
+GROUP BY dst_ip, window_start, window_end
+HAVING COUNT(*) >= 10
+SUPPRESS FOR INTERVAL '10' MINUTE PER (source);
