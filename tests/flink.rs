@@ -297,3 +297,63 @@ fn queries_compute_the_same_rows_on_flink_and_saql() {
         assert_eq!(compared, 8, "every query that Flink runs was compared");
     }
 }
+
+/// `saql compile` without Flink: refusals are located errors (exit 1) unless skipped, and the
+/// program holds one INSERT per query that compiles. `submit` to a JobManager is refused.
+#[test]
+fn compile_locates_refusals_and_writes_one_program() {
+    let out = Command::new(BIN)
+        .args(["compile", "--target", "flink"])
+        .arg(queries_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("exfil_outlier.sql:32:1: query \"exfil_outlier\" cannot run on Flink"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("3 query(ies) cannot run on Flink"),
+        "{stderr}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("job.py");
+    let out = Command::new(BIN)
+        .args(["compile", "--target", "flink", "--skip-unsupported", "-o"])
+        .arg(&program)
+        .arg(queries_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&program).unwrap();
+    assert_eq!(text.matches("\"insert\": r\"\"\"INSERT INTO ").count(), 8);
+    for (query, _) in REFUSED {
+        assert!(
+            !text.contains(&format!("INSERT INTO {query}__sink")),
+            "{query}"
+        );
+    }
+    let compiled = Command::new("python3")
+        .args(["-m", "py_compile"])
+        .arg(&program)
+        .output();
+    if let Ok(o) = compiled {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+
+    let out = Command::new(BIN)
+        .arg("submit")
+        .arg(queries_dir())
+        .args(["--flink", "10.0.0.1:8081", "--output"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not supported yet"));
+}

@@ -158,7 +158,7 @@ pub fn sql(expr: &Expr, current_var: Option<&str>) -> Result<String> {
 /// A duration as a Flink interval literal: the largest unit that states it exactly, with the
 /// leading precision Flink needs past two digits. Flink keeps milliseconds.
 pub fn interval_sql(d: Duration) -> Result<String> {
-    if d.subsec_nanos() % 1_000_000 != 0 {
+    if !d.subsec_nanos().is_multiple_of(1_000_000) {
         return Err(Error::NotSupported(format!(
             "the interval of {d:?} has a part below a millisecond, which Flink does not keep"
         )));
@@ -171,7 +171,7 @@ pub fn interval_sql(d: Duration) -> Result<String> {
         (1_000, "SECOND"),
     ]
     .into_iter()
-    .find(|(size, _)| ms > 0 && ms % size == 0);
+    .find(|(size, _)| ms > 0 && ms.is_multiple_of(*size));
     let (text, lead, unit) = match unit {
         Some((size, unit)) => ((ms / size).to_string(), ms / size, unit),
         None => (
