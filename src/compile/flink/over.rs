@@ -20,7 +20,7 @@ use datafusion::sql::sqlparser::ast::{
 
 use super::expr::name_ident;
 use crate::error::{Error, Result};
-use crate::plan::catalog::normalize;
+use crate::plan::catalog::{normalize, normalize_object};
 
 /// The window functions of one SELECT, rewritten.
 #[derive(Debug, Default)]
@@ -173,50 +173,57 @@ impl OverVisitor<'_> {
         let Some(over) = &f.over else { return Ok(()) };
         let mut spec = self.resolve(over)?;
         self.order(&mut spec)?;
-        if let Some(frame) = spec.window_frame.clone() {
-            {
-                if frame.units != WindowFrameUnits::Rows {
-                    return Err(Error::NotSupported(format!(
-                        "the window ({spec}) has no Flink translation; use ROWS"
-                    )));
-                }
-                let end = frame
-                    .end_bound
-                    .clone()
-                    .unwrap_or(WindowFrameBound::CurrentRow);
-                let shifted = match &end {
-                    WindowFrameBound::CurrentRow => false,
-                    WindowFrameBound::Preceding(n) if frame_offset(n)? == Some(1) => true,
-                    _ => {
-                        return Err(Error::NotSupported(format!(
-                            "the window ({spec}) has no Flink translation: Flink's frames end at \
-                             CURRENT ROW, and saql's history frames at 1 PRECEDING"
-                        )))
-                    }
-                };
-                let start = match &frame.start_bound {
-                    WindowFrameBound::Preceding(n) => frame_offset(n)?,
-                    _ => {
-                        return Err(Error::NotSupported(format!(
-                            "the window ({spec}) has no Flink translation"
-                        )))
-                    }
-                };
-                if shifted {
-                    let new_start = match start {
-                        None => "UNBOUNDED PRECEDING".to_string(),
-                        Some(0) => return Err(Error::plan("42P20", "frame starts after it ends")),
-                        Some(1) => "CURRENT ROW".to_string(),
-                        Some(n) => format!("{} PRECEDING", n - 1),
-                    };
-                    self.shift_argument(f, &spec)?;
-                    spec.window_frame = Some(parse_frame(&new_start)?);
-                }
-            }
+        if normalize_object(&f.name) == "lag" {
+            // LAG reads an offset from the current row; a frame does not change it.
+            spec.window_frame = None;
+        } else if let Some(frame) = spec.window_frame.clone() {
+            self.reframe(f, &mut spec, &frame)?;
         }
         self.out.functions += 1;
         self.specs.push(spec.to_string());
         f.over = Some(WindowType::WindowSpec(spec));
+        Ok(())
+    }
+
+    /// Keeps a frame that ends at the current row; rewrites one that ends at `1 PRECEDING`
+    /// over the previous row's values; refuses any other.
+    fn reframe(
+        &mut self,
+        f: &mut sq::Function,
+        spec: &mut sq::WindowSpec,
+        frame: &sq::WindowFrame,
+    ) -> Result<()> {
+        let refused = |why: &str| {
+            Error::NotSupported(format!("the window ({spec}) has no Flink translation{why}"))
+        };
+        if frame.units != WindowFrameUnits::Rows {
+            return Err(refused("; use ROWS"));
+        }
+        let shifted =
+            match frame
+                .end_bound
+                .as_ref()
+                .unwrap_or(&WindowFrameBound::CurrentRow)
+            {
+                WindowFrameBound::CurrentRow => false,
+                WindowFrameBound::Preceding(n) if frame_offset(n)? == Some(1) => true,
+                _ => return Err(refused(
+                    ": Flink's frames end at CURRENT ROW, and saql's history frames at 1 PRECEDING",
+                )),
+            };
+        let WindowFrameBound::Preceding(start) = &frame.start_bound else {
+            return Err(refused(""));
+        };
+        if shifted {
+            let new_start = match frame_offset(start)? {
+                None => "UNBOUNDED PRECEDING".to_string(),
+                Some(0) => return Err(Error::plan("42P20", "frame starts after it ends")),
+                Some(1) => "CURRENT ROW".to_string(),
+                Some(n) => format!("{} PRECEDING", n - 1),
+            };
+            self.shift_argument(f, spec)?;
+            spec.window_frame = Some(parse_frame(&new_start)?);
+        }
         Ok(())
     }
 

@@ -248,3 +248,15 @@ fn a_repeated_variable_is_renamed_per_occurrence() {
     );
     assert!(e.contains("more than once"), "{e}");
 }
+
+#[test]
+fn lag_stays_lag() {
+    assert_eq!(
+        insert(
+            "CREATE CONTINUOUS QUERY l AS SELECT ts, \
+             cpu - LAG(cpu, 1) OVER (PARTITION BY host ORDER BY ts) AS delta FROM m"
+        ),
+        "INSERT INTO l__sink SELECT ts, \
+         cpu - LAG(cpu, 1) OVER (PARTITION BY host ORDER BY ts) AS delta FROM m"
+    );
+}
