@@ -49,6 +49,7 @@
 //! # Ok::<(), saql::Error>(())
 //! ```
 
+pub mod compile;
 pub mod error;
 pub mod limits;
 pub mod operators;

@@ -1,5 +1,6 @@
 //! The `saql` command line: `serve` runs the Postgres-protocol server; `check`, `run` and
-//! `test` work on query files offline, without a server; `user` manages the users file.
+//! `test` work on query files offline, without a server; `compile` and `submit` run them on
+//! Apache Flink; `user` manages the users file.
 
 mod cli;
 
@@ -99,6 +100,48 @@ enum Command {
         #[arg(long)]
         skip_bad_rows: bool,
     },
+    /// Compile the streams and continuous queries of the given files for another engine:
+    /// `--target flink` writes one runnable PyFlink program (Flink SQL inside).
+    Compile {
+        /// The engine: flink.
+        #[arg(long, default_value = "flink")]
+        target: String,
+        /// Query files (or directories of .sql files).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Write the program here instead of stdout.
+        #[arg(short, long, value_name = "OUT.py")]
+        output: Option<PathBuf>,
+        /// Leave out (with a warning) the queries that have no Flink translation.
+        #[arg(long)]
+        skip_unsupported: bool,
+    },
+    /// Compile the queries of the given files for Flink and run them on a local Flink
+    /// mini-cluster (loopback only); each query's results go to DIR/<query>.csv.
+    Submit {
+        /// Query files (or directories of .sql files).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// `local` (a mini-cluster in the PyFlink process); `HOST:PORT` is not supported yet.
+        #[arg(long, value_name = "local|HOST:PORT")]
+        flink: String,
+        /// STREAM=PATH: events for a stream, CSV with a header (as `saql run` reads them).
+        #[arg(long = "input", value_name = "STREAM=PATH")]
+        inputs: Vec<String>,
+        /// Directory for the results (DIR/<query>.csv) and the program (DIR/flink_job.py).
+        #[arg(long, value_name = "DIR")]
+        output: PathBuf,
+        /// Flink's parallelism.
+        #[arg(long, default_value_t = 1)]
+        parallelism: u32,
+        /// The Python of a venv with apache-flink (default: $SAQL_FLINK_PYTHON, else
+        /// ~/.cache/saql-flink-venv/bin/python).
+        #[arg(long)]
+        python: Option<PathBuf>,
+        /// Leave out (with a warning) the queries that have no Flink translation.
+        #[arg(long)]
+        skip_unsupported: bool,
+    },
     /// Run the test cases written in query files; prints a line per case and a final
     /// `N passed, N failed` line. Exit status 1 on any failure.
     Test {
@@ -185,6 +228,29 @@ fn main() -> ExitCode {
             skip_bad_rows,
         } => cli::run::run(&files, &inputs, output.as_deref(), skip_bad_rows),
         Command::Test { files } => cli::test::run(&files),
+        Command::Compile {
+            target,
+            files,
+            output,
+            skip_unsupported,
+        } => cli::flink::compile_command(&target, &files, output.as_deref(), skip_unsupported),
+        Command::Submit {
+            files,
+            flink,
+            inputs,
+            output,
+            parallelism,
+            python,
+            skip_unsupported,
+        } => cli::flink::submit(cli::flink::Submit {
+            files: &files,
+            flink: &flink,
+            inputs: &inputs,
+            output: &output,
+            parallelism,
+            python,
+            skip_unsupported,
+        }),
         Command::User { command } => cli::user::run(command),
     }
 }

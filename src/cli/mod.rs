@@ -3,6 +3,7 @@
 pub mod cases;
 pub mod check;
 pub mod csv_text;
+pub mod flink;
 pub mod input;
 pub mod prefetch;
 pub mod query_files;

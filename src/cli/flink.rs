@@ -1,0 +1,238 @@
+//! `saql compile --target flink` and `saql submit --flink local`: the queries of some files as
+//! one PyFlink program, and that program run on a local Flink mini-cluster.
+//!
+//! ```text
+//! saql compile --target flink FILE... [-o OUT.py] [--skip-unsupported]
+//! saql submit FILE... --flink local [--input STREAM=PATH ...] --output DIR [--parallelism N]
+//! ```
+//!
+//! A query that has no faithful Flink translation is an error at its `file:line:col`; with
+//! `--skip-unsupported` it is left out with a warning instead (at least one must compile).
+//! `submit` writes the program to `DIR/flink_job.py`, runs it with the Python of a PyFlink
+//! venv (`--python`, `SAQL_FLINK_PYTHON`, else `~/.cache/saql-flink-venv/bin/python`, which
+//! `tests/flink/setup.sh` installs), and leaves each query's results in `DIR/<query>.csv`.
+//! Run as root, the job runs in a network namespace of its own that has only a loopback
+//! interface (`unshare --net`): PyFlink's start-up opens one wildcard socket that no option
+//! moves (see benches/README.md).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use saql::compile::flink::{compile_query, FlinkProgram, FlinkQuery};
+
+use super::query_files::{expand, QueryFiles};
+use super::source::{describe, locate, Problem};
+
+/// Compiles the files' queries; prints refusals (errors, or warnings when skipping).
+fn compile(paths: &[PathBuf], what: &str, skip_unsupported: bool) -> Option<String> {
+    let paths = match expand(paths) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("saql: {e}");
+            return None;
+        }
+    };
+    let files = match QueryFiles::load(&paths, what) {
+        Ok(f) => f,
+        Err(problems) => {
+            problems.iter().for_each(|p| eprintln!("{p}"));
+            return None;
+        }
+    };
+    let mut compiled: Vec<FlinkQuery> = Vec::new();
+    let mut refused = 0;
+    for q in &files.queries {
+        match compile_query(&q.create, &files.catalog) {
+            Ok(c) => compiled.push(c),
+            Err(e) => {
+                refused += 1;
+                let file = &files.files[q.file];
+                let p = Problem::new(&file.path, &file.text, locate(&e, &q.source), &describe(&e));
+                if skip_unsupported && e.sqlstate() == "0A000" {
+                    eprintln!("warning: left out: {p}");
+                } else {
+                    eprintln!("{p}");
+                }
+            }
+        }
+    }
+    if refused > 0 && !skip_unsupported {
+        eprintln!("{refused} query(ies) cannot run on Flink (--skip-unsupported leaves them out)");
+        return None;
+    }
+    if compiled.is_empty() {
+        eprintln!("saql: no continuous query to compile");
+        return None;
+    }
+    let origin: Vec<String> = files.files.iter().map(|f| f.path.clone()).collect();
+    match FlinkProgram::new(&files.catalog, compiled) {
+        Ok(p) => Some(p.to_python(&origin.join(", "))),
+        Err(e) => {
+            eprintln!("saql: {}", describe(&e));
+            None
+        }
+    }
+}
+
+/// `saql compile --target flink`.
+pub fn compile_command(
+    target: &str,
+    files: &[PathBuf],
+    output: Option<&Path>,
+    skip_unsupported: bool,
+) -> ExitCode {
+    if !target.eq_ignore_ascii_case("flink") {
+        eprintln!("saql: unknown target \"{target}\"; the one target is flink");
+        return ExitCode::from(2);
+    }
+    let Some(program) = compile(files, "saql compile", skip_unsupported) else {
+        return ExitCode::FAILURE;
+    };
+    match output {
+        Some(path) => match std::fs::write(path, program) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("saql: {}: {e}", path.display());
+                ExitCode::FAILURE
+            }
+        },
+        None => {
+            print!("{program}");
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Options of `saql submit`.
+pub struct Submit<'a> {
+    /// Query files.
+    pub files: &'a [PathBuf],
+    /// `local`, or `HOST:PORT` of a JobManager.
+    pub flink: &'a str,
+    /// `STREAM=PATH` inputs.
+    pub inputs: &'a [String],
+    /// Where results (and the program) go.
+    pub output: &'a Path,
+    /// Flink's default parallelism.
+    pub parallelism: u32,
+    /// The Python of a PyFlink venv.
+    pub python: Option<PathBuf>,
+    /// Leave out the queries Flink cannot run.
+    pub skip_unsupported: bool,
+}
+
+/// The Python that has PyFlink.
+fn flink_python(given: Option<PathBuf>) -> Result<PathBuf, String> {
+    let candidate = given
+        .or_else(|| std::env::var_os("SAQL_FLINK_PYTHON").map(PathBuf::from))
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/saql-flink-venv/bin/python"))
+        })
+        .unwrap_or_else(|| PathBuf::from("python3"));
+    let ok = Command::new(&candidate)
+        .args(["-c", "import pyflink"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        Ok(candidate)
+    } else {
+        Err(format!(
+            "no PyFlink at {}: install apache-flink {} (tests/flink/setup.sh does, into \
+             ~/.cache/saql-flink-venv) or name its python with --python or SAQL_FLINK_PYTHON",
+            candidate.display(),
+            saql::compile::flink::FLINK_VERSION
+        ))
+    }
+}
+
+/// `unshare --net` with `lo` up, when this process may (root, with unshare and ip).
+fn loopback_namespace() -> Vec<String> {
+    let prefix: Vec<String> = [
+        "unshare",
+        "--net",
+        "--",
+        "sh",
+        "-c",
+        "ip link set lo up && exec \"$0\" \"$@\"",
+    ]
+    .map(String::from)
+    .to_vec();
+    let works = Command::new(&prefix[0])
+        .args(&prefix[1..])
+        .arg("true")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        prefix
+    } else {
+        Vec::new()
+    }
+}
+
+/// `saql submit`.
+pub fn submit(opts: Submit) -> ExitCode {
+    if opts.flink != "local" {
+        eprintln!(
+            "saql: submitting to a JobManager at {} is not supported yet; use --flink local, \
+             or run the program of `saql compile --target flink` with your cluster's settings",
+            opts.flink
+        );
+        return ExitCode::from(2);
+    }
+    let Some(program) = compile(opts.files, "saql submit", opts.skip_unsupported) else {
+        return ExitCode::FAILURE;
+    };
+    let python = match flink_python(opts.python) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("saql: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if !Command::new("java")
+        .arg("-version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("saql: Flink needs Java 17 or newer on PATH; `java -version` failed");
+        return ExitCode::FAILURE;
+    }
+    if let Err(e) = std::fs::create_dir_all(opts.output) {
+        eprintln!("saql: {}: {e}", opts.output.display());
+        return ExitCode::FAILURE;
+    }
+    let job = opts.output.join("flink_job.py");
+    if let Err(e) = std::fs::write(&job, program) {
+        eprintln!("saql: {}: {e}", job.display());
+        return ExitCode::FAILURE;
+    }
+    let mut argv = loopback_namespace();
+    argv.push(python.display().to_string());
+    argv.push(job.display().to_string());
+    for input in opts.inputs {
+        argv.push("--input".into());
+        argv.push(input.clone());
+    }
+    argv.extend([
+        "--output".into(),
+        opts.output.display().to_string(),
+        "--parallelism".into(),
+        opts.parallelism.to_string(),
+    ]);
+    let status = Command::new(&argv[0])
+        .args(&argv[1..])
+        .env("_python_worker_execution_mode", "process")
+        .status();
+    match status {
+        Ok(s) if s.success() => ExitCode::SUCCESS,
+        Ok(s) => {
+            eprintln!("saql: the Flink job failed ({s})");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("saql: {}: {e}", argv[0]);
+            ExitCode::FAILURE
+        }
+    }
+}

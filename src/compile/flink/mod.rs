@@ -1,0 +1,177 @@
+//! Compiling saql's streams and continuous queries to Apache Flink: one runnable PyFlink
+//! program (Python holding Flink SQL) that reads each stream from a CSV file, runs every query
+//! in one statement set on a local mini-cluster, and writes each query's results as CSV, the
+//! way `saql run --output` does.
+//!
+//! The translation works from the parsed statements (saql's AST and sqlparser's), after saql's
+//! own planner has accepted the query (which also gives the result schema for the sink):
+//! streams and their watermarks ([`ddl`]), expressions ([`expr`]), SELECT with window TVFs
+//! ([`select`]), window functions ([`over`]) and `MATCH_RECOGNIZE` ([`pattern`]). A construct
+//! without a faithful Flink translation is an error (`0A000`) naming it and the query.
+//!
+//! ```
+//! use saql::compile::flink;
+//! use saql::plan::Catalog;
+//!
+//! let catalog = Catalog::from_sql(
+//!     "CREATE STREAM ev (ts TIMESTAMP, host TEXT, n BIGINT, \
+//!      WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)",
+//! )
+//! .unwrap();
+//! let q = match saql::sql::parse_one(
+//!     "CREATE CONTINUOUS QUERY busy AS SELECT host, window_end, COUNT(*) AS n \
+//!      FROM TUMBLE(ev, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end",
+//! )
+//! .unwrap()
+//! {
+//!     saql::sql::Statement::CreateQuery(q) => q,
+//!     _ => unreachable!(),
+//! };
+//! let compiled = flink::compile_query(&q, &catalog).unwrap();
+//! assert!(compiled.insert.contains("TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '1' MINUTE))"));
+//! ```
+
+pub mod ddl;
+pub mod expr;
+pub mod over;
+pub mod pattern;
+mod python;
+pub mod select;
+
+use datafusion::arrow::datatypes::DataType;
+
+use crate::error::{Error, Result};
+use crate::plan::catalog::normalize;
+use crate::plan::{plan_continuous, Catalog};
+use crate::sql::CreateQuery;
+
+/// The PyFlink release the generated programs are written and tested against.
+pub const FLINK_VERSION: &str = "2.3.0";
+
+/// One query compiled for Flink.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlinkQuery {
+    /// The query's name (normalised).
+    pub name: String,
+    /// The stream it reads.
+    pub stream: String,
+    /// Its result columns, in order (the header of its CSV).
+    pub columns: Vec<String>,
+    /// Those of them that are floating point (written as saql writes them: `93`, not `93.0`).
+    pub floats: Vec<String>,
+    /// `CREATE TABLE <name>__sink (...)`, its path left as `{path}`.
+    pub sink: String,
+    /// `INSERT INTO <name>__sink SELECT ...`.
+    pub insert: String,
+}
+
+/// A stream as a Flink source table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlinkStream {
+    /// The stream's name.
+    pub name: String,
+    /// Its columns, in order.
+    pub columns: Vec<String>,
+    /// Those of them that are timestamps.
+    pub timestamps: Vec<String>,
+    /// `CREATE TABLE <name> (..., WATERMARK ...)`, its path left as `{path}`.
+    pub ddl: String,
+}
+
+/// Streams and queries compiled for Flink; [`FlinkProgram::to_python`] writes the program.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlinkProgram {
+    /// The streams the queries read.
+    pub streams: Vec<FlinkStream>,
+    /// The queries, in order.
+    pub queries: Vec<FlinkQuery>,
+}
+
+/// Names the query in an error.
+fn in_query(name: &str, e: Error) -> Error {
+    match e {
+        Error::NotSupported(m) => {
+            Error::NotSupported(format!("query \"{name}\" cannot run on Flink: {m}"))
+        }
+        other => other,
+    }
+}
+
+/// Compiles one continuous query (its streams must be in `catalog`).
+pub fn compile_query(create: &CreateQuery, catalog: &Catalog) -> Result<FlinkQuery> {
+    let name = normalize(&create.name);
+    let clauses = &create.clauses;
+    if clauses.outlier.is_some() {
+        return Err(in_query(
+            &name,
+            Error::NotSupported(
+                "OUTLIER has no Flink translation (saql's outlier models run in saql only)".into(),
+            ),
+        ));
+    }
+    if clauses.invariant.is_some() {
+        return Err(in_query(
+            &name,
+            Error::NotSupported(
+                "INVARIANT has no Flink translation (saql's invariants run in saql only)".into(),
+            ),
+        ));
+    }
+    let plan = plan_continuous(&create.query, clauses, catalog)?;
+    let ctx = select::Ctx { catalog, clauses };
+    let translated =
+        select::query_sql(&create.query, &ctx, false).map_err(|e| in_query(&name, e))?;
+    let sink = ddl::sink_table(&name, &plan.schema).map_err(|e| in_query(&name, e))?;
+    Ok(FlinkQuery {
+        insert: format!("INSERT INTO {} {}", ddl::sink_name(&name), translated.sql),
+        stream: plan.stream.name.clone(),
+        columns: plan
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect(),
+        floats: plan
+            .schema
+            .fields()
+            .iter()
+            .filter(|f| f.data_type().is_floating())
+            .map(|f| f.name().clone())
+            .collect(),
+        sink,
+        name,
+    })
+}
+
+impl FlinkProgram {
+    /// The program for `queries`, with a source table for each stream they read.
+    pub fn new(catalog: &Catalog, queries: Vec<FlinkQuery>) -> Result<FlinkProgram> {
+        let mut streams: Vec<FlinkStream> = Vec::new();
+        for q in &queries {
+            if streams.iter().any(|s| s.name == q.stream) {
+                continue;
+            }
+            let def = catalog.require_stream(&q.stream)?;
+            let fields = def.schema.fields();
+            streams.push(FlinkStream {
+                name: def.name.clone(),
+                columns: fields.iter().map(|f| f.name().clone()).collect(),
+                timestamps: fields
+                    .iter()
+                    .filter(|f| matches!(f.data_type(), DataType::Timestamp(..)))
+                    .map(|f| f.name().clone())
+                    .collect(),
+                ddl: ddl::source_table(def)?,
+            });
+        }
+        Ok(FlinkProgram { streams, queries })
+    }
+
+    /// The runnable PyFlink program; `origin` (the source files) goes into its docstring.
+    pub fn to_python(&self, origin: &str) -> String {
+        python::program(self, origin)
+    }
+}
+
+#[cfg(test)]
+mod tests;

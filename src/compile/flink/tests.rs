@@ -1,0 +1,262 @@
+//! The Flink SQL generated for each construct (golden strings: the differential test in
+//! `tests/flink.rs` checks that Flink computes what saql does), and the refusals.
+
+use super::*;
+use crate::sql::{parse_one, Statement};
+
+const STREAMS: &str = "\
+    CREATE STREAM ev (ts TIMESTAMP NOT NULL, host TEXT, pid BIGINT, exe TEXT, op TEXT, \
+      obj_name TEXT, amount BIGINT, WATERMARK FOR ts AS ts - INTERVAL '2' SECOND);\
+    CREATE STREAM m (ts TIMESTAMP NOT NULL, host TEXT, cpu DOUBLE PRECISION, \
+      WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)";
+
+fn compile(sql: &str) -> Result<FlinkQuery> {
+    let catalog = Catalog::from_sql(STREAMS).unwrap();
+    let Statement::CreateQuery(q) = parse_one(sql).unwrap() else {
+        panic!("not a query: {sql}")
+    };
+    compile_query(&q, &catalog)
+}
+
+fn insert(sql: &str) -> String {
+    compile(sql).unwrap().insert
+}
+
+fn refusal(sql: &str) -> String {
+    let e = compile(sql).unwrap_err();
+    assert_eq!(e.sqlstate(), "0A000", "{e}");
+    e.to_string()
+}
+
+#[test]
+fn filter_and_projection() {
+    assert_eq!(
+        insert(
+            "CREATE CONTINUOUS QUERY q AS SELECT ts, Host, pid AS \"user\" FROM ev \
+             WHERE op = 'start' AND exe ILIKE '%cmd.exe'"
+        ),
+        "INSERT INTO q__sink SELECT ts, host, pid AS `user` FROM ev \
+         WHERE op = 'start' AND LOWER(exe) LIKE LOWER('%cmd.exe')"
+    );
+}
+
+#[test]
+fn tumble_with_having() {
+    let q = compile(
+        "CREATE CONTINUOUS QUERY big AS SELECT host, window_end, SUM(amount) AS sent, \
+         AVG(amount) AS mean FROM TUMBLE(ev, ts, INTERVAL '10 seconds') \
+         GROUP BY host, window_start, window_end HAVING SUM(amount) > 1000000",
+    )
+    .unwrap();
+    assert_eq!(
+        q.insert,
+        "INSERT INTO big__sink SELECT host, window_end, SUM(amount) AS sent, \
+         AVG(CAST(amount AS DOUBLE)) AS mean \
+         FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '10' SECOND)) \
+         GROUP BY host, window_start, window_end HAVING SUM(amount) > 1000000"
+    );
+    assert_eq!(
+        q.sink,
+        "CREATE TABLE big__sink (\n  host STRING,\n  window_end TIMESTAMP(3),\n  \
+         sent BIGINT,\n  mean DOUBLE\n) WITH ('connector' = 'filesystem', 'path' = '{path}', \
+         'format' = 'csv', 'csv.null-literal' = '')"
+    );
+    assert_eq!(q.columns, ["host", "window_end", "sent", "mean"]);
+    assert_eq!(q.floats, ["mean"]);
+}
+
+#[test]
+fn hop_and_session_in_tvf_form() {
+    assert_eq!(
+        insert(
+            "CREATE CONTINUOUS QUERY h AS SELECT host, window_end, COUNT(*) AS n \
+             FROM HOP(ev, ts, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE) \
+             GROUP BY host, window_end"
+        ),
+        "INSERT INTO h__sink SELECT host, window_end, COUNT(*) AS n \
+         FROM TABLE(HOP(TABLE ev, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '5' MINUTE)) \
+         GROUP BY host, window_end, window_start"
+    );
+    assert_eq!(
+        insert(
+            "CREATE CONTINUOUS QUERY s AS SELECT host, window_start, window_end, COUNT(*) AS n \
+             FROM SESSION(ev, ts, INTERVAL '30' SECOND) GROUP BY host, window_start, window_end"
+        ),
+        "INSERT INTO s__sink SELECT host, window_start, window_end, COUNT(*) AS n \
+         FROM TABLE(SESSION(TABLE ev PARTITION BY host, DESCRIPTOR(ts), INTERVAL '30' SECOND)) \
+         GROUP BY host, window_start, window_end"
+    );
+}
+
+#[test]
+fn history_frames_read_the_previous_row_through_lag() {
+    assert_eq!(
+        insert(
+            "CREATE CONTINUOUS QUERY spike AS SELECT ts, host, cpu, baseline FROM (\
+               SELECT ts, host, cpu, AVG(cpu) OVER w AS baseline, COUNT(cpu) OVER w AS n \
+               FROM m WHERE cpu >= 0 \
+               WINDOW w AS (PARTITION BY host ORDER BY ts ROWS BETWEEN 10 PRECEDING AND 1 PRECEDING)\
+             ) AS t WHERE n = 10 AND cpu > baseline + 25"
+        ),
+        "INSERT INTO spike__sink SELECT ts, host, cpu, baseline FROM (\
+         SELECT ts, host, cpu, \
+         AVG(CAST(__saql_prev_0 AS DOUBLE)) OVER (PARTITION BY host ORDER BY ts \
+         ROWS BETWEEN 9 PRECEDING AND CURRENT ROW) AS baseline, \
+         COUNT(__saql_prev_0) OVER (PARTITION BY host ORDER BY ts \
+         ROWS BETWEEN 9 PRECEDING AND CURRENT ROW) AS n \
+         FROM (SELECT *, LAG(cpu, 1) OVER (PARTITION BY host ORDER BY ts) AS __saql_prev_0 \
+         FROM m WHERE cpu >= 0) AS m) AS t WHERE n = 10 AND cpu > baseline + 25"
+    );
+}
+
+#[test]
+fn history_over_windows_orders_by_window_time() {
+    assert_eq!(
+        insert(
+            "CREATE CONTINUOUS QUERY surge AS SELECT host, window_end, sent, recent FROM (\
+               SELECT host, window_end, sent, AVG(sent) OVER (PARTITION BY host \
+                 ORDER BY window_end ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING) AS recent \
+               FROM (SELECT host, window_end, SUM(amount) AS sent \
+                 FROM TUMBLE(ev, ts, INTERVAL '10' SECOND) \
+                 GROUP BY host, window_start, window_end) AS w\
+             ) AS t WHERE sent > 10 * recent"
+        ),
+        "INSERT INTO surge__sink SELECT host, window_end, sent, recent FROM (\
+         SELECT host, window_end, sent, AVG(CAST(__saql_prev_0 AS DOUBLE)) OVER \
+         (PARTITION BY host ORDER BY window_time ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) \
+         AS recent FROM (SELECT *, LAG(sent, 1) OVER (PARTITION BY host ORDER BY window_time) \
+         AS __saql_prev_0 FROM (SELECT host, window_end, SUM(amount) AS sent, window_time \
+         FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '10' SECOND)) \
+         GROUP BY host, window_start, window_end, window_time) AS w) AS w) AS t \
+         WHERE sent > 10 * recent"
+    );
+}
+
+#[test]
+fn frames_to_the_current_row_stay() {
+    assert_eq!(
+        insert(
+            "CREATE CONTINUOUS QUERY r AS SELECT ts, host, \
+             MAX(cpu) OVER (PARTITION BY host ORDER BY ts ROWS BETWEEN 5 PRECEDING AND CURRENT ROW) AS top \
+             FROM m"
+        ),
+        "INSERT INTO r__sink SELECT ts, host, MAX(cpu) OVER (PARTITION BY host ORDER BY ts \
+         ROWS BETWEEN 5 PRECEDING AND CURRENT ROW) AS top FROM m"
+    );
+}
+
+#[test]
+fn match_recognize_with_within() {
+    let sql = insert(
+        "CREATE CONTINUOUS QUERY chain AS SELECT * FROM ev MATCH_RECOGNIZE (\
+           PARTITION BY host ORDER BY ts \
+           MEASURES C.ts AS started, r.pid AS reader \
+           ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW \
+           PATTERN (c x*? r{1,3}) WITHIN INTERVAL '10' MINUTE \
+           DEFINE c AS op = 'start' AND exe ILIKE '%cmd.exe', \
+                  r AS op = 'read' AND pid <> c.pid) AS m",
+    );
+    assert_eq!(
+        sql,
+        "INSERT INTO chain__sink SELECT * FROM ev MATCH_RECOGNIZE (\n  \
+         PARTITION BY host\n  ORDER BY ts\n  MEASURES c.ts AS started,\n    r.pid AS reader\n  \
+         ONE ROW PER MATCH\n  AFTER MATCH SKIP PAST LAST ROW\n  \
+         PATTERN (c x*? r{1,3}) WITHIN INTERVAL '600.001' SECOND(3)\n  \
+         DEFINE\n    c AS c.op = 'start' AND LOWER(c.exe) LIKE LOWER('%cmd.exe'),\n    \
+         r AS r.op = 'read' AND r.pid <> c.pid\n) AS m"
+    );
+}
+
+#[test]
+fn what_flink_lacks_is_refused_by_name() {
+    let outlier = refusal(
+        "CREATE CONTINUOUS QUERY o AS SELECT host, window_end, SUM(amount) AS sent \
+         FROM TUMBLE(ev, ts, INTERVAL '10' SECOND) GROUP BY host, window_start, window_end \
+         OUTLIER ZSCORE(threshold => 3) ON (sent)",
+    );
+    assert!(
+        outlier.contains("query \"o\"") && outlier.contains("OUTLIER"),
+        "{outlier}"
+    );
+    let invariant = refusal(
+        "CREATE CONTINUOUS QUERY i AS SELECT ts, host, exe FROM ev \
+         INVARIANT SET (exe) PER (host) TRAINING INTERVAL '1' MINUTE",
+    );
+    assert!(invariant.contains("INVARIANT"), "{invariant}");
+    let all_rows = refusal(
+        "CREATE CONTINUOUS QUERY a AS SELECT * FROM ev MATCH_RECOGNIZE (\
+           PARTITION BY host ORDER BY ts MEASURES CLASSIFIER() AS step \
+           ALL ROWS PER MATCH PATTERN (a b) DEFINE a AS op = 'x', b AS op = 'y') AS m",
+    );
+    assert!(all_rows.contains("ALL ROWS PER MATCH"), "{all_rows}");
+    let alternation = refusal(
+        "CREATE CONTINUOUS QUERY a AS SELECT * FROM ev MATCH_RECOGNIZE (\
+           PARTITION BY host ORDER BY ts MEASURES a.ts AS t \
+           PATTERN (a (b | c)) DEFINE a AS op = 'x', b AS op = 'y', c AS op = 'z') AS m",
+    );
+    assert!(alternation.contains("pattern group"), "{alternation}");
+    let timeout = refusal(
+        "CREATE CONTINUOUS QUERY a AS SELECT * FROM ev MATCH_RECOGNIZE (\
+           PARTITION BY host ORDER BY ts MEASURES a.ts AS t \
+           PATTERN (a b) WITHIN INTERVAL '1' MINUTE EMIT TIMEOUT \
+           DEFINE a AS op = 'x', b AS op = 'y') AS m",
+    );
+    assert!(timeout.contains("EMIT TIMEOUT"), "{timeout}");
+    let frames = refusal(
+        "CREATE CONTINUOUS QUERY f AS SELECT ts, \
+         AVG(cpu) OVER (PARTITION BY host ORDER BY ts ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING) AS a, \
+         MAX(cpu) OVER (PARTITION BY host ORDER BY ts ROWS BETWEEN 5 PRECEDING AND CURRENT ROW) AS b \
+         FROM m",
+    );
+    assert!(frames.contains("one window"), "{frames}");
+}
+
+#[test]
+fn the_program_holds_every_table_and_insert() {
+    let catalog = Catalog::from_sql(STREAMS).unwrap();
+    let q = compile("CREATE CONTINUOUS QUERY q AS SELECT ts, host FROM ev WHERE exe LIKE '%\\%'")
+        .unwrap();
+    let program = FlinkProgram::new(&catalog, vec![q]).unwrap();
+    assert_eq!(program.streams.len(), 1);
+    let py = program.to_python("q.sql");
+    assert!(py.contains("\"ev\": {"), "{py}");
+    assert!(
+        py.contains("WATERMARK FOR ts AS ts - INTERVAL '2' SECOND"),
+        "{py}"
+    );
+    assert!(py.contains(r#""insert": r"""INSERT INTO q__sink SELECT ts, host FROM ev WHERE exe LIKE '%\%' ESCAPE '\'""","#), "{py}");
+    assert!(!py.contains("@TABLES@"));
+}
+
+#[test]
+fn a_repeated_variable_is_renamed_per_occurrence() {
+    let sql = insert(
+        "CREATE CONTINUOUS QUERY r AS SELECT * FROM ev MATCH_RECOGNIZE (\
+           PARTITION BY host ORDER BY ts MEASURES c.ts AS t \
+           PATTERN (a x*? b x*? c) \
+           DEFINE a AS op = 'a', x AS x.op <> 'z', b AS op = 'b', c AS op = 'c') AS m",
+    );
+    assert!(sql.contains("PATTERN (a x*? b x__2*? c)\n"), "{sql}");
+    assert!(
+        sql.contains("x AS x.op <> 'z',\n    x__2 AS x__2.op <> 'z',"),
+        "{sql}"
+    );
+    let e = refusal(
+        "CREATE CONTINUOUS QUERY r AS SELECT * FROM ev MATCH_RECOGNIZE (\
+           PARTITION BY host ORDER BY ts MEASURES LAST(x.ts) AS t \
+           PATTERN (a x b x) DEFINE a AS op = 'a', b AS op = 'b') AS m",
+    );
+    assert!(e.contains("more than once"), "{e}");
+}
+
+#[test]
+fn lag_stays_lag() {
+    assert_eq!(
+        insert(
+            "CREATE CONTINUOUS QUERY l AS SELECT ts, \
+             cpu - LAG(cpu, 1) OVER (PARTITION BY host ORDER BY ts) AS delta FROM m"
+        ),
+        "INSERT INTO l__sink SELECT ts, \
+         cpu - LAG(cpu, 1) OVER (PARTITION BY host ORDER BY ts) AS delta FROM m"
+    );
+}
