@@ -1343,8 +1343,8 @@ async fn subscribe_to_a_filtered_view_with_progress() {
         .await
         .unwrap();
     futures::pin_mut!(copy);
-    assert!(await_subscribers(&client, 1).await);
     let writer = server.connect().await;
+    assert!(await_subscribers(&writer, 1).await);
     for values in [
         "('2026-01-01 10:00:00', 'a', 50), ('2026-01-01 10:00:01', 'b', 20), \
          ('2026-01-01 10:00:02', 'c', 60)",
@@ -1370,7 +1370,7 @@ async fn subscribe_to_a_filtered_view_with_progress() {
         "seq,progressed,watermark,h,twice\n1,f,,A,100\n3,f,,C,120\n\
          ,t,2026-01-01 10:00:01,,\n,t,2026-01-01 10:00:04,,\n"
     );
-    let err = client
+    let err = writer
         .simple_query("SUBSCRIBE (SELECT host, count(*) AS n FROM big GROUP BY host)")
         .await
         .unwrap_err();

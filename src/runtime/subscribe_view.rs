@@ -146,7 +146,7 @@ impl Shape {
         let data = view.as_ref().map_or(results, |v| v.schema());
         let mut fields = Vec::new();
         if with_seq {
-            fields.push(Field::new(SEQ_COLUMN, DataType::Int64, !progress));
+            fields.push(Field::new(SEQ_COLUMN, DataType::Int64, progress));
         }
         if progress {
             fields.push(Field::new(PROGRESSED_COLUMN, DataType::Boolean, false));

@@ -194,6 +194,13 @@ pub fn copy_lines(batch: &RecordBatch, format: CopyOut) -> Result<Vec<Vec<u8>>> 
             col.as_primitive::<TimestampNanosecondType>().value(row),
             tz.is_some(),
         ),
+        // PostgreSQL's text form of a boolean.
+        DataType::Boolean => if col.as_boolean().value(row) {
+            "t"
+        } else {
+            "f"
+        }
+        .to_string(),
         _ => f.value(row).to_string(),
     };
     if format != CopyOut::Text {
