@@ -697,6 +697,19 @@ impl Operator for WindowAggregate {
     fn late_rows(&self) -> u64 {
         self.late_rows
     }
+
+    /// The slots' group tables and frozen partials, and the window index. The emptied
+    /// tables kept for reuse (at most [`SPARE_TABLES`], each with the room of a window's
+    /// groups) are not state and not counted.
+    fn state_bytes(&self) -> usize {
+        let slots: usize = self
+            .slots
+            .values()
+            .map(|s| s.live.size_bytes() + s.frozen.iter().map(|p| p.size_bytes()).sum::<usize>())
+            .sum();
+        // A B-tree entry: the key plus about its share of a node.
+        slots + (self.slots.len() + self.windows.len()) * 48
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod ddl;
 pub mod engine;
 mod graph;
 mod hub;
+mod ingest;
 mod metrics;
 mod output;
 mod pg_catalog;
@@ -17,11 +18,15 @@ mod pg_rewrite;
 mod predicates;
 mod recovery;
 mod retained;
+mod shedding;
+#[cfg(test)]
+mod shedding_tests;
 mod show;
 mod sources;
 mod stream;
 pub mod wal;
 
+pub use engine::DEFAULT_MAX_QUERY_STATE_BYTES;
 pub use output::{
     QueryFailure, SubscriptionEvent, SubscriptionEvents, DEFAULT_SUBSCRIBER_BUFFER_BYTES,
     SEQ_COLUMN,
