@@ -16,6 +16,8 @@ pub mod sharded;
 pub(crate) mod snapshot;
 #[cfg(test)]
 mod state_size;
+#[cfg(test)]
+mod test_run;
 pub mod window_aggregate;
 
 use std::sync::Arc;

@@ -2,78 +2,11 @@
 //! planned query's operators report grow as they take on state (groups, sessions, partitions,
 //! buffered rows, learned values) and fall when the watermark lets them emit and forget it.
 
-use std::sync::Arc;
-
-use datafusion::arrow::array::{Int64Array, RecordBatch, TimestampNanosecondArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-
-use super::Operator;
-use crate::time::{EventTime, Watermark};
-
-const SEC: i64 = 1_000_000_000;
-
-/// A query over `s (ts, k, v)`, its operators fed by hand.
-struct Run {
-    ops: Vec<Box<dyn Operator>>,
-}
-
-impl Run {
-    fn new(sql: &str) -> Run {
-        let catalog = crate::Catalog::from_sql(
-            "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
-             WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)",
-        )
-        .unwrap();
-        let plan = crate::plan(sql, &catalog).unwrap();
-        Run {
-            ops: plan.build_operators().unwrap(),
-        }
-    }
-
-    /// Feeds rows `(seconds, k, v)`, then advances every operator to `watermark` seconds.
-    fn feed(&mut self, rows: &[(i64, i64, i64)], watermark: i64) {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
-            Field::new("k", DataType::Int64, true),
-            Field::new("v", DataType::Int64, true),
-        ]));
-        let batch = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(TimestampNanosecondArray::from_iter_values(
-                    rows.iter().map(|r| r.0 * SEC),
-                )),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
-            ],
-        )
-        .unwrap();
-        self.push(0, vec![batch]);
-        let wm = Watermark(EventTime(watermark.saturating_mul(SEC)));
-        for i in 0..self.ops.len() {
-            let emitted = self.ops[i].on_watermark(wm).unwrap();
-            self.push(i + 1, emitted);
-        }
-    }
-
-    fn push(&mut self, from: usize, mut batches: Vec<RecordBatch>) {
-        for op in self.ops.iter_mut().skip(from) {
-            let mut next = Vec::new();
-            for b in batches {
-                next.extend(op.process_batch(b).unwrap());
-            }
-            batches = next;
-        }
-    }
-
-    fn bytes(&self) -> usize {
-        self.ops.iter().map(|o| o.state_bytes()).sum()
-    }
-}
+use super::test_run::Run;
 
 /// `n` rows at second `at`, keys `from..from + n`, values `v`.
-fn keyed(at: i64, from: i64, n: i64, v: i64) -> Vec<(i64, i64, i64)> {
-    (from..from + n).map(|k| (at, k, v)).collect()
+fn keyed(at: i64, from: i64, n: i64, v: i64) -> Vec<(i64, i64, Option<i64>)> {
+    (from..from + n).map(|k| (at, k, Some(v))).collect()
 }
 
 /// Feeds `rounds` batches of new keys at second `at` with a watermark that completes nothing
