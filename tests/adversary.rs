@@ -431,6 +431,31 @@ async fn a_malformed_message_closes_its_connection_with_08p01() {
 }
 
 #[tokio::test]
+async fn an_execute_with_a_huge_row_limit_returns_its_rows() {
+    // Found by the wire fuzz target: pgwire reserved room for max_rows rows at once, and an
+    // Execute asking for 721 million aborted the server.
+    let server = Server::start(&[]);
+    server.assert_alive().await;
+    let mut socket = raw_client(server.addr, "SELECT 1");
+    let frame = |kind: u8, body: &[u8]| {
+        let mut f = vec![kind];
+        f.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        f.extend_from_slice(body);
+        f
+    };
+    let mut out = frame(b'P', b"\0SELECT 2\0\0\0");
+    out.extend(frame(b'B', b"\0\0\0\0\0\0\0\0"));
+    out.extend(frame(b'E', b"\0\x2b\0\0\0"));
+    out.extend(frame(b'S', b""));
+    // Then an error, to read up to: the server answered everything before it.
+    out.extend(frame(b'Q', b"SELECT * FROM nope\0"));
+    socket.write_all(&out).unwrap();
+    let (code, _) = read_error(&mut socket);
+    assert_eq!(code, "42P01");
+    server.assert_alive().await;
+}
+
+#[tokio::test]
 async fn a_subscriber_that_never_reads_is_cut_off_with_53400() {
     let server = Server::start(&["--subscriber-buffer-bytes", "1000000"]);
     let client = server.connect().await;
