@@ -293,6 +293,47 @@ async fn unbounded_pattern_fails_its_query_with_53200_and_others_run_on() {
 }
 
 #[tokio::test]
+async fn a_query_past_its_state_bound_fails_with_53200_and_others_run_on() {
+    let server = Server::start(&["--max-query-state-bytes", "1000000"]);
+    let client = server.connect().await;
+    client.batch_execute(EVENTS).await.unwrap();
+    client
+        .batch_execute(
+            "CREATE CONTINUOUS QUERY wide AS SELECT k, window_end, COUNT(*) AS n \
+               FROM TUMBLE(s, ts, INTERVAL '1' DAY) GROUP BY k, window_start, window_end; \
+             CREATE CONTINUOUS QUERY plain AS SELECT ts, v FROM s WHERE v >= 0",
+        )
+        .await
+        .unwrap();
+    // A new group per row, all in one open window: its table passes 1 MB.
+    let rows: String = (0..60_000)
+        .map(|i| format!("{},{i},{i},x\n", ts(i / 1000)))
+        .collect();
+    copy(&client, rows).await.unwrap();
+    let shown = data_rows(&client.simple_query("SHOW QUERIES").await.unwrap());
+    let row = |name: &str| shown.iter().find(|r| r[0] == name).unwrap().clone();
+    let (wide, plain) = (row("wide"), row("plain"));
+    assert!(
+        wide[2].starts_with("failed: query \"wide\" holds")
+            && wide[2].contains("over the bound of 1000000 bytes"),
+        "{wide:?}"
+    );
+    let state_bytes: u64 = wide[10].parse().unwrap();
+    assert!(state_bytes > 1_000_000, "{wide:?}");
+    assert_eq!(plain[2], "running");
+    assert_eq!(plain[10], "0", "a filter holds no state");
+    // Its subscribers get the error, naming the query.
+    let e = fails(&client, "SUBSCRIBE wide", "53200").await;
+    assert!(e.contains("query \"wide\""), "{e}");
+    // The other query on the stream runs on.
+    copy(&client, csv_rows(100, 5, 1)).await.unwrap();
+    let shown = data_rows(&client.simple_query("SHOW QUERIES").await.unwrap());
+    let plain = shown.iter().find(|r| r[0] == "plain").unwrap();
+    assert_eq!((plain[2].as_str(), plain[4].as_str()), ("running", "60005"));
+    server.assert_alive().await;
+}
+
+#[tokio::test]
 async fn huge_ad_hoc_results_and_slow_statements_are_stopped() {
     let server = Server::start(&["--max-result-rows", "100000"]);
     let client = server.connect().await;
@@ -369,6 +410,49 @@ fn raw_client(addr: SocketAddr, query: &str) -> TcpStream {
     packet.push(0);
     socket.write_all(&packet).unwrap();
     socket
+}
+
+#[tokio::test]
+async fn a_malformed_message_closes_its_connection_with_08p01() {
+    // Found by tests/no_panic.rs: a Parse whose parameter-type count promises more than the
+    // message holds made the protocol decoder (pgwire) panic in the connection's task.
+    let server = Server::start(&[]);
+    server.assert_alive().await;
+    let mut socket = raw_client(server.addr, "SELECT 1");
+    let mut parse = vec![b'P'];
+    let body = b"\0SELECT $1\0\0\x05";
+    parse.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    parse.extend_from_slice(body);
+    socket.write_all(&parse).unwrap();
+    let (code, text) = read_error(&mut socket);
+    assert_eq!(code, "08P01", "{text}");
+    assert!(text.contains("invalid frontend message"), "{text}");
+    server.assert_alive().await;
+}
+
+#[tokio::test]
+async fn an_execute_with_a_huge_row_limit_returns_its_rows() {
+    // Found by the wire fuzz target: pgwire reserved room for max_rows rows at once, and an
+    // Execute asking for 721 million aborted the server.
+    let server = Server::start(&[]);
+    server.assert_alive().await;
+    let mut socket = raw_client(server.addr, "SELECT 1");
+    let frame = |kind: u8, body: &[u8]| {
+        let mut f = vec![kind];
+        f.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        f.extend_from_slice(body);
+        f
+    };
+    let mut out = frame(b'P', b"\0SELECT 2\0\0\0");
+    out.extend(frame(b'B', b"\0\0\0\0\0\0\0\0"));
+    out.extend(frame(b'E', b"\0\x2b\0\0\0"));
+    out.extend(frame(b'S', b""));
+    // Then an error, to read up to: the server answered everything before it.
+    out.extend(frame(b'Q', b"SELECT * FROM nope\0"));
+    socket.write_all(&out).unwrap();
+    let (code, _) = read_error(&mut socket);
+    assert_eq!(code, "42P01");
+    server.assert_alive().await;
 }
 
 #[tokio::test]

@@ -231,7 +231,17 @@ async fn metrics_agree_with_show_streams_queries_and_sources() {
             num(&row["subscribers"])
         );
         assert_eq!(m[&format!("saql_query_failed{l}")], 0.0);
+        assert_eq!(
+            m[&format!("saql_query_state_bytes{l}")],
+            num(&row["state_bytes"])
+        );
     }
+    // The window aggregate holds its open window's groups; the filter holds nothing.
+    assert!(
+        num(&queries["per_host"]["state_bytes"]) > 0.0,
+        "{queries:?}"
+    );
+    assert_eq!(queries["big"]["state_bytes"], "0");
     assert_eq!(queries["big"]["subscribers"], "1");
     assert_eq!(queries["big"]["rows_out"], "15");
     // Amounts 6 to 19 alternate between two hosts: each host's first alerts, its other six

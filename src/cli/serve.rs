@@ -42,6 +42,14 @@ pub struct LimitFlags {
     /// (54000 past it: split the COPY).
     #[arg(long, default_value_t = 1 << 30)]
     max_copy_bytes: usize,
+    /// Most bytes of operator state (groups, buffered rows, learned sets) one continuous
+    /// query may hold; past it the query fails with 53200 and the others run on.
+    #[arg(long, env = "SAQL_MAX_QUERY_STATE_BYTES", default_value_t = saql::runtime::DEFAULT_MAX_QUERY_STATE_BYTES)]
+    max_query_state_bytes: usize,
+    /// Bytes of batches (INSERT, COPY, sources) that may wait to enter their streams or be
+    /// processed at once; past it writers wait (backpressure).
+    #[arg(long, default_value_t = 256 << 20)]
+    max_ingest_bytes: usize,
 }
 
 impl LimitFlags {
@@ -53,6 +61,8 @@ impl LimitFlags {
             max_result_bytes: self.max_result_bytes,
             max_copy_line_bytes: self.max_copy_line_bytes,
             max_copy_bytes: self.max_copy_bytes,
+            max_query_state_bytes: self.max_query_state_bytes,
+            max_ingest_bytes: self.max_ingest_bytes,
             ..config
         }
     }

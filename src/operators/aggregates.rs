@@ -125,6 +125,17 @@ impl AggregateSet {
         self.groups
     }
 
+    /// Bytes the accumulators hold, as they report them.
+    pub fn size_bytes(&self) -> usize {
+        self.accs
+            .iter()
+            .map(|acc| match acc {
+                Acc::Groups(g) => g.size(),
+                Acc::PerGroup(accs) => accs.iter().map(|a| a.size()).sum(),
+            })
+            .sum()
+    }
+
     /// Evaluates every aggregate's arguments and filter on `batch`.
     pub fn inputs(&self, batch: &RecordBatch) -> Result<AggregateInputs> {
         evaluate_inputs(&self.specs, batch)
@@ -293,6 +304,18 @@ pub struct GroupPartials {
     pub first_seen: Vec<u64>,
 }
 
+impl GroupPartials {
+    /// Bytes the exported arrays hold.
+    pub fn size_bytes(&self) -> usize {
+        self.keys
+            .iter()
+            .chain(&self.state)
+            .map(|a| a.get_array_memory_size())
+            .sum::<usize>()
+            + self.first_seen.capacity() * 8
+    }
+}
+
 impl GroupTable {
     /// An empty table for keys of `key_schema` (at least one column) and aggregates `specs`.
     pub fn try_new(key_schema: SchemaRef, specs: Arc<[AggregateSpec]>) -> Result<Self> {
@@ -307,6 +330,14 @@ impl GroupTable {
     /// Whether the table has no groups.
     pub fn is_empty(&self) -> bool {
         self.first_seen.is_empty()
+    }
+
+    /// Bytes the table holds: its key table, accumulators and per-group bookkeeping
+    /// (allocated room included: an emptied table kept for reuse still holds it).
+    pub fn size_bytes(&self) -> usize {
+        self.keys.size()
+            + self.aggs.size_bytes()
+            + (self.first_seen.capacity() + self.indices.capacity()) * 8
     }
 
     /// Adds rows: `keys` and `inputs` are their key columns and aggregate inputs; row `i` has

@@ -16,6 +16,8 @@ pub struct EventOrder {
     time_column: usize,
     schema: SchemaRef,
     pending: Vec<RecordBatch>,
+    /// Arrow memory of `pending`.
+    pending_bytes: usize,
     watermark: i64,
     late_rows: u64,
 }
@@ -27,6 +29,7 @@ impl EventOrder {
             time_column,
             schema,
             pending: Vec::new(),
+            pending_bytes: 0,
             watermark: i64::MIN,
             late_rows: 0,
         }
@@ -45,12 +48,15 @@ impl EventOrder {
             .filter(|&i| times[i as usize].is_some_and(|t| t >= self.watermark))
             .collect();
         self.late_rows += (batch.num_rows() - keep.len()) as u64;
-        if keep.len() == batch.num_rows() {
-            self.pending.push(batch);
+        let kept = if keep.len() == batch.num_rows() {
+            batch
         } else if !keep.is_empty() {
-            self.pending
-                .push(take_record_batch(&batch, &UInt32Array::from(keep))?);
-        }
+            take_record_batch(&batch, &UInt32Array::from(keep))?
+        } else {
+            return Ok(());
+        };
+        self.pending_bytes += kept.get_array_memory_size();
+        self.pending.push(kept);
         Ok(())
     }
 
@@ -64,6 +70,7 @@ impl EventOrder {
         }
         let all = concat_batches(&self.schema, &self.pending)?;
         self.pending.clear();
+        self.pending_bytes = 0;
         let times = self.times(&all)?;
         let is_ready = |t: Option<i64>| t.is_some_and(|t| t < wm || wm == i64::MAX);
         let mut ready: Vec<u32> = (0..all.num_rows() as u32)
@@ -74,8 +81,9 @@ impl EventOrder {
             .filter(|&i| !is_ready(times[i as usize]))
             .collect();
         if !waiting.is_empty() {
-            self.pending
-                .push(take_record_batch(&all, &UInt32Array::from(waiting))?);
+            let waiting = take_record_batch(&all, &UInt32Array::from(waiting))?;
+            self.pending_bytes = waiting.get_array_memory_size();
+            self.pending.push(waiting);
         }
         if ready.is_empty() {
             return Ok(None);
@@ -86,6 +94,11 @@ impl EventOrder {
     /// Rows dropped for arriving behind the watermark.
     pub fn late_rows(&self) -> u64 {
         self.late_rows
+    }
+
+    /// Bytes of the rows waiting for the watermark (Arrow memory).
+    pub fn pending_bytes(&self) -> usize {
+        self.pending_bytes
     }
 
     /// The latest watermark, in nanoseconds.
@@ -103,6 +116,7 @@ impl EventOrder {
         self.watermark = watermark;
         self.late_rows = late_rows;
         self.pending = pending.into_iter().filter(|b| b.num_rows() > 0).collect();
+        self.pending_bytes = self.pending.iter().map(|b| b.get_array_memory_size()).sum();
     }
 }
 
@@ -141,8 +155,10 @@ mod tests {
         assert_eq!(v, vec![2, 4, 1], "3, 3 (in arrival order), then 5; 9 waits");
         order.push(batch(vec![4, 7], vec![5, 6])).unwrap();
         assert_eq!(order.late_rows(), 1, "4 is behind the watermark 6");
+        assert!(order.pending_bytes() > 0, "7 and 9 wait");
         let out = order.release(Watermark::END).unwrap().unwrap();
         let v = out.column(1).as_primitive::<Int64Type>().values().to_vec();
         assert_eq!(v, vec![6, 3]);
+        assert_eq!(order.pending_bytes(), 0);
     }
 }

@@ -478,4 +478,22 @@ impl Operator for History {
     fn late_rows(&self) -> u64 {
         self.order.late_rows()
     }
+
+    fn state_bytes(&self) -> usize {
+        // Values counted at their inline size: strings' heap bytes are not walked.
+        let entry = std::mem::size_of::<(i64, ScalarValue)>();
+        let partitions: usize = self
+            .partitions
+            .iter()
+            .map(|(key, p)| {
+                key.capacity()
+                    + std::mem::size_of::<Partition>()
+                    + p.recent
+                        .iter()
+                        .map(|r| std::mem::size_of_val(r) + r.capacity() * entry)
+                        .sum::<usize>()
+            })
+            .sum();
+        partitions + self.order.pending_bytes()
+    }
 }

@@ -400,4 +400,23 @@ impl Operator for Invariant {
         self.pending = pending.into_iter().filter(|b| b.num_rows() > 0).collect();
         Ok(())
     }
+
+    fn state_bytes(&self) -> usize {
+        let slot = std::mem::size_of::<Vec<u8>>() + 8;
+        let learned: usize = self
+            .state
+            .learned
+            .iter()
+            .map(|(key, l)| {
+                key.capacity()
+                    + slot
+                    + std::mem::size_of::<Learned>()
+                    + l.set.capacity() * slot
+                    + l.set.iter().map(|v| v.capacity()).sum::<usize>()
+                    + l.range.capacity() * std::mem::size_of::<Option<(f64, f64)>>()
+            })
+            .sum();
+        let pending: usize = self.pending.iter().map(|b| b.get_array_memory_size()).sum();
+        learned + pending + self.state.windows.len() * 16
+    }
 }

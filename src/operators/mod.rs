@@ -15,7 +15,11 @@ pub mod robust;
 pub mod session_window;
 pub mod sharded;
 pub(crate) mod snapshot;
+#[cfg(test)]
+mod state_size;
 pub mod suppress;
+#[cfg(test)]
+mod test_run;
 pub mod window_aggregate;
 pub mod window_assign;
 pub mod window_rank;
@@ -92,6 +96,14 @@ pub trait Operator: Send {
     }
     /// Result rows counted but not emitted because they repeated an alert (`SUPPRESS`).
     fn suppressed_rows(&self) -> u64 {
+        0
+    }
+    /// An estimate of the bytes the operator's state holds (group tables, buffered rows,
+    /// learned sets, ...), growing and shrinking with that state; the engine fails a query
+    /// whose operators hold more than `--max-query-state-bytes` (53200). Called after every
+    /// batch: keep it cheap (sizes the state already tracks, not a walk over every value).
+    /// By default the operator keeps nothing.
+    fn state_bytes(&self) -> usize {
         0
     }
     /// Expressions over the input whose values partition this operator's state: replicas

@@ -320,4 +320,18 @@ impl Operator for SessionWindow {
     fn late_rows(&self) -> u64 {
         self.late_rows
     }
+
+    fn state_bytes(&self) -> usize {
+        let sessions: usize = self
+            .sessions
+            .iter()
+            .map(|list| {
+                list.capacity() * std::mem::size_of::<Session>()
+                    + list.iter().map(|s| s.aggs.size_bytes()).sum::<usize>()
+            })
+            .sum();
+        // The index holds a copy of every key row and a pointer-sized entry per slot.
+        let index = self.keys.size() + self.index.capacity() * 32;
+        self.keys.size() + index + sessions
+    }
 }

@@ -203,4 +203,8 @@ impl Operator for Sharded {
     fn late_rows(&self) -> u64 {
         self.replicas.iter().map(|o| o.late_rows()).sum()
     }
+
+    fn state_bytes(&self) -> usize {
+        self.replicas.iter().map(|o| o.state_bytes()).sum()
+    }
 }

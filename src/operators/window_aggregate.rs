@@ -768,6 +768,19 @@ impl Operator for WindowAggregate {
     fn late_rows(&self) -> u64 {
         self.late_rows
     }
+
+    /// The slots' group tables and frozen partials, and the window index. The emptied
+    /// tables kept for reuse (at most [`SPARE_TABLES`], each with the room of a window's
+    /// groups) are not state and not counted.
+    fn state_bytes(&self) -> usize {
+        let slots: usize = self
+            .slots
+            .values()
+            .map(|s| s.live.size_bytes() + s.frozen.iter().map(|p| p.size_bytes()).sum::<usize>())
+            .sum();
+        // A B-tree entry: the key plus about its share of a node.
+        slots + (self.slots.len() + self.windows.len()) * 48
+    }
 }
 
 #[cfg(test)]
@@ -797,88 +810,7 @@ mod tests {
         assert_eq!(gcd(60, 10), 10);
     }
 
-    const SEC: i64 = 1_000_000_000;
-
-    /// A planned query over `s (ts, k, v)` fed by hand: batches of `(seconds, k, v)` rows,
-    /// each followed by a watermark (seconds).
-    struct Run {
-        ops: Vec<Box<dyn Operator>>,
-        out: Vec<String>,
-    }
-
-    impl Run {
-        fn new(sql: &str) -> Run {
-            let catalog = crate::Catalog::from_sql(
-                "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
-                 WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)",
-            )
-            .unwrap();
-            let plan = crate::plan(sql, &catalog).unwrap();
-            Run {
-                ops: plan.build_operators().unwrap(),
-                out: Vec::new(),
-            }
-        }
-
-        fn push(&mut self, from: usize, mut batches: Vec<RecordBatch>) {
-            for op in self.ops.iter_mut().skip(from) {
-                let mut next = Vec::new();
-                for b in batches {
-                    next.extend(op.process_batch(b).unwrap());
-                }
-                batches = next;
-            }
-            let options =
-                datafusion::arrow::util::display::FormatOptions::default().with_null("NULL");
-            for b in batches {
-                let cols: Vec<_> = b
-                    .columns()
-                    .iter()
-                    .map(|c| {
-                        datafusion::arrow::util::display::ArrayFormatter::try_new(c, &options)
-                            .unwrap()
-                    })
-                    .collect();
-                for r in 0..b.num_rows() {
-                    let row: Vec<String> = cols.iter().map(|c| c.value(r).to_string()).collect();
-                    self.out.push(row.join(" "));
-                }
-            }
-        }
-
-        fn feed(&mut self, rows: &[(i64, i64, Option<i64>)], watermark: i64) {
-            let schema = Arc::new(Schema::new(vec![
-                Field::new(
-                    "ts",
-                    DataType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Nanosecond, None),
-                    false,
-                ),
-                Field::new("k", DataType::Int64, true),
-                Field::new("v", DataType::Int64, true),
-            ]));
-            let batch = RecordBatch::try_new(
-                schema,
-                vec![
-                    Arc::new(
-                        datafusion::arrow::array::TimestampNanosecondArray::from_iter_values(
-                            rows.iter().map(|r| r.0 * SEC),
-                        ),
-                    ),
-                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
-                    Arc::new(Int64Array::from(
-                        rows.iter().map(|r| r.2).collect::<Vec<_>>(),
-                    )),
-                ],
-            )
-            .unwrap();
-            self.push(0, vec![batch]);
-            let wm = Watermark(EventTime(watermark.saturating_mul(SEC)));
-            for i in 0..self.ops.len() {
-                let emitted = self.ops[i].on_watermark(wm).unwrap();
-                self.push(i + 1, emitted);
-            }
-        }
-    }
+    use crate::operators::test_run::{Run, SEC};
 
     #[test]
     fn hop_windows_merge_panes_in_first_seen_order() {

@@ -40,6 +40,71 @@ pub struct EventTimeDef {
     pub delay: Duration,
 }
 
+/// What a stream drops when ingest falls behind (load shedding, after Tatbul et al.).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShedMode {
+    /// Random rows, a fraction adapted to the overload (`shedding = 'random'`).
+    Random,
+    /// Whole tumbling windows of this many nanoseconds of event time, aligned at the epoch
+    /// (`shedding = 'window', shed_window = '1 minute'`): windows of that size (or of a size
+    /// dividing it) that remain are exact.
+    Window(i64),
+}
+
+/// A stream's load-shedding policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShedPolicy {
+    /// What is dropped.
+    pub mode: ShedMode,
+    /// Shedding starts when a batch waited longer than this to enter the stream.
+    pub max_lag: Duration,
+}
+
+/// The `shedding`, `max_lag` and `shed_window` options of a stream, checked.
+fn shed_policy(options: &BTreeMap<&str, &str>, event_time: bool) -> Result<Option<ShedPolicy>> {
+    let bad = |m: String| Err(Error::plan("22023", m));
+    let max_lag = options
+        .get("max_lag")
+        .map(|v| parse_duration(v))
+        .transpose()?
+        .unwrap_or(Duration::from_secs(2));
+    let mode = match options.get("shedding").copied() {
+        None | Some("off") => {
+            if options.contains_key("max_lag") || options.contains_key("shed_window") {
+                return bad("max_lag and shed_window need shedding = 'random' or 'window'".into());
+            }
+            return Ok(None);
+        }
+        Some("random") => ShedMode::Random,
+        Some("window") => {
+            let Some(window) = options.get("shed_window") else {
+                return bad(
+                    "shedding = 'window' needs shed_window = '<the tumbling window size of the \
+                     stream's queries>'"
+                        .into(),
+                );
+            };
+            if !event_time {
+                return bad("shedding = 'window' needs a WATERMARK FOR column".into());
+            }
+            let nanos = i64::try_from(parse_duration(window)?.as_nanos()).unwrap_or(i64::MAX);
+            if nanos <= 0 {
+                return bad("shed_window must be positive".into());
+            }
+            ShedMode::Window(nanos)
+        }
+        Some(other) => {
+            return bad(format!(
+                "unknown shedding \"{other}\"; use 'random', 'window' or 'off'"
+            ))
+        }
+    };
+    if max_lag.is_zero() {
+        return bad("max_lag must be positive".into());
+    }
+    Ok(Some(ShedPolicy { mode, max_lag }))
+}
+
 /// A declared stream.
 #[derive(Debug, Clone)]
 pub struct StreamDef {
@@ -51,6 +116,8 @@ pub struct StreamDef {
     pub event_time: Option<EventTimeDef>,
     /// After this much processing time without input, the watermark advances by itself.
     pub idle_timeout: Option<Duration>,
+    /// Whether and how rows are dropped when the engine falls behind (`WITH (shedding = ...)`).
+    pub shedding: Option<ShedPolicy>,
     /// The statement that created it, for persistence.
     pub ddl: CreateStream,
 }
@@ -140,17 +207,25 @@ impl StreamDef {
             }
         };
         let mut idle_timeout = None;
+        let mut shedding = BTreeMap::new();
         for (k, v) in &ddl.options {
             match k.as_str() {
                 "idle_timeout" => idle_timeout = Some(parse_duration(v)?),
+                "shedding" | "max_lag" | "shed_window" => {
+                    shedding.insert(k.as_str(), v.as_str());
+                }
                 other => {
                     return Err(Error::plan(
                         "42601",
-                        format!("unknown stream option \"{other}\"; known options: idle_timeout"),
+                        format!(
+                            "unknown stream option \"{other}\"; known options: idle_timeout, \
+                             shedding, max_lag, shed_window"
+                        ),
                     ))
                 }
             }
         }
+        let shedding = shed_policy(&shedding, event_time.is_some())?;
         if idle_timeout.is_some() && event_time.is_none() {
             return Err(Error::plan(
                 "42601",
@@ -162,6 +237,7 @@ impl StreamDef {
             schema,
             event_time,
             idle_timeout,
+            shedding,
             ddl: ddl.clone(),
         })
     }

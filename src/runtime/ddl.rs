@@ -45,7 +45,11 @@ impl Engine {
                 }
                 let seq = logged(self, Statement::CreateStream(cs).to_string())?;
                 let def = shared.catalog.add_stream(def)?;
-                let hub = StreamHub::new(def.clone(), self.config.retain_rows);
+                let hub = StreamHub::new(
+                    def.clone(),
+                    self.config.retain_rows,
+                    self.config.max_query_state_bytes,
+                );
                 shared.hubs.insert(def.name.clone(), hub);
                 Ok(seq)
             }

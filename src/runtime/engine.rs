@@ -16,6 +16,7 @@ use datafusion::sql::sqlparser::ast as sq;
 
 use super::adhoc;
 use super::hub::{Hub, StreamHub};
+use super::ingest::IngestBudget;
 use super::output::{
     QueryOutput, SubscriptionEvent, SubscriptionEvents, DEFAULT_SUBSCRIBER_BUFFER_BYTES,
 };
@@ -33,6 +34,9 @@ use crate::sources::csv::{CopyDecoder, CopyFormat, CopyOptions};
 use crate::sources::insert;
 use crate::sql::{self, CopyFrom, ExplainTarget, Statement, Subscribe};
 use crate::time::Watermark;
+
+/// Default bound on the operator state of one continuous query: 1 GiB.
+pub const DEFAULT_MAX_QUERY_STATE_BYTES: usize = 1 << 30;
 
 /// How an engine is set up.
 #[derive(Debug, Clone)]
@@ -66,6 +70,12 @@ pub struct EngineConfig {
     /// Most data one COPY may send, held until CopyDone so that it is applied atomically
     /// (54000 past it).
     pub max_copy_bytes: usize,
+    /// Most bytes of operator state (groups, buffered rows, learned sets) one continuous
+    /// query may hold; past it the query fails with 53200 and the others run on.
+    pub max_query_state_bytes: usize,
+    /// Bytes of batches that may wait to enter their streams or be processed at once, over
+    /// all writers; past it writers wait (backpressure).
+    pub max_ingest_bytes: usize,
 }
 
 impl Default for EngineConfig {
@@ -83,6 +93,8 @@ impl Default for EngineConfig {
             max_result_bytes: 256 << 20,
             max_copy_line_bytes: 16 << 20,
             max_copy_bytes: 1 << 30,
+            max_query_state_bytes: DEFAULT_MAX_QUERY_STATE_BYTES,
+            max_ingest_bytes: 256 << 20,
         }
     }
 }
@@ -175,6 +187,7 @@ pub(super) struct WeakEngine {
     shared: Weak<RwLock<Shared>>,
     config: Arc<EngineConfig>,
     durability: Option<Weak<Durability>>,
+    ingest: Arc<IngestBudget>,
 }
 
 impl WeakEngine {
@@ -188,6 +201,7 @@ impl WeakEngine {
             shared: self.shared.upgrade()?,
             config: self.config.clone(),
             durability,
+            ingest: self.ingest.clone(),
         })
     }
 }
@@ -198,6 +212,8 @@ pub struct Engine {
     pub(super) shared: Arc<RwLock<Shared>>,
     pub(super) config: Arc<EngineConfig>,
     pub(super) durability: Option<Arc<Durability>>,
+    /// Bytes of batches waiting to enter their stream or being processed.
+    pub(super) ingest: Arc<IngestBudget>,
 }
 
 impl Engine {
@@ -221,6 +237,7 @@ impl Engine {
                 sources: BTreeMap::new(),
                 sinks: BTreeMap::new(),
             })),
+            ingest: Arc::new(IngestBudget::new(config.max_ingest_bytes)),
             config: Arc::new(config),
             durability,
         };
@@ -241,6 +258,7 @@ impl Engine {
             shared: Arc::downgrade(&self.shared),
             config: self.config.clone(),
             durability: self.durability.as_ref().map(Arc::downgrade),
+            ingest: self.ingest.clone(),
         }
     }
 
@@ -523,10 +541,25 @@ impl Engine {
     /// [`Engine::insert_batch`], also saying how many of the rows were behind the stream's
     /// watermark when they arrived, and what the watermark was.
     fn insert_counting_late(&self, stream: &str, batch: RecordBatch) -> Result<Inserted> {
+        self.insert_lagged(stream, batch, None)
+    }
+
+    /// [`Engine::insert_batch`] as if the batch had waited `lag` to enter the stream (for
+    /// tests of load shedding, which reacts to that wait), or for as long as it does wait.
+    #[doc(hidden)]
+    pub fn insert_lagged(
+        &self,
+        stream: &str,
+        batch: RecordBatch,
+        lag: Option<Duration>,
+    ) -> Result<Inserted> {
         let hub = self.hub(stream)?;
+        let _in_flight = self.ingest.acquire(batch.get_array_memory_size());
         let (inserted, seq) = {
-            let mut hub = hub.lock();
+            let (mut hub, waited) = hub.lock_for_ingest();
+            let lag = lag.unwrap_or(waited);
             hub.check_batch(&batch)?;
+            let batch = hub.shed(batch, lag)?;
             if batch.num_rows() == 0 {
                 return Ok(Inserted {
                     rows: 0,
@@ -706,10 +739,14 @@ impl Engine {
 }
 
 /// What an insert did.
-struct Inserted {
-    rows: u64,
-    late: u64,
-    watermark: Watermark,
+#[doc(hidden)]
+pub struct Inserted {
+    /// Rows accepted (after load shedding).
+    pub rows: u64,
+    /// Of those, rows behind the watermark.
+    pub late: u64,
+    /// The watermark they arrived at.
+    pub watermark: Watermark,
 }
 
 /// Runs `work` (operators over a batch) off the async runtime's workers when there is one,

@@ -193,6 +193,30 @@ impl OperatorGraph {
             .sum()
     }
 
+    /// Bytes of state held by the operators along a path (failed ones hold none).
+    pub fn state_bytes(&self, path: &[usize]) -> usize {
+        path.iter()
+            .map(|&id| self.node(id))
+            .filter(|n| !n.failed)
+            .map(|n| n.op.state_bytes())
+            .sum()
+    }
+
+    /// Stops the query whose path is `path` with `error`: from its first operator that no
+    /// other query uses on (or, when it shares every operator, at its last, whose every
+    /// query holds at least as much state), so that queries sharing its leading operators
+    /// run on. The stopped operators' state is released.
+    pub fn fail_path(&mut self, path: &[usize], error: Error) {
+        let at = path
+            .iter()
+            .copied()
+            .find(|&id| self.node(id).users == 1)
+            .or(path.last().copied());
+        if let Some(id) = at {
+            self.fail(id, error);
+        }
+    }
+
     /// Feeds a batch of the stream's rows to every query.
     pub fn process(&mut self, batch: &RecordBatch) {
         for (_, output) in &self.passthrough {
@@ -315,13 +339,19 @@ impl OperatorGraph {
         }
     }
 
-    /// Stops a node; every query below it fails with the error.
+    /// Stops a node; every query below it fails with the error. The state of the node and
+    /// of those below it is dropped (a fresh, empty operator takes its place: a failed node
+    /// never runs again, but a checkpoint still snapshots it).
     fn fail(&mut self, id: usize, error: Error) {
         self.node_mut(id).failed = true;
         let failure = QueryFailure::from_error(&error);
         let mut stack = vec![id];
         while let Some(n) = stack.pop() {
-            let node = self.node(n);
+            let node = self.node_mut(n);
+            if let Ok(fresh) = node.spec.build() {
+                let late = node.op.late_rows();
+                node.op = Box::new(Stopped { fresh, late });
+            }
             for (_, output) in &node.sinks {
                 QueryOutput::lock(output).fail(failure.clone());
             }
@@ -348,6 +378,39 @@ impl OperatorGraph {
 
     fn node_mut(&mut self, id: usize) -> &mut Node {
         self.nodes[id].as_mut().expect("paths hold live nodes")
+    }
+}
+
+/// A failed node's operator: empty state of the same kind (what a checkpoint of it restores
+/// into), keeping the late-row count the failed one had.
+struct Stopped {
+    fresh: Box<dyn Operator>,
+    late: u64,
+}
+
+impl Operator for Stopped {
+    fn name(&self) -> &'static str {
+        self.fresh.name()
+    }
+
+    fn schema(&self) -> datafusion::arrow::datatypes::SchemaRef {
+        self.fresh.schema()
+    }
+
+    fn process_batch(&mut self, _batch: RecordBatch) -> Result<Vec<RecordBatch>> {
+        Ok(vec![])
+    }
+
+    fn snapshot(&mut self) -> Result<crate::operators::snapshot::StateImage> {
+        self.fresh.snapshot()
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
+        self.fresh.restore(snapshot)
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.late
     }
 }
 

@@ -3,13 +3,14 @@
 //! another; rows reach a hub's queries in the order the hub accepted them.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 use datafusion::arrow::record_batch::RecordBatch;
 
 use super::graph::OperatorGraph;
 use super::output::{OutputHandle, QueryOutput};
+use super::shedding::Shedder;
 use super::stream::StreamRuntime;
 use crate::error::{Error, Result};
 use crate::plan::{QueryPlan, StreamDef};
@@ -23,10 +24,14 @@ pub struct StreamHub {
 }
 
 impl StreamHub {
-    /// An empty hub for a newly declared stream.
-    pub fn new(def: Arc<StreamDef>, retain_rows: usize) -> Arc<StreamHub> {
+    /// An empty hub for a newly declared stream, whose queries may each hold
+    /// `max_state_bytes` of operator state.
+    pub fn new(def: Arc<StreamDef>, retain_rows: usize, max_state_bytes: usize) -> Arc<StreamHub> {
+        let shedder = def.shedding.map(|policy| Shedder::new(policy, 0x5a91));
         Arc::new(StreamHub {
             inner: Mutex::new(Hub {
+                max_state_bytes,
+                shedder,
                 stream: StreamRuntime::new(def, retain_rows),
                 graph: OperatorGraph::default(),
                 queries: BTreeMap::new(),
@@ -40,6 +45,23 @@ impl StreamHub {
     /// with what is there.
     pub fn lock(&self) -> MutexGuard<'_, Hub> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Locks the hub for a writer, and says how long the writer waited for it (its lag: see
+    /// [`super::shedding`]); a wait is counted in the stream's backpressure counters.
+    pub fn lock_for_ingest(&self) -> (MutexGuard<'_, Hub>, Duration) {
+        match self.inner.try_lock() {
+            Ok(hub) => (hub, Duration::ZERO),
+            Err(TryLockError::Poisoned(p)) => (p.into_inner(), Duration::ZERO),
+            Err(TryLockError::WouldBlock) => {
+                let start = Instant::now();
+                let mut hub = self.lock();
+                let waited = start.elapsed();
+                hub.stream.ingest_waits += 1;
+                hub.stream.ingest_wait += waited;
+                (hub, waited)
+            }
+        }
     }
 }
 
@@ -55,6 +77,10 @@ pub struct Hub {
     pub sources: BTreeMap<String, SourceProgress>,
     /// Set when the stream is dropped: later writers get an error.
     pub dropped: bool,
+    /// Most bytes of operator state one query may hold (53200 past it).
+    max_state_bytes: usize,
+    /// The stream's load shedding, if it has any.
+    shedder: Option<Shedder>,
 }
 
 /// A continuous query at run time.
@@ -67,6 +93,11 @@ pub struct QueryRuntime {
     pub path: Vec<usize>,
     /// Rows offered to the query.
     pub rows_in: u64,
+    /// Rows of its stream shed while it ran: it never saw them.
+    pub shed_rows: u64,
+    /// Bytes of state its operators held after the last batch or watermark (when it
+    /// failed: when it stopped).
+    pub state_bytes: usize,
     /// Where its results go.
     pub output: OutputHandle,
 }
@@ -114,7 +145,62 @@ impl Hub {
             self.graph.advance(wm);
             self.progressed(wm);
         }
+        self.check_state_bytes();
         Ok(n)
+    }
+
+    /// Measures every running query's state and fails (53200) each one holding more than
+    /// the bound; the others run on.
+    fn check_state_bytes(&mut self) {
+        for (name, q) in &mut self.queries {
+            if QueryOutput::lock(&q.output).failed().is_some() {
+                continue;
+            }
+            q.state_bytes = self.graph.state_bytes(&q.path);
+            if q.state_bytes > self.max_state_bytes {
+                tracing::warn!(
+                    "query \"{name}\" holds {} bytes of state, over {}",
+                    q.state_bytes,
+                    self.max_state_bytes
+                );
+                let error = Error::ResourceLimit {
+                    sqlstate: "53200",
+                    message: format!(
+                        "query \"{name}\" holds {} bytes of operator state, over the bound \
+                         of {} bytes per query (--max-query-state-bytes): fewer groups, \
+                         shorter windows or a WITHIN would keep it smaller, or raise the bound",
+                        q.state_bytes, self.max_state_bytes
+                    ),
+                };
+                self.graph.fail_path(&q.path, error);
+            }
+        }
+    }
+
+    /// Drops rows of `batch`, which waited `lag` to enter, as the stream's shedding policy
+    /// says (none without one), and counts them for the stream and its running queries.
+    pub fn shed(&mut self, batch: RecordBatch, lag: Duration) -> Result<RecordBatch> {
+        let Some(shedder) = &mut self.shedder else {
+            return Ok(batch);
+        };
+        let time_column = self.stream.def.event_time.as_ref().map(|e| e.column);
+        let n = batch.num_rows();
+        let kept = shedder.shed(batch, lag, time_column, self.stream.watermark)?;
+        let shed = (n - kept.num_rows()) as u64;
+        if shed > 0 {
+            self.stream.shed_rows += shed;
+            for q in self.queries.values_mut() {
+                if QueryOutput::lock(&q.output).failed().is_none() {
+                    q.shed_rows += shed;
+                }
+            }
+        }
+        Ok(kept)
+    }
+
+    /// The fraction of rows (or new windows) the stream drops now; 0 without shedding.
+    pub fn drop_fraction(&self) -> f64 {
+        self.shedder.as_ref().map_or(0.0, |s| s.drop_fraction())
     }
 
     /// Moves the watermark to `to` if that is later, emitting what it completes; returns it
@@ -123,6 +209,7 @@ impl Hub {
         let moved = self.stream.advance(to)?;
         self.graph.advance(moved);
         self.progressed(moved);
+        self.check_state_bytes();
         Some(moved)
     }
 
@@ -156,6 +243,8 @@ impl Hub {
                 plan,
                 path,
                 rows_in: 0,
+                shed_rows: 0,
+                state_bytes: 0,
                 output,
             },
         );

@@ -128,6 +128,49 @@ impl Engine {
             "gauge",
             "1 if the query failed (SHOW QUERIES says why), else 0.",
         );
+        let mut shed = Family::new(
+            "saql_stream_shed_rows_total",
+            "counter",
+            "Rows load shedding dropped before they were logged or processed.",
+        );
+        let mut waits = Family::new(
+            "saql_stream_ingest_waits_total",
+            "counter",
+            "Batches that waited for the stream while another writer held it (backpressure).",
+        );
+        let mut wait_seconds = Family::new(
+            "saql_stream_ingest_wait_seconds_total",
+            "counter",
+            "Total time batches waited to enter the stream.",
+        );
+        let mut drop_fraction = Family::new(
+            "saql_stream_drop_fraction",
+            "gauge",
+            "Fraction of rows (shedding = 'random') or new windows ('window') dropped now.",
+        );
+        let mut q_shed = Family::new(
+            "saql_query_shed_rows_total",
+            "counter",
+            "Rows of the query's stream shed while it ran.",
+        );
+        let mut ingest_bytes = Family::new(
+            "saql_ingest_bytes",
+            "gauge",
+            "Bytes of batches waiting to enter their streams or being processed (--max-ingest-bytes).",
+        );
+        ingest_bytes.add(vec![], self.ingest.used() as f64);
+        let mut ingest_waits = Family::new(
+            "saql_ingest_budget_waits_total",
+            "counter",
+            "Batches that waited for room in the ingest budget (backpressure).",
+        );
+        ingest_waits.add(vec![], self.ingest.waits() as f64);
+        let mut q_state = Family::new(
+            "saql_query_state_bytes",
+            "gauge",
+            "Bytes of operator state the query held after its last batch (53200 past \
+             --max-query-state-bytes).",
+        );
         let mut s_rows = Family::new(
             "saql_source_rows_total",
             "counter",
@@ -209,6 +252,10 @@ impl Engine {
                 let label = || vec![("stream", name.clone())];
                 rows_in.add(label(), hub.stream.rows_in as f64);
                 late.add(label(), hub.stream.late_rows as f64);
+                shed.add(label(), hub.stream.shed_rows as f64);
+                waits.add(label(), hub.stream.ingest_waits as f64);
+                wait_seconds.add(label(), hub.stream.ingest_wait.as_secs_f64());
+                drop_fraction.add(label(), hub.drop_fraction());
                 let wm = hub.stream.watermark;
                 if wm != Watermark::START && wm != Watermark::END {
                     watermark.add(label(), seconds(wm.0));
@@ -225,6 +272,8 @@ impl Engine {
                     q_cut.add(labels(), output.subscribers_dropped() as f64);
                     q_lag.add(labels(), output.queued_bytes() as f64);
                     q_failed.add(labels(), f64::from(u8::from(output.failed().is_some())));
+                    q_state.add(labels(), rt.state_bytes as f64);
+                    q_shed.add(labels(), rt.shed_rows as f64);
                 }
             }
             for (name, rt) in &shared.sources {
@@ -265,6 +314,14 @@ impl Engine {
         for family in [
             &rows_in,
             &late,
+            &ingest_bytes,
+            &ingest_waits,
+            &rows_in,
+            &late,
+            &shed,
+            &waits,
+            &wait_seconds,
+            &drop_fraction,
             &watermark,
             &lag,
             &q_in,
@@ -275,6 +332,8 @@ impl Engine {
             &q_cut,
             &q_lag,
             &q_failed,
+            &q_state,
+            &q_shed,
             &s_rows,
             &s_bytes,
             &s_errors,

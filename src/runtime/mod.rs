@@ -9,6 +9,7 @@ mod ddl;
 pub mod engine;
 mod graph;
 mod hub;
+mod ingest;
 mod metrics;
 mod output;
 mod pg_catalog;
@@ -17,6 +18,9 @@ mod pg_rewrite;
 mod predicates;
 mod recovery;
 mod retained;
+mod shedding;
+#[cfg(test)]
+mod shedding_tests;
 mod show;
 mod sink_loop;
 mod sinks;
@@ -25,6 +29,7 @@ mod stream;
 mod subscribe_view;
 pub mod wal;
 
+pub use engine::DEFAULT_MAX_QUERY_STATE_BYTES;
 pub use output::{
     QueryFailure, SubscriptionEvent, SubscriptionEvents, DEFAULT_SUBSCRIBER_BUFFER_BYTES,
     SEQ_COLUMN,

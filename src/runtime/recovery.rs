@@ -329,11 +329,13 @@ impl Engine {
         let shared = Arc::downgrade(&self.shared);
         let durability = self.durability.as_ref().map(Arc::downgrade);
         let config = self.config.clone();
+        let ingest = self.ingest.clone();
         let upgrade = move |shared: &Weak<RwLock<Shared>>, d: &Option<Weak<Durability>>| {
             Some(Engine {
                 shared: shared.upgrade()?,
                 config: config.clone(),
                 durability: Some(d.as_ref()?.upgrade()?),
+                ingest: ingest.clone(),
             })
         };
         std::thread::Builder::new()

@@ -91,6 +91,8 @@ pub(super) fn show_streams(shared: &Shared) -> StatementResult {
     let mut rows_in = Vec::new();
     let mut late = Vec::new();
     let mut ddl = Vec::new();
+    let mut shed = Vec::new();
+    let mut waits = Vec::new();
     for s in shared.catalog.streams() {
         let hub = shared.hubs.get(&s.name).map(|h| h.lock());
         let rt = hub.as_ref().map(|h| &h.stream);
@@ -106,6 +108,8 @@ pub(super) fn show_streams(shared: &Shared) -> StatementResult {
         watermarks.push(rt.map(|r| r.watermark.to_string()).unwrap_or_default());
         rows_in.push(rt.map(|r| r.rows_in).unwrap_or(0));
         late.push(rt.map(|r| r.late_rows).unwrap_or(0));
+        shed.push(rt.map(|r| r.shed_rows).unwrap_or(0));
+        waits.push(rt.map(|r| r.ingest_waits).unwrap_or(0));
         ddl.push(s.ddl.to_string());
     }
     rows_result(
@@ -116,6 +120,8 @@ pub(super) fn show_streams(shared: &Shared) -> StatementResult {
             ("rows_in", DataType::Int64),
             ("late_rows", DataType::Int64),
             ("definition", DataType::Utf8),
+            ("shed_rows", DataType::Int64),
+            ("ingest_waits", DataType::Int64),
         ],
         vec![
             text_column(names),
@@ -124,6 +130,8 @@ pub(super) fn show_streams(shared: &Shared) -> StatementResult {
             int_column(rows_in),
             int_column(late),
             text_column(ddl),
+            int_column(shed),
+            int_column(waits),
         ],
     )
 }
@@ -141,6 +149,8 @@ pub(super) fn show_queries(shared: &Shared) -> StatementResult {
     let mut defs = Vec::new();
     let mut cut_off = Vec::new();
     let mut suppressed = Vec::new();
+    let mut state_bytes = Vec::new();
+    let mut shed = Vec::new();
     for (name, stream) in &shared.query_streams {
         let Some(hub) = shared.hubs.get(stream) else {
             continue;
@@ -163,6 +173,8 @@ pub(super) fn show_queries(shared: &Shared) -> StatementResult {
         subscribers.push(output.subscribers() as u64);
         cut_off.push(output.subscribers_dropped());
         suppressed.push(hub.graph.suppressed_rows(&q.path));
+        state_bytes.push(q.state_bytes as u64);
+        shed.push(q.shed_rows);
         defs.push(sql::query_sql(&q.def.query, &q.def.clauses));
     }
     rows_result(
@@ -178,6 +190,8 @@ pub(super) fn show_queries(shared: &Shared) -> StatementResult {
             ("definition", DataType::Utf8),
             ("subscribers_cut_off", DataType::Int64),
             ("suppressed", DataType::Int64),
+            ("state_bytes", DataType::Int64),
+            ("shed_rows", DataType::Int64),
         ],
         vec![
             text_column(names),
@@ -191,6 +205,8 @@ pub(super) fn show_queries(shared: &Shared) -> StatementResult {
             text_column(defs),
             int_column(cut_off),
             int_column(suppressed),
+            int_column(state_bytes),
+            int_column(shed),
         ],
     )
 }

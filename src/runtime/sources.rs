@@ -134,6 +134,7 @@ impl Engine {
         progress: SourceProgress,
     ) -> Result<()> {
         let name = &rt.spec.name;
+        let _in_flight = self.ingest.acquire(batch.get_array_memory_size());
         let seq = {
             let shared = self.read();
             match shared.sources.get(name) {
@@ -144,8 +145,9 @@ impl Engine {
                 .hubs
                 .get(&rt.spec.stream)
                 .ok_or_else(|| Error::undefined("stream", &rt.spec.stream))?;
-            let mut hub = hub.lock();
+            let (mut hub, lag) = hub.lock_for_ingest();
             hub.check_batch(&batch)?;
+            let batch = hub.shed(batch, lag)?;
             let encoded = serde_json::to_string(&progress)
                 .map_err(|e| Error::Internal(format!("encoding a source position: {e}")))?;
             let seq = self.log(&Record::SourceRows {

@@ -1,7 +1,7 @@
 //! Runtime state of one stream: its watermark and how it advances, counters, recent rows.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::TimestampNanosecondType;
@@ -25,6 +25,12 @@ pub struct StreamRuntime {
     pub rows_in: u64,
     /// Rows that arrived behind the watermark.
     pub late_rows: u64,
+    /// Rows dropped by load shedding before they were logged or processed.
+    pub shed_rows: u64,
+    /// Batches that had to wait for the stream (another writer held it): backpressure.
+    pub ingest_waits: u64,
+    /// Their total wait.
+    pub ingest_wait: Duration,
     /// Recent rows for ad hoc SELECT.
     pub recent: Retained,
 }
@@ -39,6 +45,9 @@ impl StreamRuntime {
             last_arrival: Instant::now(),
             rows_in: 0,
             late_rows: 0,
+            shed_rows: 0,
+            ingest_waits: 0,
+            ingest_wait: Duration::ZERO,
             recent: Retained::new(retain_rows),
         }
     }

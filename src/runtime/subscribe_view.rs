@@ -49,6 +49,7 @@ impl SubscribeView {
             schema: input,
             event_time: None,
             idle_timeout: None,
+            shedding: None,
             // Planning only: this stream is never declared or persisted.
             ddl: CreateStream {
                 name: sq::Ident::new(query),

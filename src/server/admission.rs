@@ -4,9 +4,11 @@
 //! just enough of the protocol to send a FATAL ErrorResponse on a socket pgwire does not own.
 
 use std::io::Write;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -87,6 +89,11 @@ pub async fn refuse(mut socket: TcpStream, max_connections: usize) {
 
 /// Serves one connection with pgwire; with an idle timeout, closes the session (after a
 /// 57P05 FATAL message) once it has been idle that long.
+///
+/// pgwire 0.42's message decoders panic on some malformed messages (a Parse or Bind whose
+/// counts promise more bytes than the message holds reads past it): such a panic is caught
+/// here, for this connection only, and the client gets `08P01 invalid frontend message` and
+/// a closed connection, as from PostgreSQL. Other sessions never notice.
 pub async fn serve<H>(
     socket: TcpStream,
     tls: Option<super::tls::TlsAcceptor>,
@@ -97,39 +104,48 @@ pub async fn serve<H>(
 where
     H: pgwire::api::PgWireServerHandlers,
 {
-    let Some(limit) = idle_timeout else {
-        return pgwire::tokio::process_socket(socket, tls, handlers).await;
-    };
     // A second handle on the socket, to write the goodbye that pgwire cannot.
     let std_socket = socket.into_std()?;
     let mut goodbye = std_socket.try_clone()?;
     let socket = TcpStream::from_std(std_socket)?;
-    let check = (limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let served =
+        AssertUnwindSafe(pgwire::tokio::process_socket(socket, tls, handlers)).catch_unwind();
     let idle = async {
+        let Some(limit) = idle_timeout else {
+            return std::future::pending::<Duration>().await;
+        };
+        let check = (limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         loop {
             tokio::time::sleep(check).await;
             if session.idle_for().is_some_and(|idle| idle >= limit) {
-                return;
+                return limit;
             }
         }
     };
-    tokio::select! {
-        r = pgwire::tokio::process_socket(socket, tls, handlers) => r,
-        _ = idle => {
-            let message = format!(
+    let (code, message) = tokio::select! {
+        r = served => match r {
+            Ok(r) => return r,
+            Err(_) => {
+                tracing::warn!("closed a connection whose message the protocol decoder could not read");
+                ("08P01", "invalid frontend message: it is shorter than its fields say".to_string())
+            }
+        },
+        limit = idle => (
+            "57P05",
+            format!(
                 "terminating connection due to idle-session timeout ({} s, \
                  --idle-session-timeout)",
                 limit.as_secs_f64()
-            );
-            // Over TLS the goodbye would have to be encrypted, which only pgwire can do:
-            // such a client sees the connection close.
-            if !session.tls() {
-                let _ = goodbye.write_all(&fatal("57P05", &message));
-            } else {
-                tracing::debug!("{message}");
-            }
-            let _ = goodbye.shutdown(std::net::Shutdown::Both);
-            Ok(())
-        }
+            ),
+        ),
+    };
+    // Over TLS the goodbye would have to be encrypted, which only pgwire can do: such a
+    // client sees the connection close.
+    if !session.tls() {
+        let _ = goodbye.write_all(&fatal(code, &message));
+    } else {
+        tracing::debug!("{message}");
     }
+    let _ = goodbye.shutdown(std::net::Shutdown::Both);
+    Ok(())
 }

@@ -1354,6 +1354,24 @@ impl Operator for PatternMatcher {
         self.order.late_rows()
     }
 
+    fn state_bytes(&self) -> usize {
+        // A stored row pins its batch: count its share, a fixed width per column.
+        let row = std::mem::size_of::<StoredRow>() + 16 * self.m.spec.input_schema.fields().len();
+        let binding = std::mem::size_of::<Binding>() + 16;
+        let partitions: usize = self
+            .partitions
+            .iter()
+            .map(|(key, p)| {
+                key.len()
+                    + std::mem::size_of::<Partition>()
+                    + p.threads.capacity() * std::mem::size_of::<Thread>()
+                    + p.threads.iter().map(|t| t.mapped as usize).sum::<usize>() * binding
+                    + (p.rows.len() + p.recent.len() + p.undecided.len()) * row
+            })
+            .sum();
+        partitions + self.found.len() * std::mem::size_of::<Found>() + self.order.pending_bytes()
+    }
+
     fn shard_keys(&self) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
         if self.m.spec.partition_by.is_empty() {
             return None;
