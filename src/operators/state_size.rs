@@ -115,3 +115,19 @@ fn invariants_grow_with_learned_values_and_waiting_rows() {
     run.feed(&keyed(40, 0, 1000, 2), 41);
     assert!(run.bytes() > learned, "{} after {learned}", run.bytes());
 }
+
+#[test]
+fn suppress_holds_its_keys_until_their_interval_passes() {
+    let mut run = Run::new(
+        "CREATE CONTINUOUS QUERY q AS SELECT ts, k, v FROM s \
+         SUPPRESS FOR INTERVAL '1' MINUTE PER (k)",
+    );
+    let peak = grows(&mut run, 30, 4);
+    // A watermark past every key's interval forgets them all (the map keeps its slots).
+    run.feed(&[], 200);
+    let after = run.bytes();
+    assert!(
+        after < peak,
+        "{after} bytes of {peak} after every interval passed"
+    );
+}

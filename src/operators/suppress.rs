@@ -36,6 +36,8 @@ pub struct Suppress {
     key_rows: Option<RowConverter>,
     /// Per key (Arrow row format): the time of its last emitted row.
     last: HashMap<Vec<u8>, i64>,
+    /// Bytes of the keys in `last`.
+    key_bytes: usize,
     /// Most keys held at once.
     max_keys: usize,
     /// The latest watermark, in nanoseconds.
@@ -68,6 +70,7 @@ impl Suppress {
             time_column,
             key_rows: None,
             last: HashMap::new(),
+            key_bytes: 0,
             max_keys: crate::limits::MAX_SUPPRESS_KEYS,
             watermark: i64::MIN,
             suppressed: 0,
@@ -163,6 +166,7 @@ impl Operator for Suppress {
                     if self.last.len() >= self.max_keys {
                         return Err(self.too_many_keys());
                     }
+                    self.key_bytes += key.as_ref().len();
                     self.last.insert(key.as_ref().to_vec(), t);
                     keep.push(i as u32);
                 }
@@ -182,7 +186,15 @@ impl Operator for Suppress {
     fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
         self.watermark = self.watermark.max(watermark.0.nanos());
         let (wm, interval) = (self.watermark, self.interval);
-        self.last.retain(|_, t0| t0.saturating_add(interval) > wm);
+        let mut freed = 0;
+        self.last.retain(|key, t0| {
+            let keep = t0.saturating_add(interval) > wm;
+            if !keep {
+                freed += key.len();
+            }
+            keep
+        });
+        self.key_bytes -= freed;
         Ok(vec![])
     }
 
@@ -211,6 +223,7 @@ impl Operator for Suppress {
         self.watermark = watermark;
         self.suppressed = u64::try_from(suppressed).map_err(|_| bad())?;
         self.last.clear();
+        self.key_bytes = 0;
         for b in batches {
             let keys = b.column(0).as_binary_opt::<i32>().ok_or_else(bad)?;
             let times = b
@@ -218,6 +231,7 @@ impl Operator for Suppress {
                 .as_primitive_opt::<Int64Type>()
                 .ok_or_else(bad)?;
             for i in 0..b.num_rows() {
+                self.key_bytes += keys.value(i).len();
                 self.last.insert(keys.value(i).to_vec(), times.value(i));
             }
         }
@@ -226,6 +240,11 @@ impl Operator for Suppress {
 
     fn suppressed_rows(&self) -> u64 {
         self.suppressed
+    }
+
+    /// The map's slots and the keys' bytes.
+    fn state_bytes(&self) -> usize {
+        self.last.capacity() * (std::mem::size_of::<(Vec<u8>, i64)>() + 1) + self.key_bytes
     }
 }
 

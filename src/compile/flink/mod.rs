@@ -117,6 +117,15 @@ pub fn compile_query(create: &CreateQuery, catalog: &Catalog) -> Result<FlinkQue
             ),
         ));
     }
+    if clauses.suppress.is_some() {
+        return Err(in_query(
+            &name,
+            Error::NotSupported(
+                "SUPPRESS has no Flink translation (Flink SQL has no per-key alert suppression)"
+                    .into(),
+            ),
+        ));
+    }
     let plan = plan_continuous(&create.query, clauses, catalog)?;
     let ctx = select::Ctx { catalog, clauses };
     let translated =
