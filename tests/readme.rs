@@ -5,12 +5,15 @@
 //! that follow it (as psql sends them), and the subscriptions deliver the alerts the session
 //! says they will.
 
+#[allow(dead_code)]
+#[path = "support/binary.rs"]
+mod binary;
+
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::{Client, SimpleQueryMessage};
 
 /// One step of the session: a statement, with the data lines of a `COPY ... FROM STDIN`.
 struct Step {
@@ -58,58 +61,27 @@ fn session_steps() -> Vec<Step> {
     steps
 }
 
+/// `saql serve --demo` on a free port with a fresh data directory.
 struct Server {
-    child: Child,
+    _process: binary::Process,
     addr: SocketAddr,
     _dir: tempfile::TempDir,
 }
 
 impl Server {
     fn start_demo() -> Server {
-        let addr = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        let addr = binary::free_addr();
         let dir = tempfile::tempdir().unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_saql"))
-            .args(["serve", "--demo", "--listen", &addr.to_string()])
-            .arg("--data-dir")
-            .arg(dir.path().join("saql-data"))
-            .current_dir(dir.path())
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("saql starts");
+        let process = binary::start_saql(&dir.path().join("saql-data"), addr, &["--demo"]);
         Server {
-            child,
+            _process: process,
             addr,
             _dir: dir,
         }
     }
 
     async fn connect(&self) -> Client {
-        let conn = format!(
-            "host=127.0.0.1 port={} user=saql dbname=saql",
-            self.addr.port()
-        );
-        for _ in 0..600 {
-            if let Ok((client, connection)) = tokio_postgres::connect(&conn, NoTls).await {
-                tokio::spawn(async move {
-                    let _ = connection.await;
-                });
-                return client;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the server did not come up on {}", self.addr);
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        binary::connect(self.addr).await
     }
 }
 
