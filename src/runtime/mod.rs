@@ -23,6 +23,8 @@ mod shedding;
 mod shedding_tests;
 mod show;
 mod sink_loop;
+// Sinks deliver only with the server feature (their loop needs its clients).
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 mod sinks;
 mod sources;
 mod stream;
