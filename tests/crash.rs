@@ -9,6 +9,11 @@
 //! CI runs a few crash points; `SAQL_CRASH_POINTS=25 cargo test --test crash -- --nocapture`
 //! runs the full set.
 
+#[allow(dead_code)]
+#[path = "support/binary.rs"]
+mod binary;
+
+use binary::connect;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -19,7 +24,7 @@ use std::time::Duration;
 use futures::{SinkExt, StreamExt};
 use rand::{Rng, SeedableRng};
 use tokio::sync::Mutex;
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::SimpleQueryMessage;
 
 const SETUP: &str = "
 CREATE STREAM a (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, WATERMARK FOR ts AS ts - INTERVAL '2' SECOND);
@@ -90,20 +95,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-async fn connect(addr: SocketAddr) -> Client {
-    for _ in 0..600 {
-        let conn = format!("host=127.0.0.1 port={} user=saql dbname=saql", addr.port());
-        if let Ok((client, connection)) = tokio_postgres::connect(&conn, NoTls).await {
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            return client;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the server did not come up on {addr}");
 }
 
 fn rows_of(messages: &[SimpleQueryMessage]) -> Vec<Vec<String>> {

@@ -3,6 +3,11 @@
 //! as Prometheus text, and its values checked against SHOW STREAMS, SHOW QUERIES and SHOW
 //! SOURCES of the same moment (no rows flow while both are read).
 
+#[allow(dead_code)]
+#[path = "support/binary.rs"]
+mod binary;
+
+use binary::connect;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -10,7 +15,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::{Client, SimpleQueryMessage};
 
 struct Process(Child);
 
@@ -40,20 +45,6 @@ fn start(dir: &Path, addr: SocketAddr, metrics: SocketAddr) -> Process {
         .spawn()
         .expect("saql starts");
     Process(child)
-}
-
-async fn connect(addr: SocketAddr) -> Client {
-    for _ in 0..600 {
-        let conn = format!("host=127.0.0.1 port={} user=saql dbname=saql", addr.port());
-        if let Ok((client, connection)) = tokio_postgres::connect(&conn, NoTls).await {
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            return client;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the server did not come up on {addr}");
 }
 
 /// A SHOW statement's rows as column name -> value, keyed by the first column.

@@ -5,6 +5,11 @@
 //! `kill -9` of the real binary at random moments) with no row lost and none twice;
 //! `on_error = 'fail'` stops the source with the error in SHOW SOURCES; CSV with a header.
 
+#[allow(dead_code)]
+#[path = "support/binary.rs"]
+mod binary;
+
+use binary::connect;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -16,7 +21,7 @@ use futures::StreamExt;
 use rand::{Rng, SeedableRng};
 use saql::{Engine, EngineConfig};
 use tokio::sync::oneshot;
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::{Client, SimpleQueryMessage};
 
 struct Server {
     addr: SocketAddr,
@@ -55,20 +60,6 @@ impl Server {
         }
         let _ = self.task.await;
     }
-}
-
-async fn connect(addr: SocketAddr) -> Client {
-    for _ in 0..600 {
-        let conn = format!("host=127.0.0.1 port={} user=saql dbname=saql", addr.port());
-        if let Ok((client, connection)) = tokio_postgres::connect(&conn, NoTls).await {
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            return client;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the server did not come up on {addr}");
 }
 
 fn rows_of(messages: &[SimpleQueryMessage]) -> Vec<Vec<String>> {
