@@ -596,6 +596,8 @@ enum Training {
     Windows(usize),
     /// Results earlier than the first result's time plus this many seconds.
     Seconds(i64),
+    /// A fixed period, `[BASE + from, BASE + until)` in seconds: earlier results are skipped.
+    Between(i64, i64),
 }
 
 /// An INVARIANT clause over one value expression, `name`, per `k % per`.
@@ -604,18 +606,30 @@ struct InvariantClause {
     set: bool,
     per: i64,
     training: Training,
+    /// `MIN SUPPORT` (SET only; 1 = absent).
+    support: usize,
     online: bool,
 }
 
 impl InvariantClause {
     fn sql(&self, name: &str) -> String {
         format!(
-            "INVARIANT {} ({name}) PER (k % {}) TRAINING {} {}",
+            "INVARIANT {} ({name}) PER (k % {}) TRAINING {}{} {}",
             if self.set { "SET" } else { "RANGE" },
             self.per,
             match self.training {
                 Training::Windows(n) => format!("{n} WINDOWS"),
                 Training::Seconds(s) => format!("INTERVAL '{s}' SECOND"),
+                Training::Between(from, until) => format!(
+                    "BETWEEN TIMESTAMP '{}' AND TIMESTAMP '{}'",
+                    fmt_ts(BASE + from * SEC),
+                    fmt_ts(BASE + until * SEC)
+                ),
+            },
+            if self.support > 1 {
+                format!(" MIN SUPPORT {}", self.support)
+            } else {
+                String::new()
             },
             if self.online { "ONLINE" } else { "OFFLINE" }
         )
@@ -629,18 +643,32 @@ impl InvariantClause {
         let training = |t: i64| match self.training {
             Training::Windows(n) => times[..n.min(times.len())].contains(&t),
             Training::Seconds(s) => t < times[0] + s * SEC,
+            Training::Between(_, until) => t < BASE + until * SEC,
         };
+        let skipped =
+            |t: i64| matches!(self.training, Training::Between(from, _) if t < BASE + from * SEC);
         let show = |v: Option<i64>| v.map_or("NULL".to_string(), |v| v.to_string());
         let mut sets: HashMap<i64, HashSet<Option<i64>>> = HashMap::new();
+        let mut seen: HashMap<(i64, Option<i64>), usize> = HashMap::new();
         let mut ranges: HashMap<i64, (f64, f64)> = HashMap::new();
         let mut out = Vec::new();
         for (t, k, value, row) in results {
+            if skipped(*t) {
+                continue;
+            }
             let (key, training) = (k % self.per, training(*t));
             let violation = if self.set {
                 let set = sets.entry(key).or_default();
                 let known = set.len();
                 let new = !set.contains(value);
-                if training || self.online {
+                if training {
+                    // Learned once training has seen it `support` times.
+                    let n = seen.entry((key, *value)).or_default();
+                    *n += 1;
+                    if *n >= self.support {
+                        set.insert(*value);
+                    }
+                } else if self.online {
                     set.insert(*value);
                 }
                 (new && !training).then(|| {
@@ -676,23 +704,26 @@ impl InvariantClause {
 }
 
 fn invariant_clause(windows: bool) -> impl Strategy<Value = InvariantClause> {
+    let between = (0i64..30, 1i64..40).prop_map(|(from, len)| Training::Between(from, from + len));
     let training = if windows {
         prop_oneof![
             (1usize..5).prop_map(Training::Windows),
-            (1i64..8).prop_map(|m| Training::Seconds(5 * m))
+            (1i64..8).prop_map(|m| Training::Seconds(5 * m)),
+            between,
         ]
         .boxed()
     } else {
-        (1i64..60).prop_map(Training::Seconds).boxed()
+        prop_oneof![(1i64..60).prop_map(Training::Seconds), between].boxed()
     };
-    (any::<bool>(), 1i64..4, training, any::<bool>()).prop_map(|(set, per, training, online)| {
-        InvariantClause {
+    (any::<bool>(), 1i64..4, training, 1usize..4, any::<bool>()).prop_map(
+        |(set, per, training, support, online)| InvariantClause {
             set,
             per,
             training,
+            support: if set { support } else { 1 },
             online,
-        }
-    })
+        },
+    )
 }
 
 proptest! {

@@ -5,6 +5,11 @@
 //! Results are learned from and checked in event-time order: a stream's raw rows, which may
 //! arrive out of order, wait until the watermark passes them (as in `History`); a windowed
 //! query's results arrive in window order and pass at once.
+//!
+//! Training is the first windows, an interval from the first result, or a fixed period of
+//! event time the user vouches for as clean (`UNTIL` / `BETWEEN`). With `MIN SUPPORT n` a
+//! SET learns a value only once training has seen it in n rows: a one-off during training (an
+//! attack under way while the model learns) is not taken for normal.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -29,6 +34,19 @@ struct Learned {
     set: HashSet<Vec<u8>>,
     /// RANGE: (min, max) per value expression, once anything was learned.
     range: Vec<Option<(f64, f64)>>,
+    /// SET with MIN SUPPORT: values seen in training but fewer times than the support, with
+    /// their counts. Dropped once training is over.
+    #[serde(default)]
+    candidates: HashMap<Vec<u8>, u32>,
+}
+
+/// Where a row's time places it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Before a `BETWEEN` period: neither learned nor checked.
+    Before,
+    Training,
+    Checking,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -73,6 +91,7 @@ pub struct Invariant {
     value_names: Vec<String>,
     keys: Vec<Arc<dyn PhysicalExpr>>,
     training: Training,
+    min_support: u32,
     online: bool,
     time_column: usize,
     value_rows: Option<RowConverter>,
@@ -90,7 +109,7 @@ pub struct Invariant {
 impl Invariant {
     /// An invariant over `values` per `keys`, producing `schema` (input columns, then
     /// `violation`). `time_column` is the result column (window_end, or the event time) that
-    /// places a row in or after training.
+    /// places a row in or after training; `min_support` is 1 unless the query says otherwise.
     #[allow(clippy::too_many_arguments)]
     pub fn try_new(
         kind: InvariantKind,
@@ -98,6 +117,7 @@ impl Invariant {
         value_names: Vec<String>,
         keys: Vec<Arc<dyn PhysicalExpr>>,
         training: Training,
+        min_support: u32,
         online: bool,
         time_column: usize,
         schema: SchemaRef,
@@ -106,6 +126,11 @@ impl Invariant {
             return Err(Error::plan(
                 "42601",
                 "INVARIANT needs at least one expression",
+            ));
+        }
+        if min_support > 1 && kind == InvariantKind::Range {
+            return Err(Error::NotSupported(
+                "MIN SUPPORT applies to INVARIANT SET; a RANGE learns bounds, not values".into(),
             ));
         }
         let fields = schema.fields();
@@ -118,6 +143,7 @@ impl Invariant {
             value_names,
             keys,
             training,
+            min_support: min_support.max(1),
             online,
             time_column,
             value_rows: None,
@@ -145,11 +171,29 @@ impl Invariant {
             .ok_or_else(|| Error::Internal("row converter missing".into()))
     }
 
-    /// Whether a row at `time` (its window_end or event time) falls in the training period.
-    fn training(&mut self, time: Option<i64>) -> bool {
+    /// Where a row at `time` (its window_end or event time) falls.
+    fn phase(&mut self, time: Option<i64>) -> Phase {
         let Some(t) = time else {
-            return false;
+            return Phase::Checking;
         };
+        if let Training::Between { from, until } = self.training {
+            return if from.is_some_and(|from| t < from) {
+                Phase::Before
+            } else if t < until {
+                Phase::Training
+            } else {
+                Phase::Checking
+            };
+        }
+        if self.in_training(t) {
+            Phase::Training
+        } else {
+            Phase::Checking
+        }
+    }
+
+    /// Whether `t` falls in a training period counted from the results themselves.
+    fn in_training(&mut self, t: i64) -> bool {
         match self.training {
             Training::Windows(n) => {
                 if self.state.windows.contains(&t) {
@@ -168,6 +212,7 @@ impl Invariant {
                     .get_or_insert_with(|| t.saturating_add(duration_nanos(d)));
                 t < end
             }
+            Training::Between { until, .. } => t < until,
         }
     }
 
@@ -234,7 +279,11 @@ impl Invariant {
         let mut violating = Vec::new();
         let mut messages = Vec::new();
         for row in 0..n {
-            let training = self.training(times[row]);
+            let training = match self.phase(times[row]) {
+                Phase::Before => continue,
+                Phase::Training => true,
+                Phase::Checking => false,
+            };
             // Look up by the row's bytes; allocate a key only for a new partition.
             let key = key_rows.row(row);
             if !self.state.learned.contains_key(key.as_ref()) {
@@ -248,7 +297,19 @@ impl Invariant {
             let violation = match (&self.kind, &value_rows) {
                 (InvariantKind::Set, Some(rows)) => {
                     let v = rows.row(row);
-                    if training || self.online {
+                    if !training && !learned.candidates.is_empty() {
+                        learned.candidates = HashMap::new();
+                    }
+                    if training && self.min_support > 1 && !learned.set.contains(v.as_ref()) {
+                        // Learned only once seen often enough; until then not normal.
+                        let seen = learned.candidates.entry(v.as_ref().to_vec()).or_insert(0);
+                        *seen += 1;
+                        if *seen >= self.min_support {
+                            learned.candidates.remove(v.as_ref());
+                            learned.set.insert(v.as_ref().to_vec());
+                        }
+                        None
+                    } else if training || self.online {
                         let new = !learned.set.contains(v.as_ref())
                             && learned.set.insert(v.as_ref().to_vec());
                         (!training && new).then(|| learned.set.len() - 1)
@@ -414,6 +475,8 @@ impl Operator for Invariant {
                     + l.set.capacity() * slot
                     + l.set.iter().map(|v| v.capacity()).sum::<usize>()
                     + l.range.capacity() * std::mem::size_of::<Option<(f64, f64)>>()
+                    + l.candidates.capacity() * (slot + 4)
+                    + l.candidates.keys().map(|v| v.capacity()).sum::<usize>()
             })
             .sum();
         let pending: usize = self.pending.iter().map(|b| b.get_array_memory_size()).sum();

@@ -71,6 +71,11 @@ pub(super) fn add_suppress(plan: &mut QueryPlan, clause: &SuppressClause) -> Res
 /// Appends the invariant operator.
 pub(super) fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> Result<()> {
     let input = plan.schema.clone();
+    if clause.min_support > 1 && clause.kind == InvariantKind::Range {
+        return Err(Error::NotSupported(
+            "MIN SUPPORT applies to INVARIANT SET; a RANGE learns bounds, not values".into(),
+        ));
+    }
     if matches!(clause.training, Training::Windows(_)) && plan.window.is_none() {
         return Err(Error::NotSupported(
             "TRAINING n WINDOWS needs a windowed query; use TRAINING INTERVAL '...'".into(),
@@ -107,6 +112,7 @@ pub(super) fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> R
         keys,
         keys_sql: clause.per.clone(),
         training: clause.training,
+        min_support: clause.min_support,
         online: clause.online,
         time_column,
         windowed: plan.window.is_some(),

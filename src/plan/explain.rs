@@ -250,6 +250,21 @@ fn invariant(s: &InvariantSpec) -> ExplainNode {
         Training::Interval(d) => {
             format!("{} ms of event time from the first result", d.as_millis())
         }
+        Training::Between { from, until } => {
+            let from = from.map_or(
+                "the first result".to_string(),
+                crate::sql::timestamp_literal,
+            );
+            format!(
+                "event time from {from} until {}",
+                crate::sql::timestamp_literal(until)
+            )
+        }
+    };
+    let training = if s.min_support > 1 {
+        format!("{training}, values seen in at least {} rows", s.min_support)
+    } else {
+        training
     };
     ExplainNode::new("Invariant")
         .with(

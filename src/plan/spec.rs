@@ -270,6 +270,8 @@ pub struct InvariantSpec {
     pub keys_sql: Vec<sq::Expr>,
     /// How long it learns.
     pub training: Training,
+    /// How many training rows must show a value before it is learned (SET; 1 = all).
+    pub min_support: u32,
     /// Whether it keeps learning after training.
     pub online: bool,
     /// The input column (window_end, or the event time) that places a row in or after
@@ -408,6 +410,7 @@ impl OperatorSpec {
                 s.values_sql.iter().map(ToString::to_string).collect(),
                 s.keys.clone(),
                 s.training,
+                s.min_support,
                 s.online,
                 s.time_column,
                 s.schema.clone(),

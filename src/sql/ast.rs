@@ -362,9 +362,11 @@ impl fmt::Display for Clauses {
     }
 }
 
-/// `INVARIANT SET (exprs) | RANGE (expr) [PER (keys)] TRAINING n WINDOWS | INTERVAL '...'
-/// [OFFLINE | ONLINE]`: learns, per key, the set of values (or their range) during training,
-/// then emits the result rows that break it, with a `violation` column saying how.
+/// `INVARIANT SET (exprs) | RANGE (expr) [PER (keys)] TRAINING n WINDOWS | INTERVAL '...' |
+/// UNTIL TIMESTAMP '...' | BETWEEN TIMESTAMP '...' AND TIMESTAMP '...' [MIN SUPPORT n]
+/// [OFFLINE | ONLINE]`:
+/// learns, per key, the set of values (or their range) during training, then emits the result
+/// rows that break it, with a `violation` column saying how.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InvariantClause {
     /// Learn a set of values (`SET`) or a numeric range (`RANGE`).
@@ -375,6 +377,10 @@ pub struct InvariantClause {
     pub per: Vec<sq::Expr>,
     /// How long to learn.
     pub training: Training,
+    /// `MIN SUPPORT n` (SET only): a value is learned only once training has seen it in n
+    /// rows, so what training saw rarely (an attack under way while it learns) stays
+    /// anomalous. 1 when absent.
+    pub min_support: u32,
     /// `ONLINE`: keep learning after training (each new value alerts once).
     pub online: bool,
 }
@@ -395,6 +401,20 @@ pub enum Training {
     Windows(u64),
     /// Until the watermark has advanced this far past the first row.
     Interval(Duration),
+    /// A fixed period of event time, `[from, until)` in nanoseconds since the epoch: a clean
+    /// period the user vouches for. Rows before `from` are neither learned nor checked.
+    Between {
+        /// The first instant learned from; from the first row when absent.
+        from: Option<i64>,
+        /// The first instant checked.
+        until: i64,
+    },
+}
+
+/// A timestamp in nanoseconds as `TIMESTAMP '...'` SQL text.
+pub fn timestamp_literal(nanos: i64) -> String {
+    let t = chrono::DateTime::from_timestamp_nanos(nanos).naive_utc();
+    format!("TIMESTAMP '{}'", t.format("%Y-%m-%d %H:%M:%S%.f"))
 }
 
 impl fmt::Display for InvariantClause {
@@ -418,6 +438,20 @@ impl fmt::Display for InvariantClause {
             Training::Interval(d) => {
                 write!(f, " TRAINING INTERVAL '{}' MILLISECOND", d.as_millis())?
             }
+            Training::Between { from, until } => {
+                let until = timestamp_literal(until);
+                match from {
+                    Some(from) => write!(
+                        f,
+                        " TRAINING BETWEEN {} AND {until}",
+                        timestamp_literal(from)
+                    )?,
+                    None => write!(f, " TRAINING UNTIL {until}")?,
+                }
+            }
+        }
+        if self.min_support > 1 {
+            write!(f, " MIN SUPPORT {}", self.min_support)?;
         }
         f.write_str(if self.online { " ONLINE" } else { " OFFLINE" })
     }

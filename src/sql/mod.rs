@@ -14,9 +14,9 @@ mod window_tvf;
 mod clause_tests;
 
 pub use ast::{
-    query_sql, Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateSource, CreateStream,
-    ExplainTarget, InvariantClause, InvariantKind, OutlierClause, OutlierMethod, SourceConnector,
-    Statement, Subscribe, SubsetDef, SuppressClause, Training, WatermarkDef,
+    query_sql, timestamp_literal, Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateSource,
+    CreateStream, ExplainTarget, InvariantClause, InvariantKind, OutlierClause, OutlierMethod,
+    SourceConnector, Statement, Subscribe, SubsetDef, SuppressClause, Training, WatermarkDef,
 };
 pub use parser::{parse, parse_one};
 pub use sink::{CreateSink, SinkConnector};

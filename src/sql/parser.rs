@@ -722,8 +722,8 @@ fn parse_suppress(parser: &mut Parser) -> Result<Option<SuppressClause>> {
     Ok(Some(SuppressClause { interval, per }))
 }
 
-/// `INVARIANT SET|RANGE (exprs) [PER (exprs)] TRAINING n WINDOWS | INTERVAL '...'
-/// [OFFLINE|ONLINE]`, if present.
+/// `INVARIANT SET|RANGE (exprs) [PER (exprs)] TRAINING n WINDOWS | INTERVAL '...' |
+/// UNTIL ts | BETWEEN ts AND ts [MIN SUPPORT n] [OFFLINE|ONLINE]`, if present.
 fn parse_invariant(parser: &mut Parser) -> Result<Option<InvariantClause>> {
     if !parse_word(parser, "INVARIANT") {
         return Ok(None);
@@ -748,6 +748,26 @@ fn parse_invariant(parser: &mut Parser) -> Result<Option<InvariantClause>> {
     expect_word(parser, "TRAINING")?;
     let tok = parser.peek_token();
     let training = match &tok.token {
+        _ if parse_word(parser, "UNTIL") => Training::Between {
+            from: None,
+            until: parse_timestamp_literal(parser)?,
+        },
+        _ if parse_word(parser, "BETWEEN") => {
+            let from = parse_timestamp_literal(parser)?;
+            parser.expect_keyword(Keyword::AND)?;
+            let until_tok = parser.peek_token();
+            let until = parse_timestamp_literal(parser)?;
+            if until <= from {
+                return Err(error_at(
+                    &until_tok,
+                    "TRAINING BETWEEN needs an end after its start",
+                ));
+            }
+            Training::Between {
+                from: Some(from),
+                until,
+            }
+        }
         Token::Number(n, _) => {
             parser.next_token();
             let n: u64 = n
@@ -765,6 +785,16 @@ fn parse_invariant(parser: &mut Parser) -> Result<Option<InvariantClause>> {
             Training::Interval(interval_duration(&expr).map_err(|e| error_at(&tok, e.to_string()))?)
         }
     };
+    let mut min_support = 1;
+    if parse_word(parser, "MIN") {
+        expect_word(parser, "SUPPORT")?;
+        let tok = parser.next_token();
+        min_support = match &tok.token {
+            Token::Number(n, _) => n.parse().ok().filter(|&n| n > 0),
+            _ => None,
+        }
+        .ok_or_else(|| error_at(&tok, "MIN SUPPORT takes a positive number of rows"))?;
+    }
     let online = if parse_word(parser, "ONLINE") {
         true
     } else {
@@ -776,8 +806,39 @@ fn parse_invariant(parser: &mut Parser) -> Result<Option<InvariantClause>> {
         exprs,
         per,
         training,
+        min_support,
         online,
     }))
+}
+
+/// `[TIMESTAMP] 'YYYY-MM-DD[ HH:MM[:SS[.f]]]'` as nanoseconds since the epoch (no zone: the
+/// stream's TIMESTAMP columns have none).
+fn parse_timestamp_literal(parser: &mut Parser) -> Result<i64> {
+    parse_word(parser, "TIMESTAMP");
+    let tok = parser.next_token();
+    let Token::SingleQuotedString(text) = &tok.token else {
+        return Err(error_at(
+            &tok,
+            "expected a timestamp such as '2024-01-01 00:00:00'",
+        ));
+    };
+    let text = text.trim();
+    let time = [
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M",
+    ]
+    .iter()
+    .find_map(|f| chrono::NaiveDateTime::parse_from_str(text, f).ok())
+    .or_else(|| {
+        chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+            .ok()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+    })
+    .ok_or_else(|| error_at(&tok, format!("invalid timestamp '{text}'")))?;
+    time.and_utc()
+        .timestamp_nanos_opt()
+        .ok_or_else(|| error_at(&tok, format!("timestamp '{text}' is out of range")))
 }
 
 /// `OUTLIER method(args) ON (cols) [PARTITION BY (exprs)] [HAVING expr]`, if present.
@@ -1571,6 +1632,42 @@ pub(super) mod tests {
         assert!(!inv.online);
         verified("EXPLAIN SELECT a FROM s INVARIANT RANGE (a) TRAINING 3 WINDOWS ONLINE");
         assert!(parse_one("SELECT 1; CREATE CONTINUOUS QUERY q AS SELECT a FROM s INVARIANT SET (a) TRAINING 0 WINDOWS").is_err());
+        // A clean period the user names, and training that discounts rare values.
+        let s = verified(
+            "CREATE CONTINUOUS QUERY q AS SELECT ts, a FROM s INVARIANT SET (a) \
+             TRAINING BETWEEN TIMESTAMP '2024-01-01' AND '2024-01-02 06:30:00.25' MIN SUPPORT 3 ONLINE",
+        );
+        let Statement::CreateQuery(cq) = s else {
+            panic!("query")
+        };
+        let inv = cq.clauses.invariant.unwrap();
+        let day = 86_400_000_000_000i64 * 19_723; // 2024-01-01 in days since 1970
+        assert_eq!(
+            inv.training,
+            Training::Between {
+                from: Some(day),
+                until: day + 86_400_000_000_000 + 23_400_250_000_000
+            }
+        );
+        assert_eq!((inv.min_support, inv.online), (3, true));
+        verified("EXPLAIN SELECT ts, a FROM s INVARIANT SET (a) TRAINING UNTIL TIMESTAMP '2024-01-01 10:00:00'");
+        for (sql, at) in [
+            (
+                "EXPLAIN SELECT ts FROM s INVARIANT SET (a) TRAINING UNTIL 'yesterday'",
+                59,
+            ),
+            (
+                "EXPLAIN SELECT ts FROM s INVARIANT SET (a) TRAINING BETWEEN '2024-01-02' AND '2024-01-01'",
+                78,
+            ),
+            (
+                "EXPLAIN SELECT ts FROM s INVARIANT SET (a) TRAINING INTERVAL '1' MINUTE MIN SUPPORT 0",
+                85,
+            ),
+        ] {
+            let e = parse_one(sql).unwrap_err();
+            assert_eq!(e.location().map(|l| l.column), Some(at), "{sql}: {e}");
+        }
         let e = parse_one("CREATE CONTINUOUS QUERY q AS SELECT a FROM s OUTLIER LOF(3) ON (a)")
             .unwrap_err();
         assert_eq!(
