@@ -21,7 +21,7 @@
 
 mod common;
 
-use common::{env_count, median, thousands};
+use common::{env_count, median, mix, thousands};
 
 use std::collections::HashMap;
 use std::error::Error;
@@ -461,12 +461,4 @@ fn timestamp_text(ms: i64) -> String {
         Some(t) => t.format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
         None => String::new(),
     }
-}
-
-/// splitmix64: a cheap, fixed pseudo-random column value for event `i`.
-fn mix(i: u64) -> u64 {
-    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
