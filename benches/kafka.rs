@@ -22,9 +22,9 @@
 //! and exit 1. CPU seconds of this process (the server, the source thread and the clients;
 //! not the broker) are read from `/proc/self/stat` around each timed phase.
 
-mod common;
 #[path = "../tests/kafka/broker.rs"]
 mod broker;
+mod common;
 
 use common::{env_count, median, mix, thousands};
 
@@ -383,7 +383,9 @@ async fn timed_source(brokers: &str, events: u64, alerts: u64) -> BenchResult<Ti
             break;
         }
         if start.elapsed() > Duration::from_secs(600) {
-            problems.push(format!("the source read {rows} of {events} events in 600 s"));
+            problems.push(format!(
+                "the source read {rows} of {events} events in 600 s"
+            ));
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
