@@ -26,7 +26,7 @@
 mod broker;
 mod common;
 
-use common::{env_count, median, mix, thousands};
+use common::{env_count, median, mix, percentile, run_on_tokio, thousands};
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -59,24 +59,10 @@ const START_MS: i64 = 1_704_067_200_000;
 const PRODUCE_CHUNK: usize = 5_000;
 
 fn main() -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    match runtime.block_on(run()) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            println!("\nMISMATCH: some alerts were missing, doubled or wrong (see above)");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    run_on_tokio(
+        run(),
+        "some alerts were missing, doubled or wrong (see above)",
+    )
 }
 
 /// Event `i`: its values, as a JSON object and as a CSV line.
@@ -329,6 +315,19 @@ impl Server {
         problems
     }
 
+    /// A timed phase's result, once the `alerts` expected arrived; stops the server.
+    async fn finish(self, seconds: f64, cpu: f64, alerts: u64, mut problems: Vec<String>) -> Timed {
+        problems.extend(self.await_alerts(alerts).await);
+        let seen = self.seen.lock().unwrap().len() as u64;
+        self.stop().await;
+        Timed {
+            seconds,
+            cpu,
+            alerts: seen,
+            problems,
+        }
+    }
+
     async fn stop(self) {
         drop(self.client);
         let _ = self.stop.send(());
@@ -391,19 +390,11 @@ async fn timed_source(brokers: &str, events: u64, alerts: u64) -> BenchResult<Ti
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let (seconds, cpu) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu);
-    problems.extend(server.await_alerts(alerts).await);
     let bad = server.show("SHOW SOURCES", "bad_records").await?;
     if bad != "0" {
         problems.push(format!("{bad} bad records"));
     }
-    let seen = server.seen.lock().unwrap().len() as u64;
-    server.stop().await;
-    Ok(Timed {
-        seconds,
-        cpu,
-        alerts: seen,
-        problems,
-    })
+    Ok(server.finish(seconds, cpu, alerts, problems).await)
 }
 
 /// The same events as one COPY over the wire.
@@ -421,18 +412,11 @@ async fn timed_copy(csv: &str, events: u64, alerts: u64) -> BenchResult<Timed> {
     }
     let n = sink.finish().await?;
     let (seconds, cpu) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu);
-    let mut problems = server.await_alerts(alerts).await;
+    let mut problems = Vec::new();
     if n != events {
         problems.push(format!("COPY stored {n} rows, sent {events}"));
     }
-    let seen = server.seen.lock().unwrap().len() as u64;
-    server.stop().await;
-    Ok(Timed {
-        seconds,
-        cpu,
-        alerts: seen,
-        problems,
-    })
+    Ok(server.finish(seconds, cpu, alerts, problems).await)
 }
 
 /// What the latency phase of a run measured.
@@ -444,11 +428,7 @@ struct Latency {
 
 impl Latency {
     fn percentile(&self, q: f64) -> f64 {
-        if self.latencies.is_empty() {
-            return f64::NAN;
-        }
-        let i = ((self.latencies.len() - 1) as f64 * q).round() as usize;
-        self.latencies[i]
+        percentile(&self.latencies, q)
     }
 }
 
@@ -488,7 +468,7 @@ async fn live_latency(
         for _ in 0..per_tick {
             let i = *next;
             *next += 1;
-            let e = if i % 10 == 0 {
+            let e = if i.is_multiple_of(10) {
                 alerts.push(i);
                 Event::alert(i)
             } else {
