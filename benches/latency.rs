@@ -21,7 +21,7 @@
 
 mod common;
 
-use common::{env_count, median, thousands};
+use common::{env_count, median, mix, percentile, run_on_tokio, thousands};
 
 use std::collections::HashMap;
 use std::error::Error;
@@ -65,24 +65,7 @@ const OPS: [&str; 5] = ["read", "write", "open", "close", "connect"];
 const START_MS: i64 = 1_704_067_200_000;
 
 fn main() -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    match runtime.block_on(run()) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            println!("\nMISMATCH: some alerts were missing or wrong (see above)");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    run_on_tokio(run(), "some alerts were missing or wrong (see above)")
 }
 
 async fn run() -> BenchResult<bool> {
@@ -204,11 +187,7 @@ struct Phase {
 
 impl Phase {
     fn percentile(&self, q: f64) -> f64 {
-        if self.latencies.is_empty() {
-            return f64::NAN;
-        }
-        let i = ((self.latencies.len() - 1) as f64 * q).round() as usize;
-        self.latencies[i]
+        percentile(&self.latencies, q)
     }
 }
 
@@ -461,12 +440,4 @@ fn timestamp_text(ms: i64) -> String {
         Some(t) => t.format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
         None => String::new(),
     }
-}
-
-/// splitmix64: a cheap, fixed pseudo-random column value for event `i`.
-fn mix(i: u64) -> u64 {
-    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }

@@ -63,6 +63,11 @@ enum Command {
         /// 127.0.0.1 or a network only the scraper reaches).
         #[arg(long, env = "SAQL_METRICS_LISTEN", value_name = "ADDR")]
         metrics_listen: Option<String>,
+        /// Serve the web console (streams, queries, live alert charts) and /metrics at
+        /// http://ADDR/; with --demo it defaults to 127.0.0.1:5480. With --users, the
+        /// console's data needs the token printed at start.
+        #[arg(long, env = "SAQL_HTTP", value_name = "ADDR")]
+        http: Option<String>,
         /// How log lines on stderr are written: `text` for people, `json` (one object per
         /// line: timestamp, level, target, fields) for log collectors.
         #[arg(long, env = "SAQL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -192,12 +197,17 @@ fn main() -> ExitCode {
             demo,
             queries,
             metrics_listen,
+            http,
             limits,
             security,
             log_format: _,
         } => match cli::serve::serve(
             listen,
-            metrics_listen,
+            cli::serve::HttpListeners {
+                metrics: metrics_listen,
+                console_is_default: demo && http.is_none(),
+                console: http.or_else(|| demo.then(|| cli::serve::DEMO_CONSOLE.to_string())),
+            },
             limits.apply(saql::EngineConfig {
                 data_dir: Some(data_dir),
                 retain_rows,

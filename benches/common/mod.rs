@@ -56,6 +56,14 @@ pub fn median(values: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
+/// The value at quantile `q` (0 to 1) of `sorted` values, nearest rank (NaN for none).
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
 /// `1234567` as `1,234,567`.
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -197,4 +205,39 @@ pub fn stream_stats(engine: &Engine) -> Result<HashMap<String, StreamStats>, Box
         }
     }
     Ok(stats)
+}
+
+/// splitmix64: a cheap, fixed pseudo-random column value for event `i`.
+pub fn mix(i: u64) -> u64 {
+    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Runs an async bench's `run` on a tokio runtime: exit 0 if it returned true, 1 (after
+/// printing `MISMATCH: {mismatch}`) if false, 2 on an error.
+pub fn run_on_tokio(
+    run: impl std::future::Future<Output = Result<bool, Box<dyn Error + Send + Sync>>>,
+    mismatch: &str,
+) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            println!("\nMISMATCH: {mismatch}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use saql::server::auth::{check_listen, Users, UsersFile};
+use saql::server::http::{ConsoleAccess, HttpOptions};
 use saql::server::{tls, Security, ServerConfig};
 use saql::sources::demo::{Attack, DemoGenerator};
 use saql::time::EventTime;
@@ -135,12 +136,44 @@ impl SecurityFlags {
             require_tls: self.require_tls,
         })
     }
+
+    /// Checks that the console may listen on `addr`: a non-loopback address needs --users
+    /// (the console then needs its token).
+    pub fn check_http(&self, addr: &str) -> Result<(), String> {
+        let addrs = addr
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve --http {addr}: {e}"))?;
+        for a in addrs {
+            if self.users.is_none() && !a.ip().is_loopback() {
+                return Err(format!(
+                    "refusing to serve the console on {a} without --users: it shows every \
+                     query's results; listen on 127.0.0.1, or start with --users (the console \
+                     then needs the token saql prints)"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
+
+/// Where `saql serve` answers HTTP.
+#[derive(Debug, Clone, Default)]
+pub struct HttpListeners {
+    /// `--metrics-listen`: /metrics only.
+    pub metrics: Option<String>,
+    /// `--http` (or the demo's default): the console and /metrics.
+    pub console: Option<String>,
+    /// The console address is the demo's default: a port in use is a warning, not an error.
+    pub console_is_default: bool,
+}
+
+/// Where `serve --demo` serves the console unless `--http` says otherwise.
+pub const DEMO_CONSOLE: &str = "127.0.0.1:5480";
 
 /// Runs the server until Ctrl-C.
 pub fn serve(
     listen: String,
-    metrics_listen: Option<String>,
+    http: HttpListeners,
     config: EngineConfig,
     mut server: ServerConfig,
     security: &SecurityFlags,
@@ -148,6 +181,9 @@ pub fn serve(
 ) -> Result<(), Box<dyn std::error::Error>> {
     // Before anything is opened or bound: a refusal leaves no trace.
     server.security = security.load(&listen)?;
+    if let Some(addr) = &http.console {
+        security.check_http(addr)?;
+    }
     let users_path = security.users.clone();
     // Statements are parsed, planned and run on these threads; deep (but allowed)
     // expressions recurse in sqlparser, DataFusion and our planner, so their stacks are
@@ -163,24 +199,26 @@ pub fn serve(
             start_demo(&engine, dir).await?;
         }
         let listener = tokio::net::TcpListener::bind(&listen).await?;
-        if let Some(addr) = &metrics_listen {
-            let metrics = tokio::net::TcpListener::bind(addr).await?;
-            let local = metrics.local_addr()?;
-            if !local.ip().is_loopback() {
-                tracing::warn!(
-                    "metrics on {local} are readable by anyone who reaches it (no authentication)"
-                );
-            }
-            tracing::info!("Prometheus metrics on http://{local}/metrics");
-            let engine = engine.clone();
-            tokio::spawn(async move {
-                if let Err(e) =
-                    saql::server::metrics::serve(metrics, engine, std::future::pending()).await
-                {
-                    tracing::warn!("metrics server stopped: {e}");
-                }
-            });
+        if let Some(addr) = &http.metrics {
+            start_http(&engine, addr, None).await?;
         }
+        let console = match &http.console {
+            Some(addr) => {
+                let access = match server.security.users {
+                    Some(_) => ConsoleAccess::random_token(),
+                    None => ConsoleAccess::Open,
+                };
+                match start_http(&engine, addr, Some(access)).await {
+                    Ok(url) => Some(url),
+                    Err(e) if http.console_is_default => {
+                        tracing::warn!("no console: {e} (choose another address with --http)");
+                        None
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            None => None,
+        };
         let security = &server.security;
         let (user, auth) = match &security.users {
             Some(users) => (
@@ -202,11 +240,14 @@ pub fn serve(
         };
         tracing::info!(
             "saql listening on {} (data in {}; {auth}; {tls}); connect with: psql -h {} -p {} \
-             -U {user} saql",
+             -U {user} saql{}",
             listener.local_addr()?,
             data_dir.display(),
             listener.local_addr()?.ip(),
-            listener.local_addr()?.port()
+            listener.local_addr()?.port(),
+            console
+                .map(|url| format!("; console on {url}"))
+                .unwrap_or_default()
         );
         if let (Some(users), Some(path)) = (&security.users, &users_path) {
             reload_users_on_hangup(users.clone(), path.clone())?;
@@ -218,6 +259,43 @@ pub fn serve(
         saql::server::run_with(listener, engine, server, shutdown).await?;
         Ok(())
     })
+}
+
+/// Serves HTTP on `addr` in the background: the console with `console`'s access, and
+/// /metrics. Returns the address to open (with the token, if there is one).
+async fn start_http(
+    engine: &Engine,
+    addr: &str,
+    console: Option<ConsoleAccess>,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr()?;
+    let url = match &console {
+        Some(ConsoleAccess::Token(token)) => format!("http://{local}/?token={token}"),
+        Some(ConsoleAccess::Open) => format!("http://{local}/"),
+        None => format!("http://{local}/metrics"),
+    };
+    if !local.ip().is_loopback() {
+        tracing::warn!(
+            "metrics on {local} are readable by anyone who reaches it (no authentication)"
+        );
+    }
+    match &console {
+        Some(_) => tracing::info!("console (and Prometheus metrics) on {url}"),
+        None => tracing::info!("Prometheus metrics on {url}"),
+    }
+    let engine = engine.clone();
+    let options = HttpOptions { console };
+    tokio::spawn(async move {
+        if let Err(e) =
+            saql::server::http::serve(listener, engine, options, std::future::pending()).await
+        {
+            tracing::warn!("http server on {local} stopped: {e}");
+        }
+    });
+    Ok(url)
 }
 
 /// Reads the users file again on each SIGHUP (`kill -HUP`), as PostgreSQL reloads its

@@ -4,10 +4,12 @@
 
 pub mod admission;
 pub mod auth;
+pub mod console;
 pub mod cursor;
 pub mod encode;
 pub mod extended;
 pub mod handler;
+pub mod http;
 pub mod metrics;
 pub mod portal;
 pub mod prepared;
