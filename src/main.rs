@@ -117,7 +117,8 @@ enum Command {
         skip_unsupported: bool,
     },
     /// Compile the queries of the given files for Flink and run them on a local Flink
-    /// mini-cluster (loopback only); each query's results go to DIR/<query>.csv.
+    /// mini-cluster (loopback only) or a running JobManager; each query's results go to
+    /// DIR/<query>.csv.
     Submit {
         /// Query files (or directories of .sql files).
         #[arg(required = true)]

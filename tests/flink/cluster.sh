@@ -4,11 +4,24 @@
 # on port PORT; stops the cluster afterwards and exits with COMMAND's status.
 #
 #   tests/flink/cluster.sh PYTHON PORT COMMAND...
+#   tests/flink/cluster.sh --check     # exit 0 when a namespace of our own is possible
 #
-# PYTHON is the venv's python (it has PyFlink). tests/flink.rs runs this inside a network
-# namespace with only `lo` (unshare --net), so nothing the cluster opens is reachable from
-# outside, whatever interface it picks.
+# PYTHON is the venv's python (it has PyFlink). All of it (cluster and COMMAND) runs in a
+# network namespace of its own with only `lo` (unshare --net, as root), so nothing the cluster
+# opens is reachable from outside, whatever interface it picks; without one it refuses to run.
 set -euo pipefail
+in_namespace() {
+    unshare --net -- sh -c 'ip link set lo up && exec "$0" "$@"' "$@"
+}
+if [ "${1:-}" = "--check" ]; then
+    in_namespace true 2>/dev/null
+    exit
+fi
+if [ -z "${SAQL_FLINK_CLUSTER_NS:-}" ]; then
+    export SAQL_FLINK_CLUSTER_NS=1
+    in_namespace bash "$0" "$@"
+    exit
+fi
 python="$1"
 port="$2"
 shift 2
