@@ -81,9 +81,12 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// CSV lines with their event times (nanoseconds).
+type TimedRows = Vec<(i64, String)>;
+
 /// A batch's rows as CSV lines with their event time (`ts`, nanoseconds); timestamps to the
 /// millisecond (Flink's event time).
-fn csv_rows(batch: &RecordBatch) -> Vec<(i64, String)> {
+fn csv_rows(batch: &RecordBatch) -> TimedRows {
     let ts = batch
         .column_by_name("ts")
         .expect("demo streams have ts")
@@ -164,7 +167,8 @@ fn demo_csv(dir: &Path, hosts: usize, minutes: i64, rate: f64) -> Vec<(String, P
         let at = EventTime(T0).plus(Duration::from_secs(60 * (i as u64 + 1) + 7));
         generator.inject(*attack, at);
     }
-    let mut streams: BTreeMap<&str, (String, Vec<(i64, String)>)> = BTreeMap::new();
+    // Per stream: its header line and its rows with their event times.
+    let mut streams: BTreeMap<&str, (String, TimedRows)> = BTreeMap::new();
     let step = 10 * 1_000_000_000i64;
     let mut t = T0;
     while t < T0 + minutes * 60 * 1_000_000_000 {

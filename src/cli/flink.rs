@@ -13,8 +13,9 @@
 //! venv (`--python`, `SAQL_FLINK_PYTHON`, else `~/.cache/saql-flink-venv/bin/python`, which
 //! `tests/flink/setup.sh` installs), and leaves each query's results in `DIR/<query>.csv`.
 //! `HOST:PORT` is a JobManager's REST endpoint (`rest.address`, `rest.port`); it must accept a
-//! connection before anything is compiled, and its task managers must see the same paths (the
-//! inputs are copied under DIR, results are written there). Run as root with `--flink local`,
+//! connection before anything is compiled; the program is submitted with the PyFlink package's
+//! own `bin/flink run -m HOST:PORT -py`, and the cluster's task managers must see the same
+//! paths (the inputs are copied under DIR, results are written there). Run as root with `--flink local`,
 //! the job runs in a network namespace of its own that has only a loopback
 //! interface (`unshare --net`): PyFlink's start-up opens one wildcard socket that no option
 //! moves (see benches/README.md).
@@ -152,6 +153,27 @@ fn flink_python(given: Option<PathBuf>) -> Result<PathBuf, String> {
     }
 }
 
+/// The `flink` command of the PyFlink package that `python` imports.
+fn flink_cli(python: &Path) -> Result<PathBuf, String> {
+    let out = Command::new(python)
+        .args([
+            "-c",
+            "import os, pyflink; print(os.path.dirname(os.path.abspath(pyflink.__file__)))",
+        ])
+        .output()
+        .map_err(|e| format!("{}: {e}", python.display()))?;
+    let home = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let cli = Path::new(&home).join("bin/flink");
+    if out.status.success() && cli.is_file() {
+        Ok(cli)
+    } else {
+        Err(format!(
+            "the PyFlink of {} has no bin/flink to submit with",
+            python.display()
+        ))
+    }
+}
+
 /// `unshare --net` with `lo` up, when this process may (root, with unshare and ip).
 fn loopback_namespace() -> Vec<String> {
     let prefix: Vec<String> = [
@@ -249,28 +271,58 @@ pub fn submit(opts: Submit) -> ExitCode {
         eprintln!("saql: {}: {e}", job.display());
         return ExitCode::FAILURE;
     }
-    // A JobManager is reached from this namespace; a mini-cluster gets one of its own.
-    let mut argv = match target {
-        Target::Local => loopback_namespace(),
-        Target::JobManager(_) => Vec::new(),
+    let mut argv = match &target {
+        // A mini-cluster in a namespace of its own.
+        Target::Local => {
+            let mut argv = loopback_namespace();
+            argv.extend([python.display().to_string(), job.display().to_string()]);
+            argv
+        }
+        // `flink run` of the PyFlink package, from this namespace, to the JobManager.
+        Target::JobManager(address) => match flink_cli(&python) {
+            Ok(cli) => {
+                let py = python.display().to_string();
+                vec![
+                    cli.display().to_string(),
+                    "run".into(),
+                    "-m".into(),
+                    address.clone(),
+                    "-p".into(),
+                    opts.parallelism.to_string(),
+                    "-pyexec".into(),
+                    py.clone(),
+                    "-pyclientexec".into(),
+                    py,
+                    "-py".into(),
+                    job.display().to_string(),
+                    "--remote".into(),
+                ]
+            }
+            Err(e) => {
+                eprintln!("saql: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
     };
-    argv.push(python.display().to_string());
-    argv.push(job.display().to_string());
     for input in opts.inputs {
         argv.push("--input".into());
         argv.push(input.clone());
     }
-    argv.extend([
-        "--output".into(),
-        opts.output.display().to_string(),
-        "--parallelism".into(),
-        opts.parallelism.to_string(),
-    ]);
-    if let Target::JobManager(address) = &target {
-        argv.extend(["--jobmanager".into(), address.clone()]);
+    argv.extend(["--output".into(), opts.output.display().to_string()]);
+    if target == Target::Local {
+        argv.extend(["--parallelism".into(), opts.parallelism.to_string()]);
+    }
+    let mut path = python
+        .parent()
+        .map(|d| d.as_os_str().to_owned())
+        .unwrap_or_default();
+    if let Some(p) = std::env::var_os("PATH") {
+        path.push(":");
+        path.push(p);
     }
     let status = Command::new(&argv[0])
         .args(&argv[1..])
+        .env("PATH", path)
         .env("_python_worker_execution_mode", "process")
         .status();
     match status {

@@ -112,10 +112,10 @@ pub fn model_query(
     name: &str,
 ) -> Result<Option<FlinkModel>> {
     let clauses = &create.clauses;
-    let spec = plan.specs.iter().find_map(|s| match s {
-        OperatorSpec::Outlier(_) | OperatorSpec::Invariant(_) => Some(s),
-        _ => None,
-    });
+    let spec = plan
+        .specs
+        .iter()
+        .find(|s| matches!(s, OperatorSpec::Outlier(_) | OperatorSpec::Invariant(_)));
     let Some(spec) = spec else {
         return Ok(None);
     };
