@@ -122,12 +122,14 @@ enum Command {
         skip_unsupported: bool,
     },
     /// Compile the queries of the given files for Flink and run them on a local Flink
-    /// mini-cluster (loopback only); each query's results go to DIR/<query>.csv.
+    /// mini-cluster (loopback only) or a running JobManager; each query's results go to
+    /// DIR/<query>.csv.
     Submit {
         /// Query files (or directories of .sql files).
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// `local` (a mini-cluster in the PyFlink process); `HOST:PORT` is not supported yet.
+        /// `local` (a mini-cluster in the PyFlink process), or `HOST:PORT`: the REST endpoint
+        /// of a running JobManager whose task managers see the same paths.
         #[arg(long, value_name = "local|HOST:PORT")]
         flink: String,
         /// STREAM=PATH: events for a stream, CSV with a header (as `saql run` reads them).

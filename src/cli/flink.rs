@@ -1,9 +1,10 @@
-//! `saql compile --target flink` and `saql submit --flink local`: the queries of some files as
-//! one PyFlink program, and that program run on a local Flink mini-cluster.
+//! `saql compile --target flink` and `saql submit --flink local|HOST:PORT`: the queries of some
+//! files as one PyFlink program, and that program run on a local Flink mini-cluster or
+//! submitted to a running JobManager.
 //!
 //! ```text
 //! saql compile --target flink FILE... [-o OUT.py] [--skip-unsupported]
-//! saql submit FILE... --flink local [--input STREAM=PATH ...] --output DIR [--parallelism N]
+//! saql submit FILE... --flink local|HOST:PORT [--input STREAM=PATH ...] --output DIR [--parallelism N]
 //! ```
 //!
 //! A query that has no faithful Flink translation is an error at its `file:line:col`; with
@@ -11,12 +12,18 @@
 //! `submit` writes the program to `DIR/flink_job.py`, runs it with the Python of a PyFlink
 //! venv (`--python`, `SAQL_FLINK_PYTHON`, else `~/.cache/saql-flink-venv/bin/python`, which
 //! `tests/flink/setup.sh` installs), and leaves each query's results in `DIR/<query>.csv`.
-//! Run as root, the job runs in a network namespace of its own that has only a loopback
+//! `HOST:PORT` is a JobManager's REST endpoint (`rest.address`, `rest.port`); it must accept a
+//! connection before anything is compiled; the program is submitted with the PyFlink package's
+//! own `bin/flink run -m HOST:PORT -py`, and the cluster's task managers must see the same
+//! paths (the inputs are copied under DIR, results are written there). Run as root with `--flink local`,
+//! the job runs in a network namespace of its own that has only a loopback
 //! interface (`unshare --net`): PyFlink's start-up opens one wildcard socket that no option
 //! moves (see benches/README.md).
 
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::time::Duration;
 
 use saql::compile::flink::{compile_query, FlinkProgram, FlinkQuery};
 
@@ -146,6 +153,27 @@ fn flink_python(given: Option<PathBuf>) -> Result<PathBuf, String> {
     }
 }
 
+/// The `flink` command of the PyFlink package that `python` imports.
+fn flink_cli(python: &Path) -> Result<PathBuf, String> {
+    let out = Command::new(python)
+        .args([
+            "-c",
+            "import os, pyflink; print(os.path.dirname(os.path.abspath(pyflink.__file__)))",
+        ])
+        .output()
+        .map_err(|e| format!("{}: {e}", python.display()))?;
+    let home = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let cli = Path::new(&home).join("bin/flink");
+    if out.status.success() && cli.is_file() {
+        Ok(cli)
+    } else {
+        Err(format!(
+            "the PyFlink of {} has no bin/flink to submit with",
+            python.display()
+        ))
+    }
+}
+
 /// `unshare --net` with `lo` up, when this process may (root, with unshare and ip).
 fn loopback_namespace() -> Vec<String> {
     let prefix: Vec<String> = [
@@ -170,16 +198,52 @@ fn loopback_namespace() -> Vec<String> {
     }
 }
 
+/// Where `--flink` sends the job.
+#[derive(Debug, Clone, PartialEq)]
+enum Target {
+    /// A mini-cluster in the PyFlink process.
+    Local,
+    /// The REST endpoint of a running JobManager.
+    JobManager(String),
+}
+
+/// `local`, or `HOST:PORT` of a JobManager whose REST endpoint accepts a connection now.
+fn target(flink: &str) -> Result<Target, String> {
+    if flink == "local" {
+        return Ok(Target::Local);
+    }
+    let (host, port) = flink
+        .rsplit_once(':')
+        .filter(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+        .ok_or_else(|| format!("--flink {flink}: expected local or HOST:PORT"))?;
+    let addrs: Vec<SocketAddr> = (
+        host.trim_matches(['[', ']']),
+        port.parse::<u16>().unwrap_or(0),
+    )
+        .to_socket_addrs()
+        .map_err(|e| format!("--flink {flink}: {e}"))?
+        .collect();
+    let reached = addrs
+        .iter()
+        .any(|a| TcpStream::connect_timeout(a, Duration::from_secs(5)).is_ok());
+    if !reached {
+        return Err(format!(
+            "no Flink JobManager answers at {flink} (nothing accepts a connection there); \
+             start the cluster, or give its REST address (rest.address:rest.port)"
+        ));
+    }
+    Ok(Target::JobManager(flink.to_string()))
+}
+
 /// `saql submit`.
 pub fn submit(opts: Submit) -> ExitCode {
-    if opts.flink != "local" {
-        eprintln!(
-            "saql: submitting to a JobManager at {} is not supported yet; use --flink local, \
-             or run the program of `saql compile --target flink` with your cluster's settings",
-            opts.flink
-        );
-        return ExitCode::from(2);
-    }
+    let target = match target(opts.flink) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("saql: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let Some(program) = compile(opts.files, "saql submit", opts.skip_unsupported) else {
         return ExitCode::FAILURE;
     };
@@ -207,21 +271,58 @@ pub fn submit(opts: Submit) -> ExitCode {
         eprintln!("saql: {}: {e}", job.display());
         return ExitCode::FAILURE;
     }
-    let mut argv = loopback_namespace();
-    argv.push(python.display().to_string());
-    argv.push(job.display().to_string());
+    let mut argv = match &target {
+        // A mini-cluster in a namespace of its own.
+        Target::Local => {
+            let mut argv = loopback_namespace();
+            argv.extend([python.display().to_string(), job.display().to_string()]);
+            argv
+        }
+        // `flink run` of the PyFlink package, from this namespace, to the JobManager.
+        Target::JobManager(address) => match flink_cli(&python) {
+            Ok(cli) => {
+                let py = python.display().to_string();
+                vec![
+                    cli.display().to_string(),
+                    "run".into(),
+                    "-m".into(),
+                    address.clone(),
+                    "-p".into(),
+                    opts.parallelism.to_string(),
+                    "-pyexec".into(),
+                    py.clone(),
+                    "-pyclientexec".into(),
+                    py,
+                    "-py".into(),
+                    job.display().to_string(),
+                    "--remote".into(),
+                ]
+            }
+            Err(e) => {
+                eprintln!("saql: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
     for input in opts.inputs {
         argv.push("--input".into());
         argv.push(input.clone());
     }
-    argv.extend([
-        "--output".into(),
-        opts.output.display().to_string(),
-        "--parallelism".into(),
-        opts.parallelism.to_string(),
-    ]);
+    argv.extend(["--output".into(), opts.output.display().to_string()]);
+    if target == Target::Local {
+        argv.extend(["--parallelism".into(), opts.parallelism.to_string()]);
+    }
+    let mut path = python
+        .parent()
+        .map(|d| d.as_os_str().to_owned())
+        .unwrap_or_default();
+    if let Some(p) = std::env::var_os("PATH") {
+        path.push(":");
+        path.push(p);
+    }
     let status = Command::new(&argv[0])
         .args(&argv[1..])
+        .env("PATH", path)
         .env("_python_worker_execution_mode", "process")
         .status();
     match status {

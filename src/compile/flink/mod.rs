@@ -6,8 +6,9 @@
 //! The translation works from the parsed statements (saql's AST and sqlparser's), after saql's
 //! own planner has accepted the query (which also gives the result schema for the sink):
 //! streams and their watermarks ([`ddl`]), expressions ([`expr`]), SELECT with window TVFs
-//! ([`select`]), window functions ([`over`]) and `MATCH_RECOGNIZE` ([`pattern`]). A construct
-//! without a faithful Flink translation is an error (`0A000`) naming it and the query.
+//! ([`select`]), window functions ([`over`]), `MATCH_RECOGNIZE` ([`pattern`]), and `OUTLIER`
+//! and `INVARIANT` as keyed process functions in Python ([`model`]). A construct without a
+//! faithful Flink translation is an error (`0A000`) naming it and the query.
 //!
 //! ```
 //! use saql::compile::flink;
@@ -33,6 +34,7 @@
 
 pub mod ddl;
 pub mod expr;
+pub mod model;
 pub mod over;
 pub mod pattern;
 mod python;
@@ -61,8 +63,10 @@ pub struct FlinkQuery {
     pub floats: Vec<String>,
     /// `CREATE TABLE <name>__sink (...)`, its path left as `{path}`.
     pub sink: String,
-    /// `INSERT INTO <name>__sink SELECT ...`.
+    /// `INSERT INTO <name>__sink SELECT ...` (from `<name>__model` when there is a model).
     pub insert: String,
+    /// OUTLIER or INVARIANT: the model's parameters and the SELECT it reads (see [`model`]).
+    pub model: Option<serde_json::Value>,
 }
 
 /// A stream as a Flink source table.
@@ -101,22 +105,6 @@ fn in_query(name: &str, e: Error) -> Error {
 pub fn compile_query(create: &CreateQuery, catalog: &Catalog) -> Result<FlinkQuery> {
     let name = normalize(&create.name);
     let clauses = &create.clauses;
-    if clauses.outlier.is_some() {
-        return Err(in_query(
-            &name,
-            Error::NotSupported(
-                "OUTLIER has no Flink translation (saql's outlier models run in saql only)".into(),
-            ),
-        ));
-    }
-    if clauses.invariant.is_some() {
-        return Err(in_query(
-            &name,
-            Error::NotSupported(
-                "INVARIANT has no Flink translation (saql's invariants run in saql only)".into(),
-            ),
-        ));
-    }
     if clauses.suppress.is_some() {
         return Err(in_query(
             &name,
@@ -128,11 +116,19 @@ pub fn compile_query(create: &CreateQuery, catalog: &Catalog) -> Result<FlinkQue
     }
     let plan = plan_continuous(&create.query, clauses, catalog)?;
     let ctx = select::Ctx { catalog, clauses };
-    let translated =
-        select::query_sql(&create.query, &ctx, false).map_err(|e| in_query(&name, e))?;
+    let model = model::model_query(create, &plan, &ctx, &name).map_err(|e| in_query(&name, e))?;
+    let insert = match &model {
+        Some(m) => m.insert.clone(),
+        None => {
+            let translated =
+                select::query_sql(&create.query, &ctx, false).map_err(|e| in_query(&name, e))?;
+            format!("INSERT INTO {} {}", ddl::sink_name(&name), translated.sql)
+        }
+    };
     let sink = ddl::sink_table(&name, &plan.schema).map_err(|e| in_query(&name, e))?;
     Ok(FlinkQuery {
-        insert: format!("INSERT INTO {} {}", ddl::sink_name(&name), translated.sql),
+        insert,
+        model: model.map(|m| m.spec),
         stream: plan.stream.name.clone(),
         columns: plan
             .schema

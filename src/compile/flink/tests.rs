@@ -168,21 +168,92 @@ fn match_recognize_with_within() {
 }
 
 #[test]
-fn what_flink_lacks_is_refused_by_name() {
-    let outlier = refusal(
-        "CREATE CONTINUOUS QUERY o AS SELECT host, window_end, SUM(amount) AS sent \
-         FROM TUMBLE(ev, ts, INTERVAL '10' SECOND) GROUP BY host, window_start, window_end \
-         OUTLIER ZSCORE(threshold => 3) ON (sent)",
+fn outlier_runs_as_a_model_keyed_by_partition_and_window() {
+    let q = compile(
+        "CREATE CONTINUOUS QUERY o AS SELECT host, exe, window_end, SUM(amount) AS sent \
+         FROM TUMBLE(ev, ts, INTERVAL '10' SECOND) GROUP BY host, exe, window_start, window_end \
+         OUTLIER ZSCORE(threshold => 3) ON (sent) PARTITION BY (exe) \
+         HAVING is_outlier AND sent > 10",
+    )
+    .unwrap();
+    assert_eq!(
+        q.insert,
+        "INSERT INTO o__sink SELECT host, exe, window_end, sent, is_outlier, outlier_score \
+         FROM o__model WHERE is_outlier AND sent > 10"
     );
-    assert!(
-        outlier.contains("query \"o\"") && outlier.contains("OUTLIER"),
-        "{outlier}"
+    let m = q.model.unwrap();
+    assert_eq!(
+        m["select"],
+        "SELECT *, exe AS __saql_h0 FROM (SELECT host, exe, window_end, SUM(amount) AS sent, \
+         window_time FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '10' SECOND)) \
+         GROUP BY host, exe, window_start, window_end, window_time) AS __saql_r"
     );
-    let invariant = refusal(
+    // Columns 0-3 are the results, 4 window_time, 5 the PARTITION BY value; window_end is 2.
+    assert_eq!(m["partition"], serde_json::json!([5, 2]));
+    assert_eq!(m["on"], serde_json::json!([3]));
+    assert_eq!(m["width"], 4);
+    assert_eq!(m["method"]["name"], "zscore");
+    assert_eq!(m["method"]["threshold"], 3.0);
+    assert_eq!(
+        m["out_types"],
+        serde_json::json!([
+            "STRING",
+            "STRING",
+            "TIMESTAMP(3)",
+            "BIGINT",
+            "BOOLEAN",
+            "DOUBLE"
+        ])
+    );
+}
+
+#[test]
+fn invariant_runs_as_a_model_over_the_results_in_time_order() {
+    let q = compile(
         "CREATE CONTINUOUS QUERY i AS SELECT ts, host, exe FROM ev \
          INVARIANT SET (exe) PER (host) TRAINING INTERVAL '1' MINUTE",
+    )
+    .unwrap();
+    assert_eq!(
+        q.insert,
+        "INSERT INTO i__sink SELECT ts, host, exe, violation FROM i__model"
     );
-    assert!(invariant.contains("INVARIANT"), "{invariant}");
+    let m = q.model.unwrap();
+    assert_eq!(
+        m["select"],
+        "SELECT *, exe AS __saql_h0, host AS __saql_h1 FROM (SELECT ts, host, exe FROM ev) \
+         AS __saql_r"
+    );
+    assert_eq!(m["values"], serde_json::json!([3]));
+    assert_eq!(m["keys"], serde_json::json!([4]));
+    assert_eq!(m["time"], 0);
+    assert_eq!(m["set"], true);
+    assert_eq!(
+        m["training"],
+        serde_json::json!({"kind": "interval", "millis": 60000})
+    );
+
+    let q = compile(
+        "CREATE CONTINUOUS QUERY r AS SELECT host, window_end, SUM(amount) AS sent \
+         FROM TUMBLE(ev, ts, INTERVAL '10' SECOND) GROUP BY host, window_start, window_end \
+         INVARIANT RANGE (sent) TRAINING 3 WINDOWS ONLINE",
+    )
+    .unwrap();
+    let m = q.model.unwrap();
+    // Results 0-2, window_time 3, the value 4; no PER.
+    assert_eq!(m["values"], serde_json::json!([4]));
+    assert_eq!(m["keys"], serde_json::json!([]));
+    assert_eq!(m["time"], 1);
+    assert_eq!(m["set"], false);
+    assert_eq!(m["online"], true);
+    assert_eq!(
+        m["training"],
+        serde_json::json!({"kind": "windows", "n": 3})
+    );
+}
+
+#[test]
+fn what_flink_lacks_is_refused_by_name() {
     let all_rows = refusal(
         "CREATE CONTINUOUS QUERY a AS SELECT * FROM ev MATCH_RECOGNIZE (\
            PARTITION BY host ORDER BY ts MEASURES CLASSIFIER() AS step \
