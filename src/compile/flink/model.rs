@@ -172,7 +172,17 @@ pub fn model_query(
                 Training::Interval(d) => {
                     json!({"kind": "interval", "millis": d.as_millis() as u64})
                 }
+                Training::Between { .. } => {
+                    return Err(Error::NotSupported(
+                        "INVARIANT TRAINING UNTIL/BETWEEN is not translated to Flink yet".into(),
+                    ))
+                }
             };
+            if s.min_support > 1 {
+                return Err(Error::NotSupported(
+                    "INVARIANT MIN SUPPORT is not translated to Flink yet".into(),
+                ));
+            }
             let values = clause.exprs.len();
             let spec = json!({
                 "kind": "invariant",

@@ -280,6 +280,16 @@ fn what_flink_lacks_is_refused_by_name() {
          FROM m",
     );
     assert!(frames.contains("one window"), "{frames}");
+    for (clause, named) in [
+        ("TRAINING UNTIL TIMESTAMP '2024-01-02'", "UNTIL/BETWEEN"),
+        ("TRAINING INTERVAL '1' MINUTE MIN SUPPORT 2", "MIN SUPPORT"),
+    ] {
+        let e = refusal(&format!(
+            "CREATE CONTINUOUS QUERY i AS SELECT ts, host, exe FROM ev \
+             INVARIANT SET (exe) PER (host) {clause}"
+        ));
+        assert!(e.contains(named), "{e}");
+    }
 }
 
 #[test]
