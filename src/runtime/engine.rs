@@ -409,11 +409,8 @@ impl Engine {
             | Statement::DropSource { .. }
             | Statement::CreateSink(_)
             | Statement::DropSink { .. } => {
-                let seq = {
-                    let mut shared = self.write();
-                    self.ddl(&mut shared, stmt.clone(), true)?
-                };
-                self.durable(seq)?;
+                // Durable before it is applied: see `ddl`.
+                self.ddl(&mut self.write(), stmt.clone(), true)?;
                 match stmt {
                     Statement::CreateStream(_) => "CREATE STREAM",
                     Statement::CreateQuery(_) => "CREATE CONTINUOUS QUERY",
