@@ -322,7 +322,10 @@ async fn a_query_past_its_state_bound_fails_with_53200_and_others_run_on() {
     let state_bytes: u64 = wide[11].parse().unwrap();
     assert!(state_bytes > 1_000_000, "{wide:?}");
     assert_eq!(plain[2], "running");
-    assert_eq!(plain[11], "0", "a filter holds no state");
+    // A filter holds no operator state; its retained results take at most a quarter of
+    // the bound.
+    let plain_bytes: u64 = plain[11].parse().unwrap();
+    assert!((1..=250_000).contains(&plain_bytes), "{plain:?}");
     // Its subscribers get the error, naming the query.
     let e = fails(&client, "SUBSCRIBE wide", "53200").await;
     assert!(e.contains("query \"wide\""), "{e}");

@@ -47,8 +47,9 @@ pub struct LimitFlags {
     /// (54000 past it: split the COPY).
     #[arg(long, default_value_t = 1 << 30)]
     max_copy_bytes: usize,
-    /// Most bytes of operator state (groups, buffered rows, learned sets) one continuous
-    /// query may hold; past it the query fails with 53200 and the others run on.
+    /// Most bytes of state (groups, buffered rows, learned sets, retained results) one
+    /// continuous query may hold; past it the query fails with 53200 and the others run on.
+    /// Retained results (--retain-rows) take at most a quarter of it.
     #[arg(long, env = "SAQL_MAX_QUERY_STATE_BYTES", default_value_t = saql::runtime::DEFAULT_MAX_QUERY_STATE_BYTES)]
     max_query_state_bytes: usize,
     /// Bytes of batches (INSERT, COPY, sources) that may wait to enter their streams or be

@@ -75,7 +75,7 @@ impl Engine {
                     .ok_or_else(|| Error::undefined("stream", &stream))?;
                 // Attach first (it can be undone), log, then make it visible in the catalog.
                 let mut hub = hub.lock();
-                hub.attach(&name, cq.clone(), plan, self.config.retain_rows)?;
+                hub.attach(&name, cq.clone(), plan)?;
                 let seq = match logged(self, Statement::CreateQuery(cq.clone()).to_string()) {
                     Ok(seq) => seq,
                     Err(e) => {
