@@ -21,7 +21,8 @@ pub struct Retained {
 }
 
 impl Retained {
-    /// An empty buffer holding up to `capacity` rows, of any size.
+    /// An empty buffer holding up to `capacity` rows, of any size (tests).
+    #[cfg(test)]
     pub fn new(capacity: usize) -> Self {
         Retained::with_max_bytes(capacity, usize::MAX)
     }
