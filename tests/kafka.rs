@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+#[allow(dead_code)]
 #[path = "support/binary.rs"]
 mod binary;
 #[path = "kafka/broker.rs"]

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+#[allow(dead_code)]
 #[path = "support/binary.rs"]
 mod binary;
 #[cfg(feature = "kafka")]

@@ -26,6 +26,11 @@ pub struct LimitFlags {
     /// changes it per session); 0 disables it. Past it the statement fails with 57014.
     #[arg(long, default_value_t = 300)]
     statement_timeout: u64,
+    /// Seconds that statements and COPYs in flight get to finish on shutdown (SIGTERM or
+    /// Ctrl-C); idle sessions are closed at once with 57P01, and the final checkpoint is
+    /// written after the last session ends.
+    #[arg(long, default_value_t = saql::server::DEFAULT_SHUTDOWN_GRACE.as_secs())]
+    shutdown_grace: u64,
     /// Result bytes that may wait for one subscriber; a subscriber further behind is cut off
     /// with 53400.
     #[arg(long, default_value_t = saql::runtime::DEFAULT_SUBSCRIBER_BUFFER_BYTES)]
@@ -43,8 +48,9 @@ pub struct LimitFlags {
     /// (54000 past it: split the COPY).
     #[arg(long, default_value_t = 1 << 30)]
     max_copy_bytes: usize,
-    /// Most bytes of operator state (groups, buffered rows, learned sets) one continuous
-    /// query may hold; past it the query fails with 53200 and the others run on.
+    /// Most bytes of state (groups, buffered rows, learned sets, retained results) one
+    /// continuous query may hold; past it the query fails with 53200 and the others run on.
+    /// Retained results (--retain-rows) take at most a quarter of it.
     #[arg(long, env = "SAQL_MAX_QUERY_STATE_BYTES", default_value_t = saql::runtime::DEFAULT_MAX_QUERY_STATE_BYTES)]
     max_query_state_bytes: usize,
     /// Bytes of batches (INSERT, COPY, sources) that may wait to enter their streams or be
@@ -75,6 +81,7 @@ impl LimitFlags {
             max_connections: self.max_connections.max(1),
             idle_session_timeout: secs(self.idle_session_timeout),
             statement_timeout: secs(self.statement_timeout),
+            shutdown_grace: Duration::from_secs(self.shutdown_grace),
             security: Security::default(),
         }
     }
@@ -170,7 +177,8 @@ pub struct HttpListeners {
 /// Where `serve --demo` serves the console unless `--http` says otherwise.
 pub const DEMO_CONSOLE: &str = "127.0.0.1:5480";
 
-/// Runs the server until Ctrl-C.
+/// Runs the server until SIGTERM or Ctrl-C, then drains its sessions and writes a last
+/// checkpoint.
 pub fn serve(
     listen: String,
     http: HttpListeners,
@@ -193,6 +201,7 @@ pub fn serve(
         .thread_stack_size(saql::limits::THREAD_STACK_BYTES)
         .build()?;
     let data_dir = config.data_dir.clone().unwrap_or_default();
+    let durable = config.data_dir.is_some();
     runtime.block_on(async move {
         let engine = Engine::open(config)?;
         if let Some(dir) = &demo_queries {
@@ -252,11 +261,24 @@ pub fn serve(
         if let (Some(users), Some(path)) = (&security.users, &users_path) {
             reload_users_on_hangup(users.clone(), path.clone())?;
         }
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
-            tracing::info!("shutting down");
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let shutdown = async move {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => tracing::info!("Ctrl-C: shutting down"),
+                _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
+            }
         };
-        saql::server::run_with(listener, engine, server, shutdown).await?;
+        saql::server::run_with(listener, engine.clone(), server, shutdown).await?;
+        if durable {
+            // A restart then replays nothing: the log up to here is in this checkpoint.
+            let written = tokio::task::spawn_blocking(move || engine.checkpoint()).await??;
+            tracing::info!(
+                "final checkpoint written (epoch {}, {} bytes of state)",
+                written.epoch,
+                written.bytes
+            );
+        }
         Ok(())
     })
 }

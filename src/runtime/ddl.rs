@@ -1,6 +1,8 @@
 //! Catalog changes (CREATE/DROP of streams and queries): each is checked, appended to the
-//! ingest log, then applied, so that memory never holds a change the log lacks and replay
-//! applies the same changes in the same order.
+//! ingest log and made durable (fsynced, as the log's policy promises), and only then applied,
+//! so that memory never holds a change the log lacks (a failed write or fsync answers an
+//! error and leaves the catalog as it was) and replay applies the same changes in the same
+//! order.
 
 use super::engine::{Engine, Shared};
 use std::sync::Arc;
@@ -18,8 +20,9 @@ use crate::sources::spec::{Connector, SourceSpec};
 use crate::sql::{CreateQuery, Statement};
 
 impl Engine {
-    /// Applies a catalog change: checks it, appends it to the log (`log`, unless it is being
-    /// replayed from there), then changes memory. Returns the log sequence number.
+    /// Applies a catalog change: checks it, appends it to the log and waits until it is
+    /// durable (`log`, unless it is being replayed from there), then changes memory. Returns
+    /// the log sequence number.
     pub(super) fn ddl(
         &self,
         shared: &mut Shared,
@@ -28,7 +31,9 @@ impl Engine {
     ) -> Result<Option<u64>> {
         let logged = |engine: &Engine, sql: String| -> Result<Option<u64>> {
             if log {
-                engine.log(&Record::Catalog { sql })
+                let seq = engine.log(&Record::Catalog { sql })?;
+                engine.durable(seq)?;
+                Ok(seq)
             } else {
                 Ok(None)
             }
@@ -68,9 +73,9 @@ impl Engine {
                     .get(&stream)
                     .cloned()
                     .ok_or_else(|| Error::undefined("stream", &stream))?;
-                // Attach first (it can be undone), log, then make it visible.
+                // Attach first (it can be undone), log, then make it visible in the catalog.
                 let mut hub = hub.lock();
-                hub.attach(&name, cq.clone(), plan, self.config.retain_rows)?;
+                hub.attach(&name, cq.clone(), plan)?;
                 let seq = match logged(self, Statement::CreateQuery(cq.clone()).to_string()) {
                     Ok(seq) => seq,
                     Err(e) => {

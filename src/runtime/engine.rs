@@ -35,7 +35,8 @@ use crate::sources::insert;
 use crate::sql::{self, CopyFrom, ExplainTarget, Statement, Subscribe};
 use crate::time::Watermark;
 
-/// Default bound on the operator state of one continuous query: 1 GiB.
+/// Default bound on the state (operators and retained results) of one continuous query:
+/// 1 GiB.
 pub const DEFAULT_MAX_QUERY_STATE_BYTES: usize = 1 << 30;
 
 /// How an engine is set up.
@@ -70,8 +71,9 @@ pub struct EngineConfig {
     /// Most data one COPY may send, held until CopyDone so that it is applied atomically
     /// (54000 past it).
     pub max_copy_bytes: usize,
-    /// Most bytes of operator state (groups, buffered rows, learned sets) one continuous
-    /// query may hold; past it the query fails with 53200 and the others run on.
+    /// Most bytes of state (groups, buffered rows, learned sets, retained results) one
+    /// continuous query may hold; past it the query fails with 53200 and the others run on.
+    /// Retained results take at most a quarter of it (the oldest are dropped).
     pub max_query_state_bytes: usize,
     /// Bytes of batches that may wait to enter their streams or be processed at once, over
     /// all writers; past it writers wait (backpressure).
@@ -409,11 +411,8 @@ impl Engine {
             | Statement::DropSource { .. }
             | Statement::CreateSink(_)
             | Statement::DropSink { .. } => {
-                let seq = {
-                    let mut shared = self.write();
-                    self.ddl(&mut shared, stmt.clone(), true)?
-                };
-                self.durable(seq)?;
+                // Durable before it is applied: see `ddl`.
+                self.ddl(&mut self.write(), stmt.clone(), true)?;
                 match stmt {
                     Statement::CreateStream(_) => "CREATE STREAM",
                     Statement::CreateQuery(_) => "CREATE CONTINUOUS QUERY",

@@ -422,6 +422,7 @@ mod tests {
 
     use super::*;
     use crate::plan::{plan_query, Catalog};
+    use crate::runtime::retained::Retained;
     use crate::time::EventTime;
 
     fn catalog() -> Catalog {
@@ -441,7 +442,7 @@ mod tests {
             panic!("not a query")
         };
         let plan = plan_query(&q, &cat).unwrap();
-        let output = QueryOutput::handle(name, plan.schema.clone(), 100);
+        let output = QueryOutput::handle(name, plan.schema.clone(), Retained::new(100));
         let path = g
             .attach(name, plan.specs, Watermark::START, output.clone())
             .unwrap();
@@ -567,7 +568,11 @@ mod tests {
         let mut specs = crate::plan(SUM, &cat).unwrap().specs;
         let last = specs.pop().unwrap();
         specs.push(last.sharded(1));
-        let output = QueryOutput::handle("b", cat.stream("s").unwrap().schema.clone(), 10);
+        let output = QueryOutput::handle(
+            "b",
+            cat.stream("s").unwrap().schema.clone(),
+            Retained::new(10),
+        );
         assert!(g.attach("b", specs, Watermark::START, output).is_err());
         assert_eq!(live(&g), nodes);
         g.detach("a", &a);

@@ -10,6 +10,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 
 use super::graph::OperatorGraph;
 use super::output::{OutputHandle, QueryOutput};
+use super::retained::Retained;
 use super::shedding::Shedder;
 use super::stream::StreamRuntime;
 use crate::error::{Error, Result};
@@ -18,6 +19,15 @@ use crate::sources::spec::SourceProgress;
 use crate::sql::CreateQuery;
 use crate::time::Watermark;
 
+/// The share of a query's state bound its retained results (and a stream its recent rows)
+/// may take: a quarter, so that retained rows alone never fail a query.
+const RETAINED_SHARE: usize = 4;
+
+/// A buffer for the newest `rows` rows within its share of `max_state_bytes`.
+fn retained(rows: usize, max_state_bytes: usize) -> Retained {
+    Retained::with_max_bytes(rows, max_state_bytes / RETAINED_SHARE)
+}
+
 /// A stream with its queries, behind the stream's own lock.
 pub struct StreamHub {
     inner: Mutex<Hub>,
@@ -25,14 +35,16 @@ pub struct StreamHub {
 
 impl StreamHub {
     /// An empty hub for a newly declared stream, whose queries may each hold
-    /// `max_state_bytes` of operator state.
+    /// `max_state_bytes` of state (operators and retained results). The stream and each
+    /// query keep their newest `retain_rows` rows, in at most a quarter of that bound.
     pub fn new(def: Arc<StreamDef>, retain_rows: usize, max_state_bytes: usize) -> Arc<StreamHub> {
         let shedder = def.shedding.map(|policy| Shedder::new(policy, 0x5a91));
         Arc::new(StreamHub {
             inner: Mutex::new(Hub {
                 max_state_bytes,
+                retain_rows,
                 shedder,
-                stream: StreamRuntime::new(def, retain_rows),
+                stream: StreamRuntime::new(def, retained(retain_rows, max_state_bytes)),
                 graph: OperatorGraph::default(),
                 queries: BTreeMap::new(),
                 sources: BTreeMap::new(),
@@ -77,8 +89,11 @@ pub struct Hub {
     pub sources: BTreeMap<String, SourceProgress>,
     /// Set when the stream is dropped: later writers get an error.
     pub dropped: bool,
-    /// Most bytes of operator state one query may hold (53200 past it).
+    /// Most bytes of state (operators and retained results) one query may hold (53200
+    /// past it).
     max_state_bytes: usize,
+    /// Newest result rows each query keeps.
+    retain_rows: usize,
     /// The stream's load shedding, if it has any.
     shedder: Option<Shedder>,
 }
@@ -153,10 +168,15 @@ impl Hub {
     /// the bound; the others run on.
     fn check_state_bytes(&mut self) {
         for (name, q) in &mut self.queries {
-            if QueryOutput::lock(&q.output).failed().is_some() {
-                continue;
-            }
-            q.state_bytes = self.graph.state_bytes(&q.path);
+            let retained = {
+                let output = QueryOutput::lock(&q.output);
+                if output.failed().is_some() {
+                    continue;
+                }
+                output.retained_bytes()
+            };
+            let operators = self.graph.state_bytes(&q.path);
+            q.state_bytes = operators + retained;
             if q.state_bytes > self.max_state_bytes {
                 tracing::warn!(
                     "query \"{name}\" holds {} bytes of state, over {}",
@@ -166,9 +186,10 @@ impl Hub {
                 let error = Error::ResourceLimit {
                     sqlstate: "53200",
                     message: format!(
-                        "query \"{name}\" holds {} bytes of operator state, over the bound \
-                         of {} bytes per query (--max-query-state-bytes): fewer groups, \
-                         shorter windows or a WITHIN would keep it smaller, or raise the bound",
+                        "query \"{name}\" holds {} bytes of state ({operators} in operators, \
+                         {retained} in retained results), over the bound of {} bytes per query \
+                         (--max-query-state-bytes): fewer groups, shorter windows or a WITHIN \
+                         would keep it smaller, or raise the bound",
                         q.state_bytes, self.max_state_bytes
                     ),
                 };
@@ -222,14 +243,9 @@ impl Hub {
 
     /// Adds a planned query; its operators join the graph at the current watermark. On an
     /// error the graph is left as it was.
-    pub fn attach(
-        &mut self,
-        name: &str,
-        def: CreateQuery,
-        plan: QueryPlan,
-        retain: usize,
-    ) -> Result<()> {
-        let output = QueryOutput::handle(name, plan.schema.clone(), retain);
+    pub fn attach(&mut self, name: &str, def: CreateQuery, plan: QueryPlan) -> Result<()> {
+        let retained = retained(self.retain_rows, self.max_state_bytes);
+        let output = QueryOutput::handle(name, plan.schema.clone(), retained);
         let path = self.graph.attach(
             name,
             plan.specs.clone(),

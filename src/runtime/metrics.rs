@@ -168,8 +168,8 @@ impl Engine {
         let mut q_state = Family::new(
             "saql_query_state_bytes",
             "gauge",
-            "Bytes of operator state the query held after its last batch (53200 past \
-             --max-query-state-bytes).",
+            "Bytes of state (operators and retained results) the query held after its last \
+             batch (53200 past --max-query-state-bytes).",
         );
         let mut s_rows = Family::new(
             "saql_source_rows_total",

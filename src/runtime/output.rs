@@ -167,14 +167,14 @@ pub struct QueryOutput {
 }
 
 impl QueryOutput {
-    /// A handle for a query with no results yet.
-    pub fn handle(name: &str, schema: SchemaRef, retain_rows: usize) -> OutputHandle {
+    /// A handle for a query with no results yet, keeping its newest results in `retained`.
+    pub fn handle(name: &str, schema: SchemaRef, retained: Retained) -> OutputHandle {
         Arc::new(Mutex::new(QueryOutput {
             name: name.to_string(),
             schema,
             rows_out: 0,
             failed: None,
-            retained: Retained::new(retain_rows),
+            retained,
             subscribers: Vec::new(),
             subscribers_dropped: 0,
         }))
@@ -199,6 +199,11 @@ impl QueryOutput {
     /// The retained result rows, oldest first.
     pub fn retained(&self) -> Vec<RecordBatch> {
         self.retained.batches()
+    }
+
+    /// Memory the retained result rows hold, in bytes.
+    pub fn retained_bytes(&self) -> usize {
+        self.retained.bytes()
     }
 
     /// The sequence number after which the retained rows start: a subscriber from it gets
@@ -475,7 +480,7 @@ mod tests {
 
     #[test]
     fn resuming_subscribers_get_each_row_once_after_their_last_seq() {
-        let h = QueryOutput::handle("q", batch(0..1).schema(), 5);
+        let h = QueryOutput::handle("q", batch(0..1).schema(), Retained::new(5));
         let mut out = QueryOutput::lock(&h);
         out.deliver(&[batch(0..3), batch(3..7)]);
         assert_eq!(out.rows_out(), 7);
@@ -494,7 +499,7 @@ mod tests {
 
     #[test]
     fn a_subscriber_past_its_byte_bound_is_cut_off_with_53400() {
-        let h = QueryOutput::handle("q", batch(0..1).schema(), 0);
+        let h = QueryOutput::handle("q", batch(0..1).schema(), Retained::new(0));
         let mut out = QueryOutput::lock(&h);
         let size = batch(0..100).get_array_memory_size();
         let mut slow = out.subscribe(None, false, 3 * size, None).unwrap();
@@ -522,7 +527,7 @@ mod tests {
 
     #[test]
     fn retained_rows_after_a_seq_and_the_gap_before_them() {
-        let h = QueryOutput::handle("q", batch(0..1).schema(), 5);
+        let h = QueryOutput::handle("q", batch(0..1).schema(), Retained::new(5));
         let mut out = QueryOutput::lock(&h);
         out.deliver(&[batch(0..3), batch(3..7)]);
         // Rows 3..=7 are retained.
@@ -540,13 +545,13 @@ mod tests {
 
     #[test]
     fn restore_continues_the_numbering() {
-        let h = QueryOutput::handle("q", batch(0..1).schema(), 10);
+        let h = QueryOutput::handle("q", batch(0..1).schema(), Retained::new(10));
         let (rows, kept) = {
             let mut out = QueryOutput::lock(&h);
             out.deliver(&[batch(0..4)]);
             out.snapshot()
         };
-        let h2 = QueryOutput::handle("q", batch(0..1).schema(), 10);
+        let h2 = QueryOutput::handle("q", batch(0..1).schema(), Retained::new(10));
         let mut out = QueryOutput::lock(&h2);
         out.restore(rows, &kept);
         let mut rx = out.subscribe(Some(2), true, usize::MAX, None).unwrap();

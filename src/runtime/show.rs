@@ -263,4 +263,57 @@ mod tests {
         assert_eq!(shown(&engine, "suppressed"), 1);
         assert_eq!(shown(&engine, "rows_out"), 3);
     }
+
+    /// `n` rows of 1000 bytes of text each, numbered from `from`.
+    fn wide_rows(from: usize, n: usize) -> String {
+        let text = "x".repeat(1000);
+        let rows: Vec<String> = (from..from + n)
+            .map(|i| format!("('2024-01-01 00:00:00', {i}, '{text}')"))
+            .collect();
+        format!("INSERT INTO s VALUES {}", rows.join(", "))
+    }
+
+    #[test]
+    fn retained_results_count_in_state_bytes_within_a_quarter_of_the_bound() {
+        let config = EngineConfig {
+            max_query_state_bytes: 400_000,
+            ..EngineConfig::default()
+        };
+        let engine = Engine::open(config).unwrap();
+        engine
+            .execute_blocking(
+                "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, t TEXT); \
+                 CREATE CONTINUOUS QUERY q AS SELECT k, t FROM s WHERE k >= 0",
+            )
+            .unwrap();
+        assert_eq!(shown(&engine, "state_bytes"), 0);
+        // A filter holds no operator state: what it holds is its retained results.
+        engine.execute_blocking(&wide_rows(0, 50)).unwrap();
+        let held = shown(&engine, "state_bytes");
+        assert!((50_000..100_000).contains(&held), "{held} bytes for 50 kB");
+        // More results than a quarter of the bound: the oldest go, the query runs on.
+        for i in 0..5 {
+            engine
+                .execute_blocking(&wide_rows(50 + i * 50, 50))
+                .unwrap();
+        }
+        let held = shown(&engine, "state_bytes");
+        assert!(
+            (50_000..=100_000).contains(&held),
+            "{held} bytes over 100 kB"
+        );
+        assert_eq!(shown(&engine, "rows_out"), 300);
+        let retained = match engine.execute_blocking("SELECT min(k), count(*) FROM q") {
+            Ok(mut r) => match r.remove(0) {
+                StatementResult::Rows { batches, .. } => (
+                    batches[0].column(0).as_primitive::<Int64Type>().value(0),
+                    batches[0].column(1).as_primitive::<Int64Type>().value(0),
+                ),
+                _ => panic!("no rows"),
+            },
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(retained.0 + retained.1, 300, "the newest rows are kept");
+        assert!(retained.1 < 100, "{retained:?}");
+    }
 }

@@ -36,8 +36,8 @@ pub struct StreamRuntime {
 }
 
 impl StreamRuntime {
-    /// Fresh state for a stream.
-    pub fn new(def: Arc<StreamDef>, retain_rows: usize) -> Self {
+    /// Fresh state for a stream, keeping its newest rows in `recent`.
+    pub fn new(def: Arc<StreamDef>, recent: Retained) -> Self {
         StreamRuntime {
             def,
             watermark: Watermark::START,
@@ -48,7 +48,7 @@ impl StreamRuntime {
             shed_rows: 0,
             ingest_waits: 0,
             ingest_wait: Duration::ZERO,
-            recent: Retained::new(retain_rows),
+            recent,
         }
     }
 

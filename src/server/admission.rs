@@ -1,7 +1,9 @@
 //! Who gets served: the connection limit (one client past `--max-connections` is told
 //! `53300 sorry, too many clients already` instead of waiting unanswered) and the idle-session
-//! timeout (a session idle past `--idle-session-timeout` is closed with 57P05). Both speak
-//! just enough of the protocol to send a FATAL ErrorResponse on a socket pgwire does not own.
+//! timeout (a session idle past `--idle-session-timeout` is closed with 57P05), and the end of
+//! sessions at shutdown (57P01 once idle, after a grace period for statements in flight).
+//! They speak just enough of the protocol to send a FATAL ErrorResponse on a socket pgwire
+//! does not own.
 
 use std::io::Write;
 use std::panic::AssertUnwindSafe;
@@ -87,8 +89,39 @@ pub async fn refuse(mut socket: TcpStream, max_connections: usize) {
     let _ = tokio::time::timeout(Duration::from_secs(5), exchange).await;
 }
 
-/// Serves one connection with pgwire; with an idle timeout, closes the session (after a
-/// 57P05 FATAL message) once it has been idle that long.
+/// Why a session is being ended by the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Idle past `--idle-session-timeout` (57P05).
+    IdleTimeout(Duration),
+    /// The server is shutting down and the session is idle (57P01).
+    Shutdown,
+    /// The server is shutting down and the session was still busy when the grace period
+    /// ran out: its statement is abandoned.
+    GraceOver,
+}
+
+/// When and how the server ends a session: `closing` turns true when the server shuts down;
+/// busy sessions then get `grace` to finish their statement (or COPY).
+#[derive(Debug, Clone)]
+pub struct Lifetime {
+    /// Close the session once it is idle this long.
+    pub idle_timeout: Option<Duration>,
+    /// Turns true when the server starts shutting down.
+    pub closing: tokio::sync::watch::Receiver<bool>,
+    /// How long a busy session may go on after shutdown starts.
+    pub grace: Duration,
+}
+
+/// The longest wait for pgwire to finish writing a response once the session is told to end.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Serves one connection with pgwire until the client leaves or the server ends the session:
+/// when it has been idle past the idle timeout (57P05), or when the server shuts down (57P01
+/// once the session is idle, as PostgreSQL's smart shutdown does; a statement or COPY in
+/// flight may finish first, within the grace period). An idle session is ended by closing
+/// the socket's read side, so that pgwire finishes what it is writing and stops at the next
+/// read; the FATAL message follows.
 ///
 /// pgwire 0.42's message decoders panic on some malformed messages (a Parse or Bind whose
 /// counts promise more bytes than the message holds reads past it): such a panic is caught
@@ -99,7 +132,7 @@ pub async fn serve<H>(
     tls: Option<super::tls::TlsAcceptor>,
     handlers: H,
     session: Arc<Session>,
-    idle_timeout: Option<Duration>,
+    lifetime: Lifetime,
 ) -> std::io::Result<()>
 where
     H: pgwire::api::PgWireServerHandlers,
@@ -110,27 +143,37 @@ where
     let socket = TcpStream::from_std(std_socket)?;
     let served =
         AssertUnwindSafe(pgwire::tokio::process_socket(socket, tls, handlers)).catch_unwind();
-    let idle = async {
-        let Some(limit) = idle_timeout else {
-            return std::future::pending::<Duration>().await;
-        };
-        let check = (limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
-        loop {
-            tokio::time::sleep(check).await;
-            if session.idle_for().is_some_and(|idle| idle >= limit) {
-                return limit;
-            }
-        }
-    };
-    let (code, message) = tokio::select! {
-        r = served => match r {
+    tokio::pin!(served);
+    let ending = tokio::select! {
+        r = &mut served => match r {
             Ok(r) => return r,
             Err(_) => {
                 tracing::warn!("closed a connection whose message the protocol decoder could not read");
-                ("08P01", "invalid frontend message: it is shorter than its fields say".to_string())
+                say_goodbye(
+                    &mut goodbye,
+                    &session,
+                    "08P01",
+                    "invalid frontend message: it is shorter than its fields say",
+                );
+                return Ok(());
             }
         },
-        limit = idle => (
+        ending = ending(&session, lifetime) => ending,
+    };
+    let (code, message) = match ending {
+        Ending::GraceOver => {
+            // Dropping pgwire's future abandons the statement; whatever it was writing may
+            // be cut short, so no message follows.
+            tracing::warn!("shutdown: closed a session still busy after the grace period");
+            let _ = goodbye.shutdown(std::net::Shutdown::Both);
+            return Ok(());
+        }
+        Ending::Shutdown => (
+            "57P01",
+            "terminating connection due to administrator command: the server is shutting down"
+                .to_string(),
+        ),
+        Ending::IdleTimeout(limit) => (
             "57P05",
             format!(
                 "terminating connection due to idle-session timeout ({} s, \
@@ -139,13 +182,60 @@ where
             ),
         ),
     };
-    // Over TLS the goodbye would have to be encrypted, which only pgwire can do: such a
-    // client sees the connection close.
+    // pgwire finishes the response it may still be writing, then reads end of file and
+    // returns; a client that sent nothing more gets the FATAL message after it.
+    let _ = goodbye.shutdown(std::net::Shutdown::Read);
+    if let Ok(Err(_)) = tokio::time::timeout(DRAIN, &mut served).await {
+        tracing::warn!("closed a connection whose message the protocol decoder could not read");
+    }
+    say_goodbye(&mut goodbye, &session, code, &message);
+    Ok(())
+}
+
+/// Writes a FATAL message on a socket pgwire has let go of, then closes it. Over TLS the
+/// goodbye would have to be encrypted, which only pgwire can do: such a client sees the
+/// connection close.
+fn say_goodbye(socket: &mut std::net::TcpStream, session: &Session, code: &str, message: &str) {
     if !session.tls() {
-        let _ = goodbye.write_all(&fatal(code, &message));
+        let _ = socket.write_all(&fatal(code, message));
     } else {
         tracing::debug!("{message}");
     }
-    let _ = goodbye.shutdown(std::net::Shutdown::Both);
-    Ok(())
+    let _ = socket.shutdown(std::net::Shutdown::Both);
+}
+
+/// Waits until the server should end the session: idle past the idle timeout, or shut down
+/// (at once if idle, else when it becomes idle or the grace period is over).
+async fn ending(session: &Session, mut lifetime: Lifetime) -> Ending {
+    let idle = async {
+        let Some(limit) = lifetime.idle_timeout else {
+            return std::future::pending::<Ending>().await;
+        };
+        let check = (limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        loop {
+            tokio::time::sleep(check).await;
+            if session.idle_for().is_some_and(|idle| idle >= limit) {
+                return Ending::IdleTimeout(limit);
+            }
+        }
+    };
+    let shutdown = async {
+        if lifetime.closing.wait_for(|closing| *closing).await.is_err() {
+            // The server is gone without saying it shuts down: nothing to wait for.
+            return std::future::pending::<Ending>().await;
+        }
+        let until_idle = async {
+            while session.idle_for().is_none() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        match tokio::time::timeout(lifetime.grace, until_idle).await {
+            Ok(()) => Ending::Shutdown,
+            Err(_) => Ending::GraceOver,
+        }
+    };
+    tokio::select! {
+        e = idle => e,
+        e = shutdown => e,
+    }
 }

@@ -23,7 +23,7 @@ use pgwire::api::{
     METADATA_DATABASE, METADATA_USER,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
-use pgwire::messages::copy::{CopyData, CopyDone, CopyOutResponse};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail, CopyOutResponse};
 use pgwire::messages::data::RowDescription;
 use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
@@ -89,6 +89,9 @@ pub(super) struct PendingCopy {
     copy: Box<CopyIn>,
     error: Option<Error>,
     query: String,
+    /// The session is busy from the COPY statement to CopyDone or CopyFail (it is not idle
+    /// between two CopyData messages, for the idle timeout and for shutdown).
+    _active: super::session::Active,
 }
 
 /// Handlers for one client connection. Clones share the connection's COPY state.
@@ -365,6 +368,7 @@ impl Connection {
                     copy,
                     error: None,
                     query: query.to_string(),
+                    _active: self.session.active(),
                 });
                 Ok(Response::CopyIn(CopyResponse::new(
                     format,
@@ -592,6 +596,21 @@ impl CopyHandler for Connection {
             .send(PgWireBackendMessage::CommandComplete(tag.into()))
             .await?;
         Ok(())
+    }
+
+    async fn on_copy_fail<C>(&self, _client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        // The rows received so far are dropped: nothing of the COPY is applied.
+        self.copy.lock().await.take();
+        PgWireError::UserError(Box::new(ErrorInfo::new(
+            "ERROR".into(),
+            "57014".into(),
+            format!("COPY from stdin failed: {}", fail.message),
+        )))
     }
 }
 

@@ -42,6 +42,9 @@ const TICK: Duration = Duration::from_millis(200);
 /// How long the accept loop waits after a failed `accept` (out of file descriptors, ...).
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
+/// Default time statements and COPYs in flight get to finish when the server shuts down.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
 /// The server's connection limits.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -51,6 +54,9 @@ pub struct ServerConfig {
     pub idle_session_timeout: Option<Duration>,
     /// Default `statement_timeout` of each session (57014 past it); None: none.
     pub statement_timeout: Option<Duration>,
+    /// At shutdown, how long statements and COPYs in flight may go on before their sessions
+    /// are closed anyway (idle sessions are closed at once with 57P01).
+    pub shutdown_grace: Duration,
     /// Who may connect, and over what.
     pub security: Security,
 }
@@ -82,6 +88,7 @@ impl Default for ServerConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_session_timeout: None,
             statement_timeout: Some(DEFAULT_STATEMENT_TIMEOUT),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             security: Security::default(),
         }
     }
@@ -96,7 +103,10 @@ pub async fn run(
     run_with(listener, engine, ServerConfig::default(), shutdown).await
 }
 
-/// Serves `engine` on `listener` with `config`'s limits until `shutdown` completes.
+/// Serves `engine` on `listener` with `config`'s limits until `shutdown` completes, then
+/// drains: stops accepting, closes idle sessions with 57P01, lets statements and COPYs in
+/// flight finish (each session closes when it is idle) for up to `config.shutdown_grace`,
+/// and returns when every connection has ended.
 pub async fn run_with(
     listener: TcpListener,
     engine: Engine,
@@ -117,6 +127,7 @@ pub async fn run_with(
         })
     };
     let mut connections = tokio::task::JoinSet::new();
+    let (closing, closing_rx) = tokio::sync::watch::channel(false);
     let accept = async {
         loop {
             let (socket, peer) = match listener.accept().await {
@@ -153,10 +164,14 @@ pub async fn run_with(
                         config.security.require_tls,
                     ),
             );
-            let idle = config.idle_session_timeout;
+            let lifetime = admission::Lifetime {
+                idle_timeout: config.idle_session_timeout,
+                closing: closing_rx.clone(),
+                grace: config.shutdown_grace,
+            };
             let tls = config.security.tls.clone();
             connections.spawn(async move {
-                if let Err(e) = admission::serve(socket, tls, handlers, session, idle).await {
+                if let Err(e) = admission::serve(socket, tls, handlers, session, lifetime).await {
                     tracing::debug!("connection from {peer} ended: {e}");
                 }
                 drop(permit);
@@ -167,10 +182,24 @@ pub async fn run_with(
         () = accept => {}
         _ = shutdown => {}
     }
+    // New clients are refused from here on; the sessions learn that the server closes.
+    drop(listener);
+    let _ = closing.send(true);
+    let open = connections.len();
+    if open > 0 {
+        tracing::info!("shutting down: waiting for {open} connections to finish");
+    }
+    // Each session ends itself within the grace period (and a few seconds to write out
+    // its last response); this bound only guards against one that does not.
+    let drained = async { while connections.join_next().await.is_some() {} };
+    let backstop = config.shutdown_grace + Duration::from_secs(10);
+    if tokio::time::timeout(backstop, drained).await.is_err() {
+        tracing::warn!("shutdown: connections still open after the grace period; closing them");
+    }
     ticker.abort();
     let _ = ticker.await;
-    // Connections hold the engine: end them, so that a caller that drops its own handle
-    // closes the engine (and frees its data directory) when this returns.
+    // Connections hold the engine: end any left, so that a caller that drops its own
+    // handle closes the engine (and frees its data directory) when this returns.
     connections.shutdown().await;
     Ok(())
 }

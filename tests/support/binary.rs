@@ -20,6 +20,35 @@ impl Process {
             let _ = c.wait();
         }
     }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.0.as_ref().expect("the process runs").id()
+    }
+
+    /// Sends `signal` (`TERM`, `INT`, ...) with `kill`.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Waits up to `limit` for the process to exit; its status, or None if it still runs.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let child = self.0.as_mut()?;
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                self.0 = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
 }
 
 impl Drop for Process {
@@ -39,7 +68,16 @@ pub fn free_addr() -> SocketAddr {
 /// `saql serve` on `addr` with data directory `dir`, one worker, a checkpoint every second,
 /// and the `extra` arguments.
 pub fn start_saql(dir: &Path, addr: SocketAddr, extra: &[&str]) -> Process {
-    let child = Command::new(env!("CARGO_BIN_EXE_saql"))
+    start_saql_in_shell(dir, addr, extra, "")
+}
+
+/// [`start_saql`] run by `sh -c` after the shell commands `prelude` (`ulimit ...`,
+/// `trap "" XFSZ`: what they set is inherited by the server, which the shell becomes).
+pub fn start_saql_in_shell(dir: &Path, addr: SocketAddr, extra: &[&str], prelude: &str) -> Process {
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{prelude}\nexec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_saql"))
         .args(["serve", "--listen", &addr.to_string(), "--workers", "1"])
         .arg("--data-dir")
         .arg(dir)
