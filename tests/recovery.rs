@@ -17,10 +17,8 @@ use saql::{Engine, EngineConfig, StatementResult, Subscription};
 const STREAM: &str = "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
                       WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)";
 
-/// A windowed aggregate, a pattern, an outlier model, a plain filter and a suppressed one;
-/// two per-value aggregates (`k = 1`, `k = 2`) that share one aggregate grouped by `k`, the
-/// second over 20 s windows rolled up from the shared 10 s ones.
-const QUERIES: [(&str, &str); 7] = [
+/// A windowed aggregate, a pattern, an outlier model, a plain filter and a suppressed one.
+const QUERIES: [(&str, &str); 5] = [
     (
         "win",
         "SELECT k, window_end, COUNT(*) AS n, SUM(v) AS total \
@@ -38,16 +36,6 @@ const QUERIES: [(&str, &str); 7] = [
          GROUP BY k, window_start, window_end OUTLIER ZSCORE(1.5) ON (total)",
     ),
     ("big", "SELECT ts, k, v FROM s WHERE v > 80"),
-    (
-        "one",
-        "SELECT v, window_end, COUNT(*) AS n FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
-         WHERE k = 1 GROUP BY v, window_start, window_end",
-    ),
-    (
-        "two",
-        "SELECT v, window_end, COUNT(*) AS n FROM TUMBLE(s, ts, INTERVAL '20' SECOND) \
-         WHERE k = 2 GROUP BY v, window_start, window_end",
-    ),
     (
         "sup",
         "SELECT ts, k, v FROM s WHERE v > 30 SUPPRESS FOR INTERVAL '3' SECOND PER (k)",
