@@ -10,7 +10,6 @@ pub mod history;
 pub mod invariant;
 pub mod outlier;
 pub mod pattern;
-pub mod per_value;
 pub mod project;
 pub mod robust;
 pub mod session_window;
@@ -40,7 +39,6 @@ pub use history::History;
 pub use invariant::Invariant;
 pub use outlier::Outlier;
 pub use pattern::PatternMatcher;
-pub use per_value::{PerValueAggregate, SplitValue};
 pub use project::Project;
 pub use session_window::SessionWindow;
 pub use sharded::Sharded;
@@ -135,10 +133,5 @@ pub trait Operator: Send {
     /// its rows, so that [`Sharded`] can keep that order when it merges its replicas' rows.
     fn emit_order(&self) -> Option<usize> {
         None
-    }
-    /// A [`PerValueAggregate`]: the values of its column that the queries below it ask for
-    /// (the operator graph sets them as queries come and go). Others ignore it.
-    fn select_values(&mut self, _values: &[datafusion::scalar::ScalarValue]) -> Result<()> {
-        Ok(())
     }
 }

@@ -67,14 +67,6 @@ impl OperatorSpec {
             OperatorSpec::Filter(s) => filter(s),
             OperatorSpec::Project(s) => project(s),
             OperatorSpec::WindowAggregate(s) => window_aggregate(s),
-            OperatorSpec::PerValue(s) => window_aggregate(&s.aggregate).with(
-                "shared",
-                "by queries that differ in the value of its last key",
-            ),
-            OperatorSpec::SplitValue(s) => ExplainNode::new("SplitValue")
-                .with("column", s.input.field(s.column).name().clone())
-                .with("value", s.value.to_string())
-                .with("state", "none"),
             OperatorSpec::WindowAssign(s) => ExplainNode::new("WindowAssign")
                 .with("window", window_json(&s.window))
                 .with(

@@ -9,7 +9,6 @@ mod context;
 pub mod explain;
 mod grouping;
 mod pattern;
-pub mod per_value;
 
 pub(crate) use context::PlanContext;
 pub mod query;

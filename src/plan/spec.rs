@@ -32,8 +32,8 @@ use crate::operators::pattern::PatternSpec;
 use crate::operators::session_window::GroupColumn;
 use crate::operators::window_aggregate::{WindowAssigner, WindowedInput};
 use crate::operators::{
-    Filter, History, Invariant, Operator, Outlier, PatternMatcher, PerValueAggregate, Project,
-    SessionWindow, Sharded, SplitValue, Suppress, WindowAggregate, WindowAssign, WindowRank,
+    Filter, History, Invariant, Operator, Outlier, PatternMatcher, Project, SessionWindow, Sharded,
+    Suppress, WindowAggregate, WindowAssign, WindowRank,
 };
 use crate::sql::{InvariantKind, OutlierMethod, Training};
 
@@ -64,33 +64,6 @@ pub enum OperatorSpec {
     Suppress(SuppressSpec),
     /// Replicas of a keyed operator, each owning a share of its keys (worker parallelism).
     Sharded(ShardedSpec),
-    /// A window aggregate shared by queries that differ in the value one column is compared
-    /// with: grouped by that column too (made by the operator graph, `plan/per_value.rs`).
-    PerValue(PerValueSpec),
-    /// One query's value out of a [`OperatorSpec::PerValue`]'s results.
-    SplitValue(SplitValueSpec),
-}
-
-/// A [`PerValueAggregate`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PerValueSpec {
-    /// The aggregate, with the compared column as its last group key.
-    pub aggregate: WindowAggregateSpec,
-    /// The compared column, in the input rows.
-    pub column: usize,
-}
-
-/// A [`SplitValue`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SplitValueSpec {
-    /// The compared column, in the shared results.
-    pub column: usize,
-    /// The query's value.
-    pub value: datafusion::scalar::ScalarValue,
-    /// Schema of the shared results.
-    pub input: SchemaRef,
-    /// Schema of the query's rows: the input's without `column`.
-    pub schema: SchemaRef,
 }
 
 /// A [`Filter`].
@@ -451,22 +424,6 @@ impl OperatorSpec {
                 s.time_column,
                 s.schema.clone(),
             )?),
-            OperatorSpec::PerValue(s) => {
-                let inner = OperatorSpec::WindowAggregate(s.aggregate.clone()).build()?;
-                let input = s.aggregate.input.schema.clone();
-                let name = input.field(s.column).name().clone();
-                Box::new(PerValueAggregate::new(
-                    inner,
-                    datafusion::physical_expr::expressions::Column::new(&name, s.column),
-                    input,
-                ))
-            }
-            OperatorSpec::SplitValue(s) => Box::new(SplitValue::try_new(
-                s.column,
-                s.value.clone(),
-                &s.input,
-                s.schema.clone(),
-            )?),
             OperatorSpec::Sharded(s) => {
                 let replicas = (0..s.workers)
                     .map(|_| s.inner.build())
@@ -488,10 +445,7 @@ impl OperatorSpec {
     pub fn is_stateless(&self) -> bool {
         matches!(
             self,
-            OperatorSpec::Filter(_)
-                | OperatorSpec::Project(_)
-                | OperatorSpec::WindowAssign(_)
-                | OperatorSpec::SplitValue(_)
+            OperatorSpec::Filter(_) | OperatorSpec::Project(_) | OperatorSpec::WindowAssign(_)
         )
     }
 
@@ -510,8 +464,6 @@ impl OperatorSpec {
             OperatorSpec::Outlier(_) => "Outlier",
             OperatorSpec::Suppress(_) => "Suppress",
             OperatorSpec::Sharded(s) => s.inner.name(),
-            OperatorSpec::PerValue(_) => "PerValueAggregate",
-            OperatorSpec::SplitValue(_) => "SplitValue",
         }
     }
 

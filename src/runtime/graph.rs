@@ -21,9 +21,7 @@ use super::predicates::{AtomValues, SharedPredicates, SplitPredicate};
 use crate::error::{Error, Result};
 use crate::operators::filter;
 use crate::operators::Operator;
-use crate::plan::per_value::{per_value, split_value};
 use crate::plan::rollup::rollup;
-use crate::plan::spec::PerValueSpec;
 use crate::plan::OperatorSpec;
 use crate::time::Watermark;
 
@@ -66,7 +64,6 @@ impl OperatorGraph {
         let mut path = Vec::new();
         let mut parent: Option<usize> = None;
         let mut fresh = false;
-        let specs = per_value(&specs).unwrap_or(specs);
         let mut specs: VecDeque<OperatorSpec> = specs.into();
         while let Some(spec) = specs.pop_front() {
             let siblings = match parent {
@@ -87,12 +84,10 @@ impl OperatorGraph {
                     let n = self.node(id);
                     match (&n.spec, &spec) {
                         (OperatorSpec::WindowAggregate(base), OperatorSpec::WindowAggregate(t))
-                        | (
-                            OperatorSpec::PerValue(PerValueSpec {
-                                aggregate: base, ..
-                            }),
-                            OperatorSpec::PerValue(PerValueSpec { aggregate: t, .. }),
-                        ) if !n.failed => rollup(base, t).map(|r| (id, r)),
+                            if !n.failed =>
+                        {
+                            rollup(base, t).map(|r| (id, r))
+                        }
                         _ => None,
                     }
                 });
@@ -149,36 +144,7 @@ impl OperatorGraph {
             Some(&last) => self.node_mut(last).sinks.push(sink),
             None => self.passthrough.push(sink),
         }
-        if let Err(e) = self.select_values(&path) {
-            self.detach(query, &path);
-            return Err(e);
-        }
         Ok(path)
-    }
-
-    /// Tells each shared per-value aggregate on `path` the values its queries ask for: those
-    /// of the splits below it.
-    fn select_values(&mut self, path: &[usize]) -> Result<()> {
-        for &id in path {
-            let Some(node) = self.nodes[id].as_ref() else {
-                continue;
-            };
-            if !matches!(node.spec, OperatorSpec::PerValue(_)) {
-                continue;
-            }
-            let mut values = Vec::new();
-            let mut stack = node.children.clone();
-            while let Some(n) = stack.pop() {
-                let n = self.node(n);
-                match split_value(&n.spec) {
-                    Some(v) if !values.contains(v) => values.push(v.clone()),
-                    Some(_) => {}
-                    None => stack.extend(n.children.iter().copied()),
-                }
-            }
-            self.node_mut(id).op.select_values(&values)?;
-        }
-        Ok(())
     }
 
     /// Removes a query; nodes no other query uses are dropped with their state.
@@ -200,9 +166,6 @@ impl OperatorGraph {
                 }
             }
         }
-        // Fewer values asked for: a failure here leaves the aggregate taking more rows
-        // than it needs, never fewer.
-        let _ = self.select_values(path);
     }
 
     /// The state of node `id`, for a checkpoint.
@@ -642,228 +605,5 @@ mod tests {
             "a saw both rows, b only the one after it began"
         );
         assert_eq!(a[0], b[0]);
-    }
-
-    /// The per-value queries of the tests below: COUNT, SUM and MAX per `k` of the rows whose
-    /// `v` is `value`, over 10 s windows (`size` 10) or 30 s ones (rolled up).
-    fn per_value_query(value: i64, size: i64) -> String {
-        format!(
-            "SELECT k, window_end, COUNT(*) AS n, SUM(k) AS total, MAX(ts) AS last \
-             FROM TUMBLE(s, ts, INTERVAL '{size}' SECOND) WHERE v = {value} AND k < 4 \
-             GROUP BY k, window_start, window_end"
-        )
-    }
-
-    /// Every query's rows, as text, sorted.
-    fn texts(output: &OutputHandle) -> Vec<String> {
-        let mut rows: Vec<String> = results(output)
-            .iter()
-            .flat_map(|b| {
-                let cols: Vec<_> = b
-                    .columns()
-                    .iter()
-                    .map(|c| {
-                        datafusion::arrow::util::display::ArrayFormatter::try_new(
-                            c,
-                            &Default::default(),
-                        )
-                        .unwrap()
-                    })
-                    .collect();
-                (0..b.num_rows())
-                    .map(|r| {
-                        let row: Vec<String> =
-                            cols.iter().map(|c| c.value(r).to_string()).collect();
-                        row.join(" ")
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        rows.sort();
-        rows
-    }
-
-    /// The query run alone, unshared, by its planned operators.
-    fn alone(sql: &str, batches: &[RecordBatch], end: i64) -> Vec<String> {
-        let mut g = OperatorGraph::default();
-        let cat = catalog();
-        let plan = crate::plan(sql, &cat).unwrap();
-        let output = QueryOutput::handle("alone", plan.schema.clone(), 100_000);
-        let mut ops = plan.build_operators().unwrap();
-        let deliver =
-            |mut batches: Vec<RecordBatch>, from: usize, ops: &mut [Box<dyn Operator>]| {
-                for op in ops.iter_mut().skip(from) {
-                    let mut next = Vec::new();
-                    for b in batches {
-                        next.extend(op.process_batch(b).unwrap());
-                    }
-                    batches = next;
-                }
-                QueryOutput::lock(&output).deliver(&batches);
-            };
-        for b in batches {
-            deliver(vec![b.clone()], 0, &mut ops);
-            let wm = Watermark(EventTime(
-                (b.column(0)
-                    .as_any()
-                    .downcast_ref::<TimestampNanosecondArray>()
-                    .unwrap()
-                    .values()
-                    .iter()
-                    .max()
-                    .unwrap()
-                    / 1_000_000_000
-                    - 1)
-                    * 1_000_000_000,
-            ));
-            for i in 0..ops.len() {
-                let out = ops[i].on_watermark(wm).unwrap();
-                deliver(out, i + 1, &mut ops);
-            }
-        }
-        for i in 0..ops.len() {
-            let out = ops[i]
-                .on_watermark(Watermark(EventTime(end * 1_000_000_000)))
-                .unwrap();
-            deliver(out, i + 1, &mut ops);
-        }
-        let _ = &mut g;
-        texts(&output)
-    }
-
-    /// Pseudo-random rows (seconds, k, v) with up to 1 s of disorder, cut into batches.
-    fn random_batches(seed: u64, rows: usize) -> Vec<RecordBatch> {
-        let mut x = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let mut next = |m: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % m
-        };
-        let mut all = Vec::new();
-        for i in 0..rows {
-            let t = 2 + (i as i64) / 4 - next(2) as i64;
-            all.push((t, next(6) as i64, next(5) as i64));
-        }
-        let mut out = Vec::new();
-        let mut at = 0;
-        while at < all.len() {
-            let n = (1 + next(40) as usize).min(all.len() - at);
-            out.push(batch(&all[at..at + n]));
-            at += n;
-        }
-        out
-    }
-
-    /// Feeds `batches` to the graph, each followed by the watermark its rows imply.
-    fn run(g: &mut OperatorGraph, batches: &[RecordBatch]) {
-        for b in batches {
-            g.process(b);
-            let max = b
-                .column(0)
-                .as_any()
-                .downcast_ref::<TimestampNanosecondArray>()
-                .unwrap()
-                .values()
-                .iter()
-                .copied()
-                .max()
-                .unwrap();
-            g.advance(Watermark(EventTime(max - 1_000_000_000)));
-        }
-    }
-
-    #[test]
-    fn per_value_queries_share_one_aggregate_and_each_gets_its_own_rows() {
-        let queries: Vec<(String, String)> = (0..4)
-            .flat_map(|v| [(v, 10), (v, 30)])
-            .map(|(v, size)| (format!("q{v}_{size}"), per_value_query(v, size)))
-            .collect();
-        let mut g = OperatorGraph::default();
-        let attached: Vec<_> = queries
-            .iter()
-            .map(|(name, sql)| attach(&mut g, name, sql))
-            .collect();
-        // Filter(k < 4), the shared aggregate, the shared 30 s rollup, then per query a
-        // split and a projection.
-        let (p0, p1) = (&attached[0].0, &attached[2].0);
-        assert_eq!(
-            p0[..2],
-            p1[..2],
-            "filter and aggregate shared across values"
-        );
-        assert_ne!(p0[2], p1[2]);
-        let (r0, r1) = (&attached[1].0, &attached[3].0);
-        assert_eq!(r0[..3], r1[..3], "the rollup is shared across values too");
-        assert_eq!(live(&g), 2 + 1 + 8 * 2);
-        for seed in 0..4 {
-            let batches = random_batches(seed, 600);
-            let mut g = OperatorGraph::default();
-            let outs: Vec<_> = queries
-                .iter()
-                .map(|(name, sql)| attach(&mut g, name, sql).1)
-                .collect();
-            run(&mut g, &batches);
-            g.advance(Watermark(EventTime(1_000 * 1_000_000_000)));
-            for ((_, sql), out) in queries.iter().zip(&outs) {
-                let got = texts(out);
-                assert!(!got.is_empty());
-                assert_eq!(got, alone(sql, &batches, 1_000), "seed {seed}: {sql}");
-            }
-        }
-        for (name, _) in &queries {
-            let i = queries.iter().position(|(n, _)| n == name).unwrap();
-            g.detach(name, &attached[i].0);
-        }
-        assert_eq!(live(&g), 0);
-    }
-
-    #[test]
-    fn a_checkpoint_of_the_shared_form_restores_into_the_same_results() {
-        let queries: Vec<(String, String)> = (0..3)
-            .flat_map(|v| [(v, 10), (v, 30)])
-            .map(|(v, size)| (format!("q{v}_{size}"), per_value_query(v, size)))
-            .collect();
-        for seed in 0..4 {
-            let batches = random_batches(100 + seed, 500);
-            let cut = 1 + (seed as usize * 7) % (batches.len() - 1);
-            let mut before = OperatorGraph::default();
-            let first: Vec<_> = queries
-                .iter()
-                .map(|(name, sql)| attach(&mut before, name, sql))
-                .collect();
-            run(&mut before, &batches[..cut]);
-            let mut images = Vec::new();
-            for (path, _) in &first {
-                for &id in path {
-                    images.push((id, before.snapshot_node(id).unwrap().encode().unwrap()));
-                }
-            }
-            let mut after = OperatorGraph::default();
-            let second: Vec<_> = queries
-                .iter()
-                .map(|(name, sql)| attach(&mut after, name, sql))
-                .collect();
-            for ((p1, _), (p2, _)) in first.iter().zip(&second) {
-                assert_eq!(p1, p2, "the same shape after a restart");
-            }
-            for (id, bytes) in &images {
-                after.restore_node(*id, bytes).unwrap();
-            }
-            run(&mut after, &batches[cut..]);
-            after.advance(Watermark(EventTime(1_000 * 1_000_000_000)));
-            for (i, (_, sql)) in queries.iter().enumerate() {
-                let mut got = texts(&first[i].1);
-                got.extend(texts(&second[i].1));
-                got.sort();
-                assert_eq!(
-                    got,
-                    alone(sql, &batches, 1_000),
-                    "seed {seed}, cut {cut}: {sql}"
-                );
-            }
-        }
     }
 }
