@@ -18,6 +18,7 @@
 //! variable at once, over a batch of their [`Ref`] values.
 
 mod nfa;
+mod partitions;
 mod refs;
 mod running;
 mod saved;
@@ -39,6 +40,7 @@ use datafusion::physical_plan::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 
 pub use nfa::{Inst, Pattern, Position, Program};
+use partitions::Partitions;
 pub use refs::{Ref, RefKind};
 use running::Running;
 
@@ -267,7 +269,7 @@ struct StoredRow {
     row: u32,
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Partition {
     /// In start order, then preference order within an attempt.
     threads: Vec<Thread>,
@@ -285,6 +287,10 @@ struct Partition {
     undecided: VecDeque<StoredRow>,
     /// `WITH UNMATCHED ROWS`: rows before this sequence number are in an emitted match.
     covered: u64,
+    /// The bytes counted for the partition in [`Partitions`]' total.
+    bytes: usize,
+    /// Where the partition's entry in the expiry index of [`Partitions`] is, if it has one.
+    due: Option<i64>,
 }
 
 impl Partition {
@@ -355,7 +361,7 @@ struct Scratch {
 pub struct PatternMatcher {
     m: Matcher,
     converter: RowConverter,
-    partitions: AHashMap<Box<[u8]>, Partition>,
+    partitions: Partitions,
     /// Rows waiting for the watermark.
     order: EventOrder,
     next_seq: u64,
@@ -421,7 +427,7 @@ impl PatternMatcher {
                 ..Scratch::default()
             },
             converter,
-            partitions: AHashMap::new(),
+            partitions: Partitions::default(),
             order,
             next_seq: 0,
             found: Vec::new(),
@@ -471,10 +477,6 @@ impl PatternMatcher {
                 Some(rows) => rows.row(i).data(),
                 None => &[],
             };
-            let part = match self.partitions.get_mut(key) {
-                Some(p) => p,
-                None => self.partitions.entry(key.into()).or_default(),
-            };
             let current = Current {
                 batch: &batch,
                 row: i,
@@ -482,62 +484,46 @@ impl PatternMatcher {
                 ts: ts.unwrap_or(i64::MIN),
             };
             self.next_seq += 1;
-            self.m
-                .step(part, &current, &masks, &mut self.scratch, &mut self.found)?;
-            self.m.resolve(part, &mut self.found)?;
+            let (m, scratch, found) = (&self.m, &mut self.scratch, &mut self.found);
+            self.partitions.touch(m, key, |part| {
+                m.step(part, &current, &masks, scratch, found)?;
+                m.resolve(part, found)
+            })?;
         }
         Ok(())
     }
 
-    /// Ends threads that the watermark (or the end of input) leaves no row to take.
+    /// Ends threads that the watermark (or the end of input) leaves no row to take: only in
+    /// the partitions the expiry index names (all of them at the end of the input).
     /// The matches this completes come out in partition-key order, so that every run emits
     /// them in the same order (a restarted engine must number its results as the one before
     /// the crash did); only the partitions that complete a match are sorted.
     fn expire(&mut self, wm: i64) -> Result<()> {
-        let prog = &self.m.program;
         let first = self.found.len();
         let at_end = wm == i64::MAX;
-        let mut completed: Vec<(&[u8], std::ops::Range<usize>)> = Vec::new();
-        for (key, part) in self.partitions.iter_mut() {
-            if part.threads.is_empty() {
-                continue;
-            }
-            let before = part.threads.len();
-            let within = self.m.within;
+        let keys = if at_end {
+            self.partitions.all()
+        } else {
+            self.partitions.due_before(wm)
+        };
+        let mut completed: Vec<(partitions::Key, std::ops::Range<usize>)> = Vec::new();
+        for key in keys {
             let start = self.found.len();
-            // A thread waiting at `$` has mapped its last row: WITHIN is met, and the next
-            // row of its partition ends it.
-            self.m.drop_threads(
-                part,
-                |t| match prog.inst(t.pc) {
-                    Inst::Match | Inst::End => true,
-                    _ => !at_end && within.is_none_or(|w| t.start_ts.saturating_add(w) >= wm),
-                },
-                &mut self.found,
-            )?;
-            if at_end {
-                self.m.finish(part, &mut self.scratch);
-            }
-            // Also when no thread ended: one may have become a timed-out partial match.
-            if part.threads.len() != before || at_end || self.m.spec.emit_timeout {
-                self.m.resolve(part, &mut self.found)?;
-            }
+            let (m, scratch, found) = (&self.m, &mut self.scratch, &mut self.found);
+            self.partitions
+                .touch(m, &key, |part| m.expire(part, wm, scratch, found))?;
             if self.found.len() > start {
-                completed.push((key.as_ref(), start..self.found.len()));
+                completed.push((key, start..self.found.len()));
             }
         }
         if completed.len() > 1 {
-            completed.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            completed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             let mut done: Vec<Option<Found>> = self.found.drain(first..).map(Some).collect();
             for (_, range) in completed {
                 for i in range {
                     self.found.extend(done[i - first].take());
                 }
             }
-        }
-        let keep = self.m.prev_depth > 0 || self.m.uses_match_number() || self.m.anchored;
-        if !keep {
-            self.partitions.retain(|_, p| !p.threads.is_empty());
         }
         Ok(())
     }
@@ -624,6 +610,42 @@ impl Matcher {
             .refs
             .iter()
             .any(|r| r.kind == RefKind::MatchNumber)
+    }
+
+    /// Ends the partition's threads that watermark `wm` leaves no row to take (every one
+    /// waiting for a row at the end of the input), and emits what that decides.
+    fn expire(
+        &self,
+        part: &mut Partition,
+        wm: i64,
+        scratch: &mut Scratch,
+        found: &mut Vec<Found>,
+    ) -> Result<()> {
+        if part.threads.is_empty() {
+            return Ok(());
+        }
+        let prog = &self.program;
+        let at_end = wm == i64::MAX;
+        let before = part.threads.len();
+        let within = self.within;
+        // A thread waiting at `$` has mapped its last row: WITHIN is met, and the next
+        // row of its partition ends it.
+        self.drop_threads(
+            part,
+            |t| match prog.inst(t.pc) {
+                Inst::Match | Inst::End => true,
+                _ => !at_end && within.is_none_or(|w| t.start_ts.saturating_add(w) >= wm),
+            },
+            found,
+        )?;
+        if at_end {
+            self.finish(part, scratch);
+        }
+        // Also when no thread ended: one may have become a timed-out partial match.
+        if part.threads.len() != before || at_end || self.spec.emit_timeout {
+            self.resolve(part, found)?;
+        }
+        Ok(())
     }
 
     /// Offers one row to a partition's threads, and lets it start an attempt.
@@ -1355,21 +1377,9 @@ impl Operator for PatternMatcher {
     }
 
     fn state_bytes(&self) -> usize {
-        // A stored row pins its batch: count its share, a fixed width per column.
-        let row = std::mem::size_of::<StoredRow>() + 16 * self.m.spec.input_schema.fields().len();
-        let binding = std::mem::size_of::<Binding>() + 16;
-        let partitions: usize = self
-            .partitions
-            .iter()
-            .map(|(key, p)| {
-                key.len()
-                    + std::mem::size_of::<Partition>()
-                    + p.threads.capacity() * std::mem::size_of::<Thread>()
-                    + p.threads.iter().map(|t| t.mapped as usize).sum::<usize>() * binding
-                    + (p.rows.len() + p.recent.len() + p.undecided.len()) * row
-            })
-            .sum();
-        partitions + self.found.len() * std::mem::size_of::<Found>() + self.order.pending_bytes()
+        self.partitions.bytes()
+            + self.found.len() * std::mem::size_of::<Found>()
+            + self.order.pending_bytes()
     }
 
     fn shard_keys(&self) -> Option<Vec<Arc<dyn PhysicalExpr>>> {

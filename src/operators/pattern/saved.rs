@@ -1,7 +1,7 @@
-//! The matcher's state in a checkpoint: under the stream's lock only flat copies are taken,
-//! then the stored rows are gathered into one batch (Arrow IPC) and the bookkeeping of every
-//! partition (threads, their bindings, the rows waiting to be known unmatched) is encoded as
-//! JSON beside it.
+//! The matcher's state in a checkpoint: under the stream's lock the partitions are only
+//! shared (copy-on-write, see `partitions.rs`); later they are flattened, the stored rows
+//! gathered into one batch (Arrow IPC) and the bookkeeping of every partition (threads, their
+//! bindings, the rows waiting to be known unmatched) encoded as JSON beside it.
 
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::interleave_record_batch;
 use serde::{Deserialize, Serialize};
 
+use super::partitions::Key;
 use super::{Binding, Partition, PatternMatcher, StoredRow, Thread, EXCLUDED_BIT};
 use crate::error::{Error, Result};
 use crate::operators::snapshot;
@@ -125,8 +126,41 @@ impl FlatPartitions {
 
 /// The operator's state at a checkpoint barrier.
 pub(super) fn snapshot(op: &mut PatternMatcher) -> Result<snapshot::StateImage> {
-    // Under the stream's lock only flat copies are taken (no allocation per partition);
-    // the stored rows are gathered into one batch and the bookkeeping encoded later.
+    // Under the stream's lock the partitions are only shared (a pointer each; the stream
+    // copies one before changing it); they are flattened and encoded later.
+    let partitions = op.partitions.share();
+    let pending = op.order.pending()?;
+    let (watermark, late_rows) = (op.order.watermark(), op.order.late_rows());
+    let next_seq = op.next_seq;
+    let schema = op.m.spec.input_schema.clone();
+    Ok(snapshot::StateImage::later(move || {
+        let (batches, flat) = flatten(&partitions);
+        let refs: Vec<&RecordBatch> = batches.iter().map(|b| b.as_ref()).collect();
+        let picks: Vec<(usize, usize)> = (flat.rows.iter())
+            .chain(&flat.recent)
+            .chain(&flat.undecided)
+            .map(|&(_, b, row)| (b, row as usize))
+            .collect();
+        let stored = if picks.is_empty() {
+            RecordBatch::new_empty(schema.clone())
+        } else {
+            interleave_record_batch(&refs, &picks)?
+        };
+        let saved = Saved {
+            watermark,
+            late_rows,
+            next_seq,
+            partitions: flat.unflatten(),
+        };
+        let saved = serde_json::to_vec(&saved).map_err(|e| Error::Internal(e.to_string()))?;
+        let mut out = snapshot::encode(&[saved.len() as i64], &schema, &[pending, stored])?;
+        out.extend_from_slice(&saved);
+        Ok(out)
+    }))
+}
+
+/// Every list of every partition end to end, and the batches their stored rows are in.
+fn flatten(partitions: &[(Key, Arc<Partition>)]) -> (Vec<Arc<RecordBatch>>, FlatPartitions) {
     let mut batches: Vec<Arc<RecordBatch>> = Vec::new();
     let mut index: AHashMap<*const RecordBatch, usize> = AHashMap::new();
     let mut flat = FlatPartitions::default();
@@ -137,7 +171,7 @@ pub(super) fn snapshot(op: &mut PatternMatcher) -> Result<snapshot::StateImage> 
         });
         (s.seq, b, s.row)
     };
-    for (key, p) in &op.partitions {
+    for (key, p) in partitions {
         flat.keys.extend_from_slice(key);
         flat.rows.extend(p.rows.iter().map(&mut pick));
         flat.recent.extend(p.recent.iter().map(&mut pick));
@@ -166,33 +200,7 @@ pub(super) fn snapshot(op: &mut PatternMatcher) -> Result<snapshot::StateImage> 
             covered: p.covered,
         });
     }
-    let pending = op.order.pending()?;
-    let (watermark, late_rows) = (op.order.watermark(), op.order.late_rows());
-    let next_seq = op.next_seq;
-    let schema = op.m.spec.input_schema.clone();
-    Ok(snapshot::StateImage::later(move || {
-        let refs: Vec<&RecordBatch> = batches.iter().map(|b| b.as_ref()).collect();
-        let picks: Vec<(usize, usize)> = (flat.rows.iter())
-            .chain(&flat.recent)
-            .chain(&flat.undecided)
-            .map(|&(_, b, row)| (b, row as usize))
-            .collect();
-        let stored = if picks.is_empty() {
-            RecordBatch::new_empty(schema.clone())
-        } else {
-            interleave_record_batch(&refs, &picks)?
-        };
-        let saved = Saved {
-            watermark,
-            late_rows,
-            next_seq,
-            partitions: flat.unflatten(),
-        };
-        let saved = serde_json::to_vec(&saved).map_err(|e| Error::Internal(e.to_string()))?;
-        let mut out = snapshot::encode(&[saved.len() as i64], &schema, &[pending, stored])?;
-        out.extend_from_slice(&saved);
-        Ok(out)
-    }))
+    (batches, flat)
 }
 
 /// Restores the state [`snapshot`] encoded.
@@ -209,7 +217,7 @@ pub(super) fn restore(op: &mut PatternMatcher, bytes: &[u8]) -> Result<()> {
         batch: stored.clone(),
         row: i,
     };
-    op.partitions.clear();
+    let mut partitions = Vec::with_capacity(saved.partitions.len());
     for p in saved.partitions {
         let threads = p
             .threads
@@ -238,8 +246,8 @@ pub(super) fn restore(op: &mut PatternMatcher, bytes: &[u8]) -> Result<()> {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        op.partitions.insert(
-            p.key.into(),
+        partitions.push((
+            p.key,
             Partition {
                 threads,
                 rows: p.rows.into_iter().map(row).collect(),
@@ -249,9 +257,11 @@ pub(super) fn restore(op: &mut PatternMatcher, bytes: &[u8]) -> Result<()> {
                 started: p.started,
                 undecided: p.undecided.into_iter().map(row).collect(),
                 covered: p.covered,
+                ..Partition::default()
             },
-        );
+        ));
     }
+    op.partitions.replace(&op.m, partitions);
     op.order
         .restore(saved.watermark, saved.late_rows, vec![pending]);
     op.next_seq = saved.next_seq;
