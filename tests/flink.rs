@@ -30,8 +30,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_saql");
 const T0: i64 = 1_700_000_000 * 1_000_000_000;
 
 /// The queries of `queries/` that have no faithful Flink translation, and why.
-const REFUSED: [(&str, &str); 4] = [
+const REFUSED: [(&str, &str); 5] = [
     ("apt_chain_evidence", "ALL ROWS PER MATCH"),
+    ("brute_force_evidence", "function evidence()"),
     ("brute_force_sources", "SUPPRESS"),
     ("exfil_outlier", "OUTLIER"),
     ("web_children", "INVARIANT"),
