@@ -288,12 +288,12 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
                 )?);
                 aggregated = true;
             }
-            LogicalPlan::Window(w) if topn::is_row_number(w) => {
+            LogicalPlan::Window(w) if topn::is_ranking(w) => {
                 if !aggregated || matches!(window, Some(WindowSpec::Session { .. })) {
                     return Err(Error::NotSupported(
-                        "ROW_NUMBER() is supported over the results of a TUMBLE, HOP or \
-                         CUMULATE aggregate, PARTITION BY window_start, window_end (window \
-                         Top-N)"
+                        "ROW_NUMBER(), RANK() and DENSE_RANK() are supported over the results \
+                         of a TUMBLE, HOP or CUMULATE aggregate, PARTITION BY window_start, \
+                         window_end (window Top-N)"
                             .into(),
                     ));
                 }
