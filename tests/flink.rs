@@ -316,7 +316,7 @@ fn compile_locates_refusals_and_writes_one_program() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("4 query(ies) cannot run on Flink"),
+        stderr.contains("5 query(ies) cannot run on Flink"),
         "{stderr}"
     );
 
