@@ -48,3 +48,7 @@ pub const MAX_SUPPRESS_KEYS: usize = 1_000_000;
 /// Largest `n` of a window Top-N (`WHERE rn <= n` over `ROW_NUMBER()`), refused at CREATE
 /// past it (54000).
 pub const MAX_TOP_N: u64 = 10_000;
+
+/// Most rows an `EVIDENCE(..., n)` call may keep per window and group, refused at CREATE past
+/// it (54000): the state of every open group holds up to `n` rendered rows.
+pub const MAX_EVIDENCE_ROWS: u64 = 10_000;

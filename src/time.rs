@@ -80,6 +80,33 @@ impl fmt::Display for Watermark {
     }
 }
 
+const DATE_TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
+
+/// A timestamp as PostgreSQL holds it: saql keeps nanoseconds, PostgreSQL microseconds, so
+/// the nanoseconds below the microsecond are cut off (rounded down, towards the past: a row
+/// never appears to belong to a later window than the one it was counted in).
+pub fn wire_timestamp(nanos: i64) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::<chrono::Utc>::from_timestamp_nanos(nanos.div_euclid(1000) * 1000)
+}
+
+/// A timestamp in PostgreSQL's text output: `2026-12-01 13:47:58.167865`, microseconds at
+/// most, trailing zeros of the fraction dropped (none when it is zero), `+00` after a
+/// `timestamptz` (saql's sessions are in UTC).
+pub fn timestamp_text(nanos: i64, with_zone: bool) -> String {
+    let dt = wire_timestamp(nanos);
+    let mut s = dt.naive_utc().format(DATE_TIME_FORMAT).to_string();
+    let micros = dt.timestamp_subsec_micros();
+    if micros != 0 {
+        let fraction = format!("{micros:06}");
+        s.push('.');
+        s.push_str(fraction.trim_end_matches('0'));
+    }
+    if with_zone {
+        s.push_str("+00");
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -108,7 +108,11 @@ fn each_attack_fires_the_queries_meant_for_it() {
     let cases: [(Attack, &[&str]); 5] = [
         (
             Attack::BruteForce,
-            &["brute_force_sources", "failed_logins"],
+            &[
+                "brute_force_evidence",
+                "brute_force_sources",
+                "failed_logins",
+            ],
         ),
         (Attack::CpuSpike, &["cpu_hot", "cpu_spike"]),
         (

@@ -180,6 +180,30 @@ proptest! {
     }
 
     #[test]
+    fn window_rank_and_dense_rank_match_batch_recompute(
+        (rows, splits) in rows_strategy(), dense in any::<bool>()
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        // Ties in n share a number, so arrival order does not matter.
+        let f = if dense { "DENSE_RANK" } else { "RANK" };
+        let got = incremental(&rt, &format!(
+            "SELECT * FROM (SELECT k, window_start, window_end, n, {f}() OVER \
+             (PARTITION BY window_start, window_end ORDER BY n DESC) AS rk FROM \
+             (SELECT k, window_start, window_end, COUNT(*) AS n \
+              FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) \
+              GROUP BY k, window_start, window_end) AS w) AS r WHERE rk <= 2"), &rows, &splits);
+        let bin = "date_bin(INTERVAL '5 seconds', ts, TIMESTAMP '1970-01-01 00:00:00')";
+        let want = reference(&rt, &format!(
+            "SELECT * FROM (SELECT k, ws, we, n, {f}() OVER \
+             (PARTITION BY ws, we ORDER BY n DESC) AS rk FROM \
+             (SELECT k, ws, ws + INTERVAL '10 seconds' AS we, COUNT(*) AS n FROM \
+              (SELECT *, {bin} AS ws FROM t UNION ALL \
+               SELECT *, {bin} - INTERVAL '5 seconds' AS ws FROM t) AS u \
+              GROUP BY k, ws) AS w) AS r WHERE rk <= 2"), &rows);
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
     fn cube_matches_batch_recompute((rows, splits) in rows_strategy()) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let got = incremental(&rt,
@@ -192,6 +216,37 @@ proptest! {
              (SELECT *, {bin} AS ws FROM t UNION ALL \
               SELECT *, {bin} - INTERVAL '5 seconds' AS ws FROM t) AS u \
              GROUP BY ws, CUBE (k, v > 0)"), &rows);
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn hop_evidence_matches_brute_force((rows, splits) in rows_strategy(), keep in 1usize..5) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let got = incremental(&rt, &format!(
+            "SELECT k, window_start, window_end, COUNT(*) AS n, EVIDENCE(ts, v, {keep}) \
+             FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) \
+             GROUP BY k, window_start, window_end"), &rows, &splits);
+        // Brute force: every row in the three 15 s windows around its 5 s bin; per window and
+        // key, the count and the first `keep` rows by time (ties by their text).
+        let mut groups: std::collections::BTreeMap<(i64, i64), Vec<(i64, String)>> =
+            Default::default();
+        for r in &rows {
+            let bin = r.ts.div_euclid(5 * SEC) * 5 * SEC;
+            let v = r.v.map_or("null".to_string(), |v| v.to_string());
+            let text = format!(r#"{{"ts":"{}","v":{v}}}"#, saql::time::timestamp_text(r.ts, false));
+            for back in [0, 5, 10] {
+                groups.entry((r.k, bin - back * SEC)).or_default().push((r.ts, text.clone()));
+            }
+        }
+        let fmt = |t: i64| chrono::DateTime::from_timestamp_nanos(t).naive_utc().format("%Y-%m-%dT%H:%M:%S%.f").to_string();
+        let mut want = Vec::new();
+        for ((k, ws), mut members) in groups {
+            members.sort();
+            let shown: Vec<&str> = members.iter().take(keep).map(|(_, t)| t.as_str()).collect();
+            want.push(format!(r#"{k}|{}|{}|{}|{{"count":{},"rows":[{}]}}"#,
+                fmt(ws), fmt(ws + 15 * SEC), members.len(), members.len(), shown.join(",")));
+        }
+        want.sort();
         prop_assert_eq!(got, want);
     }
 
@@ -397,6 +452,10 @@ proptest! {
             "SELECT * FROM (SELECT k, window_end, n, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rn FROM (SELECT k, window_start, window_end, COUNT(*) AS n FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end) AS w) AS r WHERE rn <= 2".to_string(),
             "SELECT ts, k, v, window_start, window_end FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) WHERE v > 0".to_string(),
             "SELECT ts, k, v FROM s WHERE v > 0 SUPPRESS FOR INTERVAL '4' SECOND PER (k)".to_string(),
+            "SELECT k, window_end, COUNT(*) AS n, EVIDENCE(ts, v, 3) AS e FROM HOP(s, ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) GROUP BY k, window_start, window_end".to_string(),
+            "SELECT k, window_start, window_end, EVIDENCE(*, 2) FILTER (WHERE v > 0) AS e FROM SESSION(s, ts, INTERVAL '2' SECOND) GROUP BY k, window_start, window_end".to_string(),
+            "SELECT * FROM (SELECT k, window_end, n, DENSE_RANK() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rk FROM (SELECT k, window_start, window_end, COUNT(*) AS n FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end) AS w) AS r WHERE rk <= 2".to_string(),
+            "SELECT k, window_end, EVIDENCE(v) AS e FROM CUMULATE(s, ts, INTERVAL '5' SECOND, INTERVAL '20' SECOND) GROUP BY k, window_start, window_end".to_string(),
             "SELECT ts, k, MEDIAN(v) OVER w AS m, MAD(v) OVER w AS d, QUANTILE(v, 0.9) OVER w AS q, EWMA(v, 0.2) OVER w AS e, EWM_STDDEV(v, 0.2) OVER w AS es, ANOMALY_LIKELIHOOD(v, 2) OVER w AS l, FIRST_VALUE(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '3' SECOND PRECEDING AND CURRENT ROW) AS f FROM s WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 6 PRECEDING AND CURRENT ROW)".to_string(),
         ];
         let cut = cut.min(rows.len());

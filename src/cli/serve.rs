@@ -360,6 +360,10 @@ const BUILT_IN_QUERIES: &[(&str, &str)] = &[
         include_str!("../../queries/big_senders.sql"),
     ),
     (
+        "brute_force_evidence.sql",
+        include_str!("../../queries/brute_force_evidence.sql"),
+    ),
+    (
         "brute_force_sources.sql",
         include_str!("../../queries/brute_force_sources.sql"),
     ),

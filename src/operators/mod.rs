@@ -4,6 +4,7 @@
 
 pub mod aggregates;
 pub mod event_order;
+pub mod evidence;
 pub mod filter;
 pub mod grouping_sets;
 pub mod history;

@@ -3,7 +3,8 @@
 //! Flink). A window's results all arrive before the watermark that closed it reaches this
 //! operator, so they wait here until `on_watermark`, are numbered per partition in the order
 //! asked (ties in arrival order, which is the window's group order), and come out with the
-//! number as a last column. With a known `n`, rows numbered past it are not emitted.
+//! number as a last column. `RANK()` and `DENSE_RANK()` number the same way, except that rows
+//! tying in the ORDER BY share a number. With a known `n`, rows numbered past it are not emitted.
 
 use std::sync::Arc;
 
@@ -18,6 +19,55 @@ use super::{snapshot, Operator};
 use crate::error::{Error, Result};
 use crate::time::Watermark;
 
+/// How rows are numbered within a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Numbering {
+    /// `ROW_NUMBER()`: 1, 2, 3, ... (ties in arrival order).
+    #[default]
+    RowNumber,
+    /// `RANK()`: rows that tie in the ORDER BY share a number; the next row's number is its
+    /// position (1, 1, 3).
+    Rank,
+    /// `DENSE_RANK()`: rows that tie share a number; the next number follows (1, 1, 2).
+    DenseRank,
+}
+
+impl Numbering {
+    /// The numbering a window function of this name computes, if it is one.
+    pub fn of_function(name: &str) -> Option<Numbering> {
+        match name.to_ascii_lowercase().as_str() {
+            "row_number" => Some(Numbering::RowNumber),
+            "rank" => Some(Numbering::Rank),
+            "dense_rank" => Some(Numbering::DenseRank),
+            _ => None,
+        }
+    }
+
+    /// The number of a row: `seen` is its 1-based position in its partition, `previous` the
+    /// number of the row before it in the partition (if any) and `tie` whether that row has
+    /// the same ORDER BY values.
+    fn number(self, seen: u64, previous: Option<u64>, tie: bool) -> u64 {
+        match (self, previous) {
+            (_, None) => 1,
+            (Numbering::RowNumber, Some(_)) => seen,
+            (Numbering::Rank, Some(p)) => {
+                if tie {
+                    p
+                } else {
+                    seen
+                }
+            }
+            (Numbering::DenseRank, Some(p)) => {
+                if tie {
+                    p
+                } else {
+                    p + 1
+                }
+            }
+        }
+    }
+}
+
 /// Numbers each window's rows per partition.
 pub struct WindowRank {
     partition: Vec<Arc<dyn PhysicalExpr>>,
@@ -26,6 +76,7 @@ pub struct WindowRank {
     time_column: usize,
     /// Emit only rows numbered up to this.
     limit: Option<u64>,
+    numbering: Numbering,
     /// Rows waiting for the watermark.
     pending: Vec<RecordBatch>,
     input: SchemaRef,
@@ -52,10 +103,17 @@ impl WindowRank {
             order,
             time_column,
             limit,
+            numbering: Numbering::RowNumber,
             pending: Vec::new(),
             input,
             schema,
         })
+    }
+
+    /// Numbers rows as `numbering` says (ROW_NUMBER by default).
+    pub fn with_numbering(mut self, numbering: Numbering) -> Self {
+        self.numbering = numbering;
+        self
     }
 
     /// The rows of `batch` in output order with their numbers.
@@ -99,12 +157,12 @@ impl WindowRank {
             (partition_of[a], order_rows.row(a), a).cmp(&(partition_of[b], order_rows.row(b), b))
         });
         let (mut picked, mut numbers) = (Vec::new(), Vec::new());
-        let mut number = 0u64;
+        let (mut number, mut seen) = (0u64, 0u64);
         for (k, &i) in rows.iter().enumerate() {
-            number = match k > 0 && partition_of[rows[k - 1]] == partition_of[i] {
-                true => number + 1,
-                false => 1,
-            };
+            let same = k > 0 && partition_of[rows[k - 1]] == partition_of[i];
+            let tie = same && order_rows.row(rows[k - 1]) == order_rows.row(i);
+            seen = if same { seen + 1 } else { 1 };
+            number = self.numbering.number(seen, same.then_some(number), tie);
             if self.limit.is_none_or(|l| number <= l) {
                 picked.push(i as u32);
                 numbers.push(number);

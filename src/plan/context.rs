@@ -29,6 +29,8 @@ impl PlanContext {
         for f in crate::operators::robust::udafs() {
             ctx.register_udaf(f);
         }
+        // EVIDENCE(...), in the internal form the planner rewrites it to.
+        ctx.register_udaf(crate::operators::evidence::udaf());
         PlanContext {
             state: ctx.state(),
             tables: HashMap::new(),

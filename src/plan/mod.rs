@@ -6,6 +6,7 @@
 pub mod catalog;
 mod clauses;
 mod context;
+mod evidence;
 pub mod explain;
 mod grouping;
 mod pattern;

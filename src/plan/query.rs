@@ -23,6 +23,7 @@ use datafusion::sql::sqlparser::ast::{
 use super::catalog::{normalize, normalize_object, Catalog, StreamDef};
 use super::clauses;
 use super::context::PlanContext;
+use super::evidence;
 use super::explain;
 use super::grouping;
 use super::pattern::{plan_match_recognize, PlannedPattern};
@@ -174,6 +175,7 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         ));
     }
     let (stream, window, pattern) = resolve_from(&mut select.from[0].relation, clauses, catalog)?;
+    evidence::rewrite(&mut query, &stream, window.is_some() && pattern.is_none())?;
     let scan_schema = match (&pattern, window) {
         (Some(p), _) => p.schema.clone(),
         (None, None) => stream.schema.clone(),
@@ -286,12 +288,12 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
                 )?);
                 aggregated = true;
             }
-            LogicalPlan::Window(w) if topn::is_row_number(w) => {
+            LogicalPlan::Window(w) if topn::is_ranking(w) => {
                 if !aggregated || matches!(window, Some(WindowSpec::Session { .. })) {
                     return Err(Error::NotSupported(
-                        "ROW_NUMBER() is supported over the results of a TUMBLE, HOP or \
-                         CUMULATE aggregate, PARTITION BY window_start, window_end (window \
-                         Top-N)"
+                        "ROW_NUMBER(), RANK() and DENSE_RANK() are supported over the results \
+                         of a TUMBLE, HOP or CUMULATE aggregate, PARTITION BY window_start, \
+                         window_end (window Top-N)"
                             .into(),
                     ));
                 }

@@ -31,6 +31,7 @@ use crate::operators::history::HistoryColumn;
 use crate::operators::pattern::PatternSpec;
 use crate::operators::session_window::GroupColumn;
 use crate::operators::window_aggregate::{WindowAssigner, WindowedInput};
+use crate::operators::window_rank::Numbering;
 use crate::operators::{
     Filter, History, Invariant, Operator, Outlier, PatternMatcher, Project, SessionWindow, Sharded,
     Suppress, WindowAggregate, WindowAssign, WindowRank,
@@ -236,6 +237,8 @@ pub struct WindowRankSpec {
     pub input: SchemaRef,
     /// Schema of the output rows: input columns, then the number.
     pub schema: SchemaRef,
+    /// ROW_NUMBER, RANK or DENSE_RANK.
+    pub numbering: Numbering,
     /// The `ROW_NUMBER() OVER (...)` as planned (EXPLAIN shows it).
     pub function: LExpr,
     /// The relation that qualifies the columns of `function`.
@@ -395,14 +398,17 @@ impl OperatorSpec {
                 s.input.clone(),
                 s.schema.clone(),
             )),
-            OperatorSpec::WindowRank(s) => Box::new(WindowRank::try_new(
-                s.partition.clone(),
-                s.order.clone(),
-                s.time_column,
-                s.limit,
-                s.input.clone(),
-                s.schema.clone(),
-            )?),
+            OperatorSpec::WindowRank(s) => Box::new(
+                WindowRank::try_new(
+                    s.partition.clone(),
+                    s.order.clone(),
+                    s.time_column,
+                    s.limit,
+                    s.input.clone(),
+                    s.schema.clone(),
+                )?
+                .with_numbering(s.numbering),
+            ),
             OperatorSpec::Pattern(s) => Box::new(PatternMatcher::try_new(s.matcher.clone())?),
             OperatorSpec::Invariant(s) => Box::new(Invariant::try_new(
                 s.kind,

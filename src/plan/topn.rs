@@ -16,14 +16,22 @@ use super::context::PlanContext;
 use super::query::physical;
 use super::spec::{OperatorSpec, WindowRankSpec};
 use crate::error::{Error, Result};
+use crate::operators::window_rank::Numbering;
 
-/// Whether a window node computes `ROW_NUMBER()`.
-pub(super) fn is_row_number(w: &Window) -> bool {
-    w.window_expr.iter().any(|e| {
-        matches!(e.clone().unalias_nested().data, LExpr::WindowFunction(ref wf)
-            if matches!(&wf.fun, WindowFunctionDefinition::WindowUDF(f)
-                if f.name().eq_ignore_ascii_case("row_number")))
-    })
+/// Whether a window node computes `ROW_NUMBER()`, `RANK()` or `DENSE_RANK()`.
+pub(super) fn is_ranking(w: &Window) -> bool {
+    w.window_expr.iter().any(|e| numbering(e).is_some())
+}
+
+/// The numbering `e` computes, if it is `ROW_NUMBER()`, `RANK()` or `DENSE_RANK()`.
+fn numbering(e: &LExpr) -> Option<Numbering> {
+    match e.clone().unalias_nested().data {
+        LExpr::WindowFunction(wf) => match &wf.fun {
+            WindowFunctionDefinition::WindowUDF(f) => Numbering::of_function(f.name()),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The window Top-N operator for `w` over a windowed aggregate's results (`input`); `later`
@@ -38,18 +46,24 @@ pub(super) fn plan_window_rank(
     let unsupported = |m: &str| Error::NotSupported(m.to_string());
     let [expr] = &w.window_expr[..] else {
         return Err(unsupported(
-            "ROW_NUMBER() must be the only window function of its SELECT (window Top-N)",
+            "ROW_NUMBER(), RANK() or DENSE_RANK() must be the only window function of its \
+             SELECT (window Top-N)",
+        ));
+    };
+    let Some(numbering) = numbering(expr) else {
+        return Err(unsupported(
+            "window Top-N takes ROW_NUMBER(), RANK() or DENSE_RANK()",
         ));
     };
     let LExpr::WindowFunction(wf) = expr.clone().unalias_nested().data else {
-        return Err(unsupported("window Top-N takes ROW_NUMBER()"));
+        return Err(unsupported("window Top-N takes a window function"));
     };
     let p = &wf.params;
     let bound = |e: &LExpr| matches!(e, LExpr::Column(c) if c.name == "window_start" || c.name == "window_end");
     if !p.partition_by.iter().any(bound) {
         return Err(unsupported(
-            "ROW_NUMBER() over windowed results must PARTITION BY window_start, window_end \
-             (window Top-N)",
+            "ROW_NUMBER(), RANK() and DENSE_RANK() over windowed results must PARTITION BY \
+             window_start, window_end (window Top-N)",
         ));
     }
     let arrow = input.as_arrow();
@@ -96,6 +110,7 @@ pub(super) fn plan_window_rank(
         order,
         time_column,
         limit,
+        numbering,
         input: std::sync::Arc::new(arrow.clone()),
         schema: std::sync::Arc::new(w.schema.as_arrow().clone()),
         function: expr.clone(),

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
@@ -68,32 +67,7 @@ pub fn field_infos(schema: &Schema, format: impl Fn(usize) -> FieldFormat) -> Ve
         .collect()
 }
 
-const DATE_TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
-
-/// A timestamp as PostgreSQL holds it: saql keeps nanoseconds, PostgreSQL microseconds, so
-/// the nanoseconds below the microsecond are cut off (rounded down, towards the past: a row
-/// never appears to belong to a later window than the one it was counted in).
-pub fn wire_timestamp(nanos: i64) -> DateTime<Utc> {
-    DateTime::<Utc>::from_timestamp_nanos(nanos.div_euclid(1000) * 1000)
-}
-
-/// A timestamp in PostgreSQL's text output: `2026-12-01 13:47:58.167865`, microseconds at
-/// most, trailing zeros of the fraction dropped (none when it is zero), `+00` after a
-/// `timestamptz` (saql's sessions are in UTC).
-pub fn timestamp_text(nanos: i64, with_zone: bool) -> String {
-    let dt = wire_timestamp(nanos);
-    let mut s = dt.naive_utc().format(DATE_TIME_FORMAT).to_string();
-    let micros = dt.timestamp_subsec_micros();
-    if micros != 0 {
-        let fraction = format!("{micros:06}");
-        s.push('.');
-        s.push_str(fraction.trim_end_matches('0'));
-    }
-    if with_zone {
-        s.push_str("+00");
-    }
-    s
-}
+pub use crate::time::{timestamp_text, wire_timestamp};
 
 fn wire_columns(batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
     batch

@@ -107,3 +107,26 @@ fn window_forms_round_trip() {
         ));
     }
 }
+
+#[test]
+fn evidence_and_ranks_round_trip() {
+    for call in [
+        "EVIDENCE(*)",
+        "EVIDENCE(*, 5)",
+        "EVIDENCE(ts, dst_ip, 10) FILTER (WHERE op = 'login_failed') AS ev",
+    ] {
+        create(&format!(
+            "CREATE CONTINUOUS QUERY q AS SELECT host, window_end, {call} \
+             FROM TUMBLE(s, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end"
+        ));
+    }
+    for f in ["RANK", "DENSE_RANK"] {
+        create(&format!(
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM (SELECT host, window_end, n, \
+             {f}() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rk \
+             FROM (SELECT host, window_start, window_end, COUNT(*) AS n \
+             FROM TUMBLE(s, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end) \
+             AS w) AS r WHERE rk <= 3"
+        ));
+    }
+}

@@ -290,6 +290,11 @@ fn what_flink_lacks_is_refused_by_name() {
         ));
         assert!(e.contains(named), "{e}");
     }
+    let evidence = refusal(
+        "CREATE CONTINUOUS QUERY e AS SELECT host, window_end, EVIDENCE(*) \
+         FROM TUMBLE(ev, ts, INTERVAL '10' SECOND) GROUP BY host, window_start, window_end",
+    );
+    assert!(evidence.contains("evidence()"), "{evidence}");
 }
 
 #[test]
