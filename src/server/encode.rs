@@ -19,6 +19,7 @@ use pgwire::messages::data::DataRow;
 
 use crate::error::Result;
 use crate::sql::CopyOut;
+use crate::time::{write_timestamp, Fraction, TIMESTAMP_TEXT_MAX};
 
 /// The Postgres type a column is sent as.
 pub fn pg_type(t: &DataType) -> Type {
@@ -68,8 +69,6 @@ pub fn field_infos(schema: &Schema, format: impl Fn(usize) -> FieldFormat) -> Ve
         .collect()
 }
 
-const DATE_TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
-
 /// A timestamp as PostgreSQL holds it: saql keeps nanoseconds, PostgreSQL microseconds, so
 /// the nanoseconds below the microsecond are cut off (rounded down, towards the past: a row
 /// never appears to belong to a later window than the one it was counted in).
@@ -81,14 +80,8 @@ pub fn wire_timestamp(nanos: i64) -> DateTime<Utc> {
 /// most, trailing zeros of the fraction dropped (none when it is zero), `+00` after a
 /// `timestamptz` (saql's sessions are in UTC).
 pub fn timestamp_text(nanos: i64, with_zone: bool) -> String {
-    let dt = wire_timestamp(nanos);
-    let mut s = dt.naive_utc().format(DATE_TIME_FORMAT).to_string();
-    let micros = dt.timestamp_subsec_micros();
-    if micros != 0 {
-        let fraction = format!("{micros:06}");
-        s.push('.');
-        s.push_str(fraction.trim_end_matches('0'));
-    }
+    let mut s = String::with_capacity(TIMESTAMP_TEXT_MAX + 3);
+    write_timestamp(&mut s, nanos, Fraction::Micros);
     if with_zone {
         s.push_str("+00");
     }
@@ -129,10 +122,11 @@ pub fn data_rows(batch: &RecordBatch, fields: &Arc<Vec<FieldInfo>>) -> Result<Ve
     let columns = wire_columns(batch)?;
     let mut encoder = DataRowEncoder::new(fields.clone());
     let mut rows = Vec::with_capacity(batch.num_rows());
+    let mut scratch = String::new();
     for row in 0..batch.num_rows() {
         for (col, field) in columns.iter().zip(fields.iter()) {
             let text = field.format() == FieldFormat::Text;
-            encode_value(&mut encoder, col, row, text)
+            encode_value(&mut encoder, col, row, text, &mut scratch)
                 .map_err(|e| crate::Error::Internal(e.to_string()))?;
         }
         rows.push(encoder.take_row());
@@ -145,6 +139,7 @@ fn encode_value(
     col: &ArrayRef,
     row: usize,
     text: bool,
+    scratch: &mut String,
 ) -> PgWireResult<()> {
     let valid = col.is_valid(row);
     match col.data_type() {
@@ -168,7 +163,15 @@ fn encode_value(
             let nanos = valid.then(|| col.as_primitive::<TimestampNanosecondType>().value(row));
             let dt = nanos.map(wire_timestamp);
             if text {
-                encoder.encode_field(&nanos.map(|n| timestamp_text(n, tz.is_some())))
+                let text = nanos.map(|n| {
+                    scratch.clear();
+                    write_timestamp(scratch, n, Fraction::Micros);
+                    if tz.is_some() {
+                        scratch.push_str("+00");
+                    }
+                    scratch.as_str()
+                });
+                encoder.encode_field(&text)
             } else if tz.is_some() {
                 encoder.encode_field(&dt)
             } else {
