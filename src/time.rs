@@ -92,13 +92,13 @@ pub fn write_timestamp(out: &mut String, nanos: i64, fraction: Fraction) {
     let mut len = 19;
     let digits = match fraction {
         Fraction::Grouped if sub == 0 => 0,
-        Fraction::Grouped if sub % 1_000_000 == 0 => 3,
-        Fraction::Grouped if sub % 1_000 == 0 => 6,
+        Fraction::Grouped if sub.is_multiple_of(1_000_000) => 3,
+        Fraction::Grouped if sub.is_multiple_of(1_000) => 6,
         Fraction::Grouped => 9,
         Fraction::Micros => {
             sub /= 1_000;
             let mut digits = 6;
-            while digits > 0 && sub % 10 == 0 {
+            while digits > 0 && sub.is_multiple_of(10) {
                 sub /= 10;
                 digits -= 1;
             }

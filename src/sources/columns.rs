@@ -123,13 +123,10 @@ impl PendingRecords {
         self.spans.clear();
         self.lines.clear();
         errors.sort_by_key(line_of);
-        if !skip {
-            if !errors.is_empty() {
-                let first = errors.swap_remove(0);
-                // The builder holds the failed rows: start it afresh.
-                *builder = BatchBuilder::new(builder.schema().clone())?;
-                return Err(first);
-            }
+        if !skip && !errors.is_empty() {
+            // The builder holds the failed rows: start it afresh.
+            *builder = BatchBuilder::new(builder.schema().clone())?;
+            return Err(errors.swap_remove(0));
         }
         skipped.append(&mut errors);
         match keep {

@@ -197,7 +197,6 @@ struct Scan {
     escaped: bool,
 }
 
-
 impl CopyDecoder {
     /// A decoder into `schema`. `columns`: for each field of an input line, the index of the
     /// schema column it fills (`COPY s (b, a) FROM STDIN`); schema columns not listed get NULL

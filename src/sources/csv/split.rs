@@ -74,7 +74,12 @@ fn run_until(record: &[u8], from: usize, stop: impl Fn(u8) -> bool) -> usize {
 /// Split a text-format record as PostgreSQL's CopyReadAttributesText does: the raw field is
 /// compared with the NULL string, then `\b \f \n \r \t \v`, octal `\NNN`, hex `\xHH` are
 /// decoded and a backslash before any other byte yields that byte.
-pub(super) fn split_text(record: &[u8], options: &CopyOptions, fields: &mut Vec<Span>, scratch: &mut Vec<u8>) {
+pub(super) fn split_text(
+    record: &[u8],
+    options: &CopyOptions,
+    fields: &mut Vec<Span>,
+    scratch: &mut Vec<u8>,
+) {
     fields.clear();
     scratch.clear();
     let delimiter = options.delimiter;
@@ -219,4 +224,3 @@ pub(super) fn split_csv(
         i = end + 1;
     }
 }
-
