@@ -1,6 +1,10 @@
 //! Stream time: event timestamps, watermarks and durations, as their own types rather than bare
 //! integers. Every timestamp in saql is nanoseconds since the Unix epoch, as Arrow's
 //! `Timestamp(Nanosecond, _)` stores it.
+//!
+//! [`write_timestamp`] is the one formatter of timestamps as text (files, the wire, COPY TO,
+//! messages): digits written straight into the caller's buffer, no format string parsed and
+//! nothing allocated per value.
 
 use std::fmt;
 use std::time::Duration;
@@ -45,11 +49,100 @@ impl fmt::Display for EventTime {
             EventTime::MIN => f.write_str("-infinity"),
             EventTime::MAX => f.write_str("infinity"),
             EventTime(n) => {
-                let dt = chrono::DateTime::from_timestamp_nanos(n);
-                write!(f, "{}", dt.naive_utc().format("%Y-%m-%d %H:%M:%S%.f"))
+                let mut text = String::with_capacity(TIMESTAMP_TEXT_MAX);
+                write_timestamp(&mut text, n, Fraction::Grouped);
+                f.write_str(&text)
             }
         }
     }
+}
+
+/// The longest text [`write_timestamp`] writes.
+pub const TIMESTAMP_TEXT_MAX: usize = "2262-04-11 23:47:16.854775807".len();
+
+/// How [`write_timestamp`] writes the fraction of a second (none when it is zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fraction {
+    /// 3, 6 or 9 digits, as few as hold it (`.500`, `.000250`): files and messages.
+    Grouped,
+    /// Microseconds, the nanoseconds below cut off (towards the past), trailing zeros dropped
+    /// (`.5`, `.00025`): PostgreSQL's text output, on the wire and in COPY TO.
+    Micros,
+}
+
+/// Appends `nanos` (since the epoch, UTC) as `YYYY-MM-DD HH:MM:SS[.fraction]`.
+pub fn write_timestamp(out: &mut String, nanos: i64, fraction: Fraction) {
+    let seconds = nanos.div_euclid(1_000_000_000);
+    let mut sub = nanos.rem_euclid(1_000_000_000) as u32;
+    let days = seconds.div_euclid(86_400);
+    let of_day = seconds.rem_euclid(86_400) as u32;
+    let (year, month, day) = civil_from_days(days);
+    let mut buf = [0u8; TIMESTAMP_TEXT_MAX];
+    put_digits(&mut buf[0..4], year as u32);
+    buf[4] = b'-';
+    put_digits(&mut buf[5..7], month);
+    buf[7] = b'-';
+    put_digits(&mut buf[8..10], day);
+    buf[10] = b' ';
+    put_digits(&mut buf[11..13], of_day / 3600);
+    buf[13] = b':';
+    put_digits(&mut buf[14..16], of_day / 60 % 60);
+    buf[16] = b':';
+    put_digits(&mut buf[17..19], of_day % 60);
+    let mut len = 19;
+    let digits = match fraction {
+        Fraction::Grouped if sub == 0 => 0,
+        Fraction::Grouped if sub.is_multiple_of(1_000_000) => 3,
+        Fraction::Grouped if sub.is_multiple_of(1_000) => 6,
+        Fraction::Grouped => 9,
+        Fraction::Micros => {
+            sub /= 1_000;
+            let mut digits = 6;
+            while digits > 0 && sub.is_multiple_of(10) {
+                sub /= 10;
+                digits -= 1;
+            }
+            digits
+        }
+    };
+    if digits > 0 {
+        if fraction == Fraction::Grouped {
+            sub /= 10u32.pow(9 - digits as u32);
+        }
+        buf[19] = b'.';
+        put_digits(&mut buf[20..20 + digits], sub);
+        len = 20 + digits;
+    }
+    // Only ASCII digits and separators were written.
+    out.push_str(std::str::from_utf8(&buf[..len]).unwrap_or_default());
+}
+
+/// Writes `value` as exactly `out.len()` decimal digits (zero-padded, high digits dropped).
+fn put_digits(out: &mut [u8], mut value: u32) {
+    for slot in out.iter_mut().rev() {
+        *slot = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
+}
+
+/// The proleptic Gregorian (year, month, day) of a day counted from 1970-01-01, by the
+/// usual era arithmetic: 400-year eras of 146,097 days starting on March 1st.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let shifted = days + 719_468;
+    let era = shifted.div_euclid(146_097);
+    let day_of_era = shifted.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_from_march + 2) / 5 + 1) as u32;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// Nanoseconds in a duration, saturating at `i64::MAX`.
@@ -80,8 +173,6 @@ impl fmt::Display for Watermark {
     }
 }
 
-const DATE_TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
-
 /// A timestamp as PostgreSQL holds it: saql keeps nanoseconds, PostgreSQL microseconds, so
 /// the nanoseconds below the microsecond are cut off (rounded down, towards the past: a row
 /// never appears to belong to a later window than the one it was counted in).
@@ -93,14 +184,8 @@ pub fn wire_timestamp(nanos: i64) -> chrono::DateTime<chrono::Utc> {
 /// most, trailing zeros of the fraction dropped (none when it is zero), `+00` after a
 /// `timestamptz` (saql's sessions are in UTC).
 pub fn timestamp_text(nanos: i64, with_zone: bool) -> String {
-    let dt = wire_timestamp(nanos);
-    let mut s = dt.naive_utc().format(DATE_TIME_FORMAT).to_string();
-    let micros = dt.timestamp_subsec_micros();
-    if micros != 0 {
-        let fraction = format!("{micros:06}");
-        s.push('.');
-        s.push_str(fraction.trim_end_matches('0'));
-    }
+    let mut s = String::with_capacity(TIMESTAMP_TEXT_MAX + 3);
+    write_timestamp(&mut s, nanos, Fraction::Micros);
     if with_zone {
         s.push_str("+00");
     }
@@ -125,6 +210,43 @@ mod tests {
             "1970-01-01 00:00:01.500"
         );
         assert!(Watermark(EventTime(10)).is_late(EventTime(9)));
+        assert_eq!(EventTime::MIN.to_string(), "-infinity");
+    }
+
+    /// Every instant, against chrono's `%Y-%m-%d %H:%M:%S%.f`, in both fraction styles.
+    #[test]
+    fn timestamps_match_chrono() {
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut samples = vec![i64::MIN, i64::MAX, 0, -1, 1, 951_782_400_000_000_000];
+        for _ in 0..20_000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let rounding = [1, 1_000, 1_000_000, 1_000_000_000][(rng % 4) as usize];
+            samples.push((rng as i64) / rounding * rounding);
+        }
+        for nanos in samples {
+            let dt = chrono::DateTime::from_timestamp_nanos(nanos).naive_utc();
+            let mut grouped = String::new();
+            write_timestamp(&mut grouped, nanos, Fraction::Grouped);
+            assert_eq!(grouped, dt.format("%Y-%m-%d %H:%M:%S%.f").to_string());
+            // chrono cannot hold the microsecond before i64::MIN nanoseconds.
+            let Some(floor) = nanos.div_euclid(1000).checked_mul(1000) else {
+                continue;
+            };
+            let micros = chrono::DateTime::from_timestamp_nanos(floor);
+            let mut expected = micros
+                .naive_utc()
+                .format("%Y-%m-%d %H:%M:%S%.6f")
+                .to_string();
+            expected = expected
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+                .to_string();
+            let mut wire = String::new();
+            write_timestamp(&mut wire, nanos, Fraction::Micros);
+            assert_eq!(wire, expected, "{nanos}");
+        }
         assert!(!Watermark(EventTime(10)).is_late(EventTime(10)));
     }
 }

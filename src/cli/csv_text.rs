@@ -4,31 +4,62 @@
 //! `Infinity`), NULL as an empty field and the empty string as `""`. A field is quoted when
 //! it is empty or holds a comma, a quote, a line break or leading or trailing white space.
 
-use std::sync::Arc;
+use std::fmt::Write;
 
-use chrono::DateTime;
-use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float32Array, Float64Array, Int64Array,
+};
 use datafusion::arrow::datatypes::{
-    DataType, Float32Type, Float64Type, TimeUnit, TimestampMicrosecondType,
-    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
+    DataType, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType,
 };
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use saql::time::{write_timestamp, Fraction};
 
 /// One row as text fields; `None` is SQL NULL.
 pub type Row = Vec<Option<String>>;
 
 /// Every row of `batch` as text fields.
 pub fn batch_rows(batch: &RecordBatch) -> Result<Vec<Row>, ArrowError> {
-    let columns: Vec<ColumnText> = batch
-        .columns()
-        .iter()
-        .map(ColumnText::try_new)
-        .collect::<Result<_, _>>()?;
+    let columns = column_texts(batch)?;
+    let mut text = String::new();
     Ok((0..batch.num_rows())
-        .map(|row| columns.iter().map(|c| c.value(row)).collect())
+        .map(|row| {
+            columns
+                .iter()
+                .map(|c| {
+                    text.clear();
+                    c.write(row, &mut text).then(|| text.clone())
+                })
+                .collect()
+        })
         .collect())
+}
+
+/// Appends every row of `batch` to `out` as CSV records, writing each value straight into
+/// `out` (no text per value is allocated).
+pub fn write_batch(out: &mut String, batch: &RecordBatch) -> Result<(), ArrowError> {
+    let columns = column_texts(batch)?;
+    for row in 0..batch.num_rows() {
+        for (i, column) in columns.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let start = out.len();
+            if column.write(row, out) && needs_quotes(&out[start..]) {
+                let text = out.split_off(start);
+                push_quoted(out, &text);
+            }
+        }
+        out.push('\n');
+    }
+    Ok(())
+}
+
+fn column_texts(batch: &RecordBatch) -> Result<Vec<ColumnText<'_>>, ArrowError> {
+    batch.columns().iter().map(ColumnText::try_new).collect()
 }
 
 /// Appends one CSV record (fields and a `\n`) to `out`.
@@ -53,17 +84,31 @@ pub fn record_text<'a>(fields: impl IntoIterator<Item = Option<&'a str>>) -> Str
 }
 
 fn push_field(out: &mut String, text: &str) {
-    let needs_quotes = text.is_empty()
-        || text.contains([',', '"', '\n', '\r'])
-        || text.starts_with(char::is_whitespace)
-        || text.ends_with(char::is_whitespace);
-    if needs_quotes {
-        out.push('"');
-        out.push_str(&text.replace('"', "\"\""));
-        out.push('"');
+    if needs_quotes(text) {
+        push_quoted(out, text);
     } else {
         out.push_str(text);
     }
+}
+
+fn needs_quotes(text: &str) -> bool {
+    text.is_empty()
+        || text
+            .bytes()
+            .any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
+        || text.starts_with(char::is_whitespace)
+        || text.ends_with(char::is_whitespace)
+}
+
+fn push_quoted(out: &mut String, text: &str) {
+    out.push('"');
+    for (i, part) in text.split('"').enumerate() {
+        if i > 0 {
+            out.push_str("\"\"");
+        }
+        out.push_str(part);
+    }
+    out.push('"');
 }
 
 /// Splits one CSV record (without its line break) into fields: an unquoted empty field is
@@ -110,93 +155,108 @@ pub fn split_record(record: &str) -> Result<Row, String> {
 }
 
 /// How one column's values become text.
-enum ColumnText {
-    Boolean(ArrayRef),
-    Float32(ArrayRef),
-    Float64(ArrayRef),
-    Timestamp(ArrayRef, TimeUnit),
-    Text(ArrayRef),
-    /// Any other type, through Arrow's display (checked to be displayable up front).
-    Other(ArrayRef),
+enum ColumnText<'a> {
+    Boolean(&'a BooleanArray),
+    Int64(&'a Int64Array),
+    Float32(&'a Float32Array),
+    Float64(&'a Float64Array),
+    /// Nanoseconds per unit, and the values.
+    Timestamp(i64, &'a dyn Array),
+    Text(&'a dyn Array),
+    /// Any other type, through Arrow's display.
+    Other(&'a dyn Array, ArrayFormatter<'a>),
 }
 
-impl ColumnText {
-    fn try_new(column: &ArrayRef) -> Result<ColumnText, ArrowError> {
-        let c = Arc::clone(column);
+impl<'a> ColumnText<'a> {
+    fn try_new(column: &'a ArrayRef) -> Result<ColumnText<'a>, ArrowError> {
+        let c = column.as_ref();
         Ok(match column.data_type() {
-            DataType::Boolean => ColumnText::Boolean(c),
-            DataType::Float32 => ColumnText::Float32(c),
-            DataType::Float64 => ColumnText::Float64(c),
-            DataType::Timestamp(unit, _) => ColumnText::Timestamp(c, *unit),
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => ColumnText::Text(c),
-            _ => {
-                ArrayFormatter::try_new(column.as_ref(), &FormatOptions::default())?;
-                ColumnText::Other(c)
+            DataType::Boolean => ColumnText::Boolean(c.as_boolean()),
+            DataType::Int64 => ColumnText::Int64(c.as_primitive()),
+            DataType::Float32 => ColumnText::Float32(c.as_primitive()),
+            DataType::Float64 => ColumnText::Float64(c.as_primitive()),
+            DataType::Timestamp(unit, _) => {
+                let per_unit = match unit {
+                    TimeUnit::Second => 1_000_000_000,
+                    TimeUnit::Millisecond => 1_000_000,
+                    TimeUnit::Microsecond => 1_000,
+                    TimeUnit::Nanosecond => 1,
+                };
+                ColumnText::Timestamp(per_unit, c)
             }
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => ColumnText::Text(c),
+            _ => ColumnText::Other(c, ArrayFormatter::try_new(c, &FormatOptions::default())?),
         })
     }
 
-    fn value(&self, row: usize) -> Option<String> {
-        let array = match self {
-            ColumnText::Boolean(a)
-            | ColumnText::Float32(a)
-            | ColumnText::Float64(a)
-            | ColumnText::Timestamp(a, _)
-            | ColumnText::Text(a)
-            | ColumnText::Other(a) => a,
+    /// Appends the text of `row` to `out`; false (and nothing written) for NULL.
+    fn write(&self, row: usize, out: &mut String) -> bool {
+        let array: &dyn Array = match self {
+            ColumnText::Boolean(a) => *a,
+            ColumnText::Int64(a) => *a,
+            ColumnText::Float32(a) => *a,
+            ColumnText::Float64(a) => *a,
+            ColumnText::Timestamp(_, a) | ColumnText::Text(a) | ColumnText::Other(a, _) => *a,
         };
         if array.is_null(row) {
-            return None;
+            return false;
         }
-        Some(match self {
-            ColumnText::Boolean(a) => a.as_boolean().value(row).to_string(),
-            ColumnText::Float32(a) => float_text(a.as_primitive::<Float32Type>().value(row)),
-            ColumnText::Float64(a) => float_text(a.as_primitive::<Float64Type>().value(row)),
-            ColumnText::Timestamp(a, unit) => timestamp_text(a, *unit, row),
-            ColumnText::Text(a) => match a.data_type() {
-                DataType::LargeUtf8 => a.as_string::<i64>().value(row).to_string(),
-                DataType::Utf8View => a.as_string_view().value(row).to_string(),
-                _ => a.as_string::<i32>().value(row).to_string(),
-            },
-            ColumnText::Other(a) => ArrayFormatter::try_new(a.as_ref(), &FormatOptions::default())
-                .map(|f| f.value(row).to_string())
-                .unwrap_or_default(),
-        })
+        // Writing to a String cannot fail.
+        let _ = match self {
+            ColumnText::Boolean(a) => {
+                out.push_str(if a.value(row) { "true" } else { "false" });
+                Ok(())
+            }
+            ColumnText::Int64(a) => write!(out, "{}", a.value(row)),
+            ColumnText::Float32(a) => {
+                write_float(out, a.value(row));
+                Ok(())
+            }
+            ColumnText::Float64(a) => {
+                write_float(out, a.value(row));
+                Ok(())
+            }
+            ColumnText::Timestamp(per_unit, a) => {
+                let value = match a.data_type() {
+                    DataType::Timestamp(TimeUnit::Second, _) => {
+                        a.as_primitive::<TimestampSecondType>().value(row)
+                    }
+                    DataType::Timestamp(TimeUnit::Millisecond, _) => {
+                        a.as_primitive::<TimestampMillisecondType>().value(row)
+                    }
+                    DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                        a.as_primitive::<TimestampMicrosecondType>().value(row)
+                    }
+                    _ => a.as_primitive::<TimestampNanosecondType>().value(row),
+                };
+                let nanos = value.saturating_mul(*per_unit);
+                write_timestamp(out, nanos, Fraction::Grouped);
+                Ok(())
+            }
+            ColumnText::Text(a) => {
+                out.push_str(match a.data_type() {
+                    DataType::LargeUtf8 => a.as_string::<i64>().value(row),
+                    DataType::Utf8View => a.as_string_view().value(row),
+                    _ => a.as_string::<i32>().value(row),
+                });
+                Ok(())
+            }
+            ColumnText::Other(_, f) => write!(out, "{}", f.value(row)),
+        };
+        true
     }
 }
 
 /// A float as PostgreSQL prints it: shortest round-trip digits, `NaN`, `Infinity`.
-fn float_text<F: Into<f64> + std::fmt::Display + Copy>(f: F) -> String {
+fn write_float<F: Into<f64> + std::fmt::Display + Copy>(out: &mut String, f: F) {
     let wide: f64 = f.into();
     if wide.is_nan() {
-        "NaN".to_string()
+        out.push_str("NaN");
     } else if wide.is_infinite() {
-        if wide > 0.0 { "Infinity" } else { "-Infinity" }.to_string()
+        out.push_str(if wide > 0.0 { "Infinity" } else { "-Infinity" });
     } else {
-        f.to_string()
+        let _ = write!(out, "{f}");
     }
-}
-
-fn timestamp_text(array: &ArrayRef, unit: TimeUnit, row: usize) -> String {
-    let nanos = match unit {
-        TimeUnit::Second => array
-            .as_primitive::<TimestampSecondType>()
-            .value(row)
-            .saturating_mul(1_000_000_000),
-        TimeUnit::Millisecond => array
-            .as_primitive::<TimestampMillisecondType>()
-            .value(row)
-            .saturating_mul(1_000_000),
-        TimeUnit::Microsecond => array
-            .as_primitive::<TimestampMicrosecondType>()
-            .value(row)
-            .saturating_mul(1_000),
-        TimeUnit::Nanosecond => array.as_primitive::<TimestampNanosecondType>().value(row),
-    };
-    DateTime::from_timestamp_nanos(nanos)
-        .naive_utc()
-        .format("%Y-%m-%d %H:%M:%S%.f")
-        .to_string()
 }
 
 #[cfg(test)]
@@ -206,6 +266,7 @@ mod tests {
         BooleanArray, Float64Array, Int64Array, StringArray, TimestampNanosecondArray,
     };
     use datafusion::arrow::datatypes::{Field, Schema};
+    use std::sync::Arc;
 
     #[test]
     fn formats_and_quotes_values() {
@@ -235,6 +296,9 @@ mod tests {
         for row in batch_rows(&batch).unwrap() {
             push_record(&mut out, row.iter().map(|f| f.as_deref()));
         }
+        let mut direct = String::new();
+        write_batch(&mut direct, &batch).unwrap();
+        assert_eq!(direct, out);
         assert_eq!(
             out,
             "2024-01-01 00:01:00,\"a,b\",7,95.5,true\n\

@@ -1,8 +1,10 @@
 //! Recorded events for `saql run` and `saql test`: CSV with a header or JSON lines (gzip by a
-//! `.gz` suffix), read a chunk of records at a time and decoded into Arrow batches of the
-//! stream's schema. CSV goes through the COPY decoder (PostgreSQL's CSV rules), JSON values
-//! through [`BatchBuilder`]. A bad line is reported as `path:line: message`; [`BadRows`]
-//! decides whether it stops the run or is counted and skipped.
+//! `.gz` suffix), decoded into Arrow batches of the stream's schema. CSV is read in large
+//! blocks and handed to the COPY decoder ([`CopyDecoder`], PostgreSQL's CSV rules), which
+//! finds the records, decodes them a column at a time and reports bad ones with their lines;
+//! JSON values go through [`BatchBuilder`] a line at a time. A bad line is reported as
+//! `path:line: message`; [`BadRows`] decides whether it stops the run or is counted and
+//! skipped.
 
 use std::fmt;
 use std::fs::File;
@@ -14,10 +16,14 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
-use saql::sources::csv::{CopyDecoder, CopyOptions};
+use saql::sources::csv::{read_header, CopyDecoder, CopyOptions, Header};
 use saql::sources::value::BatchBuilder;
 
-use super::csv_text::split_record;
+/// Bytes of CSV read from the input at a time.
+const CSV_BLOCK: usize = 1 << 20;
+
+/// The longest CSV header read.
+const MAX_HEADER_BYTES: usize = 16 << 20;
 
 /// How many bad lines [`BadRows`] quotes in its summary.
 const QUOTED_BAD_ROWS: usize = 3;
@@ -185,10 +191,16 @@ pub struct Input {
     format: Format,
     /// Input line -> line to report (test cases embed their input in a query file).
     line_map: Option<Vec<u64>>,
-    /// Lines read so far.
+    /// Lines read so far (JSON; CSV: before the data).
     line: u64,
-    /// CSV: for each field, the schema column it fills; `None` until the header is read.
-    columns: Option<Vec<usize>>,
+    /// CSV: the decoder of the data, once the header is read.
+    decoder: Option<CopyDecoder>,
+    /// CSV: bytes read before the header is complete; then the block being read.
+    block: Vec<u8>,
+    /// CSV: the whole input has been read (or decoding failed).
+    at_end: bool,
+    /// CSV: why decoding failed, to report after the batches decoded before it.
+    failed: Option<InputError>,
     chunk: Chunk,
 }
 
@@ -260,7 +272,10 @@ impl Input {
             format,
             line_map,
             line: 0,
-            columns: None,
+            decoder: None,
+            block: Vec::new(),
+            at_end: false,
+            failed: None,
             chunk: Chunk::default(),
         }
     }
@@ -271,15 +286,154 @@ impl Input {
         max_rows: usize,
         bad: &mut BadRows,
     ) -> Result<Option<RecordBatch>, InputError> {
+        match self.format {
+            Format::Csv => self.next_csv_batch(max_rows, bad),
+            Format::JsonLines => self.next_json_batch(max_rows, bad),
+        }
+    }
+
+    fn next_csv_batch(
+        &mut self,
+        max_rows: usize,
+        bad: &mut BadRows,
+    ) -> Result<Option<RecordBatch>, InputError> {
+        loop {
+            if let Some(decoder) = &mut self.decoder {
+                let skipped = decoder.take_skipped();
+                let batch = decoder.take_batch();
+                for e in skipped {
+                    bad.record(self.input_error(&e))?;
+                }
+                if batch.is_some() {
+                    return Ok(batch);
+                }
+                // A bad record ends the input once the batches before it are taken.
+                if let Some(e) = self.failed.take() {
+                    return Err(e);
+                }
+                if self.at_end {
+                    return Ok(None);
+                }
+            } else if self.at_end {
+                return Ok(None);
+            }
+            self.read_block()?;
+            if self.decoder.is_none() {
+                self.start_csv(max_rows, bad.skips())?;
+                continue;
+            }
+            let Some(decoder) = &mut self.decoder else {
+                continue;
+            };
+            let mut fed = decoder.feed(&self.block);
+            if self.at_end {
+                fed = fed.and_then(|()| decoder.end_input());
+            }
+            if let Err(e) = fed {
+                self.failed = Some(self.input_error(&e));
+                self.at_end = true;
+            }
+        }
+    }
+
+    /// Reads the next block of CSV: appended to the header's bytes until the header is
+    /// read, else in place of the last block.
+    fn read_block(&mut self) -> Result<(), InputError> {
+        if self.decoder.is_some() {
+            self.block.clear();
+        }
+        let start = self.block.len();
+        self.block.resize(start + CSV_BLOCK, 0);
+        let mut filled = start;
+        while filled < self.block.len() {
+            match self.reader.read(&mut self.block[filled..]) {
+                Ok(0) => {
+                    self.at_end = true;
+                    break;
+                }
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.error(None, e.to_string())),
+            }
+        }
+        self.block.truncate(filled);
+        Ok(())
+    }
+
+    /// Reads the header from the bytes read so far, if it is complete, and starts the
+    /// decoder with the rest: blank lines and a byte order mark before it are skipped.
+    fn start_csv(&mut self, max_rows: usize, skip_bad_rows: bool) -> Result<(), InputError> {
+        if self.line == 0 && self.block.starts_with(b"\xef\xbb\xbf") {
+            self.block.drain(..3);
+        }
+        loop {
+            let Some(end) = self.block.iter().position(|&b| b == b'\n') else {
+                if self.block.iter().all(u8::is_ascii_whitespace) {
+                    // Nothing but blank lines so far: read on, or the input is empty.
+                    return Ok(());
+                }
+                break;
+            };
+            if !self.block[..end].iter().all(u8::is_ascii_whitespace) {
+                break;
+            }
+            self.block.drain(..=end);
+            self.line += 1;
+        }
+        let options = CopyOptions::csv();
+        let header = read_header(&self.block, &options, self.at_end).map_err(|e| {
+            self.error(
+                Some(self.line + 1),
+                format!("bad CSV header: {}", input_message(&e)),
+            )
+        })?;
+        let Some(header) = header else {
+            if self.block.len() > MAX_HEADER_BYTES {
+                let message = format!("the header is longer than {MAX_HEADER_BYTES} bytes");
+                return Err(self.error(Some(self.line + 1), message));
+            }
+            return Ok(());
+        };
+        let columns = self.header_columns(&header)?;
+        let mut decoder = CopyDecoder::new(self.schema.clone(), columns, options)
+            .map_err(|e| self.error(None, e.to_string()))?
+            .with_batch_rows(max_rows)
+            .skipping_blank_lines()
+            .with_first_line(self.line + header.lines + 1);
+        if skip_bad_rows {
+            decoder = decoder.skipping_bad_records();
+        }
+        let mut fed = decoder.feed(&self.block[header.len..]);
+        if self.at_end {
+            fed = fed.and_then(|()| decoder.end_input());
+        }
+        self.decoder = Some(decoder);
+        if let Err(e) = fed {
+            self.failed = Some(self.input_error(&e));
+            self.at_end = true;
+        }
+        Ok(())
+    }
+
+    /// An error of the decoder, at the line it names.
+    fn input_error(&self, e: &saql::Error) -> InputError {
+        let line = match e {
+            saql::Error::InvalidInput { line, .. } => *line,
+            _ => None,
+        };
+        self.error(line, input_message(e))
+    }
+
+    fn next_json_batch(
+        &mut self,
+        max_rows: usize,
+        bad: &mut BadRows,
+    ) -> Result<Option<RecordBatch>, InputError> {
         loop {
             self.chunk.clear();
             while self.chunk.len() < max_rows.max(1) {
                 if !self.read_record()? {
                     break;
-                }
-                if self.format == Format::Csv && self.columns.is_none() {
-                    self.read_header()?;
-                    self.chunk.clear();
                 }
             }
             if self.chunk.len() == 0 {
@@ -292,63 +446,39 @@ impl Input {
         }
     }
 
-    /// Appends the next non-blank record to the chunk; false at the end of the input. A CSV
-    /// record goes on while a quoted field is open.
+    /// Appends the next non-blank line to the chunk; false at the end of the input.
     fn read_record(&mut self) -> Result<bool, InputError> {
-        let start = self.chunk.data.len();
-        let mut in_quotes = false;
-        let mut first_line = self.line + 1;
         loop {
-            let from = self.chunk.data.len();
+            let start = self.chunk.data.len();
             let n = self
                 .reader
                 .read_until(b'\n', &mut self.chunk.data)
                 .map_err(|e| self.error(None, e.to_string()))?;
             if n == 0 {
-                break;
+                return Ok(false);
             }
             self.line += 1;
-            let line = &self.chunk.data[from..];
-            if self.format == Format::Csv {
-                let quotes = line.iter().filter(|&&b| b == b'"').count();
-                in_quotes ^= quotes % 2 == 1;
+            if self.chunk.data[start..].iter().all(u8::is_ascii_whitespace) {
+                self.chunk.data.truncate(start);
+                continue;
             }
-            if !in_quotes {
-                if self.chunk.data[start..].iter().all(u8::is_ascii_whitespace) {
-                    // A blank line: not a record.
-                    self.chunk.data.truncate(start);
-                    first_line = self.line + 1;
-                    continue;
-                }
-                break;
+            if self.chunk.data.last() != Some(&b'\n') {
+                self.chunk.data.push(b'\n');
             }
+            self.chunk.bounds.push(self.chunk.data.len());
+            self.chunk.lines.push(self.line);
+            return Ok(true);
         }
-        if self.chunk.data.len() == start {
-            return Ok(false);
-        }
-        if self.chunk.data.last() != Some(&b'\n') {
-            self.chunk.data.push(b'\n');
-        }
-        self.chunk.bounds.push(self.chunk.data.len());
-        self.chunk.lines.push(first_line);
-        Ok(true)
     }
 
-    /// Maps the CSV header (the only record in the chunk) onto the stream's columns.
-    fn read_header(&mut self) -> Result<(), InputError> {
-        let line = self.chunk.lines[0];
-        let bytes = self.chunk.bytes(0, 1).to_vec();
-        let text = String::from_utf8(bytes)
-            .map_err(|_| self.error(Some(line), "the header is not UTF-8".into()))?;
-        let text = text
-            .trim_start_matches('\u{feff}')
-            .trim_end_matches(['\n', '\r']);
-        let names = split_record(text)
-            .map_err(|e| self.error(Some(line), format!("bad CSV header: {e}")))?;
+    /// For each field of the CSV header, the stream's column it names.
+    fn header_columns(&self, header: &Header) -> Result<Vec<usize>, InputError> {
+        let line = self.line + 1;
+        let names = &header.fields;
         let fields = self.schema.fields();
         let mut columns = Vec::with_capacity(names.len());
         let mut unknown = Vec::new();
-        for name in &names {
+        for name in names {
             let name = name.as_deref().unwrap_or("").trim();
             let found = fields
                 .iter()
@@ -386,8 +516,7 @@ impl Input {
             );
             return Err(self.error(Some(line), message));
         }
-        self.columns = Some(columns);
-        Ok(())
+        Ok(columns)
     }
 
     /// Decodes the chunk's records. A bad record is reported to `bad`; when it lets the run
@@ -426,43 +555,7 @@ impl Input {
 
     /// Decodes records `from..to`, or says which record failed and why.
     fn decode_range(&self, from: usize, to: usize) -> Result<RecordBatch, (usize, saql::Error)> {
-        match self.format {
-            Format::Csv => self.decode_csv(from, to),
-            Format::JsonLines => self.decode_json(from, to),
-        }
-    }
-
-    fn decode_csv(&self, from: usize, to: usize) -> Result<RecordBatch, (usize, saql::Error)> {
-        let columns = self.columns.clone().unwrap_or_default();
-        let mut decoder = CopyDecoder::new(self.schema.clone(), columns, CopyOptions::csv())
-            .map_err(|e| (from, e))?;
-        let decoded = decoder.feed(self.chunk.bytes(from, to));
-        match decoded.and_then(|()| decoder.finish()) {
-            Ok(batch) => Ok(batch),
-            Err(e) => {
-                // The decoder numbers lines from 1 at the first record it was fed (blank
-                // lines skipped here are not in its count).
-                let at = match &e {
-                    saql::Error::InvalidInput {
-                        line: Some(line), ..
-                    } => {
-                        let mut start = 1;
-                        let mut at = to - 1;
-                        for i in from..to {
-                            let lines = self.chunk.bytes(i, i + 1).iter().filter(|&&b| b == b'\n');
-                            start += lines.count() as u64;
-                            if *line < start {
-                                at = i;
-                                break;
-                            }
-                        }
-                        at
-                    }
-                    _ => from,
-                };
-                Err((at, e))
-            }
-        }
+        self.decode_json(from, to)
     }
 
     fn decode_json(&self, from: usize, to: usize) -> Result<RecordBatch, (usize, saql::Error)> {

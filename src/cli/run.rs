@@ -33,7 +33,7 @@ use std::time::Instant;
 use datafusion::arrow::record_batch::RecordBatch;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::csv_text::{batch_rows, push_record};
+use super::csv_text::{push_record, write_batch};
 use super::input::{BadRows, Input};
 use super::query_files::{expand, QueryFiles};
 use super::replay::{Replay, ReplayError};
@@ -144,12 +144,10 @@ fn run_inner(
     let progress = progress_bar(total_bytes);
     let started = Instant::now();
     let mut bad = BadRows::new(skip_bad_rows);
+    let mut text = String::new();
     let mut on_results = |query: usize, batch: &RecordBatch| -> Result<(), ReplayError> {
-        let rows = batch_rows(batch).map_err(|e| ReplayError::Output(e.to_string()))?;
-        let mut text = String::new();
-        for row in &rows {
-            push_record(&mut text, row.iter().map(|f| f.as_deref()));
-        }
+        text.clear();
+        write_batch(&mut text, batch).map_err(|e| ReplayError::Output(e.to_string()))?;
         sinks[query].write(&text)
     };
     let mut on_progress = |rows: u64| {

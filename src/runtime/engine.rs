@@ -522,10 +522,14 @@ impl Engine {
         })))
     }
 
-    /// Completes a COPY: decodes what is left and inserts all its rows atomically.
+    /// Completes a COPY: decodes what is left, then inserts its rows, batch by batch as they
+    /// were decoded while the data arrived. Nothing is inserted unless every line decoded.
     pub fn finish_copy(&self, copy: CopyIn) -> Result<u64> {
-        let batch = copy.decoder.finish()?;
-        self.insert_batch(&copy.stream, batch)
+        let mut rows = 0;
+        for batch in copy.decoder.finish_batches()? {
+            rows += self.insert_batch(&copy.stream, batch)?;
+        }
+        Ok(rows)
     }
 
     /// Appends rows to a stream and runs every query that reads it, on the calling thread,

@@ -18,6 +18,7 @@ use pgwire::messages::data::DataRow;
 
 use crate::error::Result;
 use crate::sql::CopyOut;
+use crate::time::{write_timestamp, Fraction, TIMESTAMP_TEXT_MAX};
 
 /// The Postgres type a column is sent as.
 pub fn pg_type(t: &DataType) -> Type {
@@ -103,10 +104,11 @@ pub fn data_rows(batch: &RecordBatch, fields: &Arc<Vec<FieldInfo>>) -> Result<Ve
     let columns = wire_columns(batch)?;
     let mut encoder = DataRowEncoder::new(fields.clone());
     let mut rows = Vec::with_capacity(batch.num_rows());
+    let mut scratch = String::new();
     for row in 0..batch.num_rows() {
         for (col, field) in columns.iter().zip(fields.iter()) {
             let text = field.format() == FieldFormat::Text;
-            encode_value(&mut encoder, col, row, text)
+            encode_value(&mut encoder, col, row, text, &mut scratch)
                 .map_err(|e| crate::Error::Internal(e.to_string()))?;
         }
         rows.push(encoder.take_row());
@@ -119,6 +121,7 @@ fn encode_value(
     col: &ArrayRef,
     row: usize,
     text: bool,
+    scratch: &mut String,
 ) -> PgWireResult<()> {
     let valid = col.is_valid(row);
     match col.data_type() {
@@ -142,7 +145,15 @@ fn encode_value(
             let nanos = valid.then(|| col.as_primitive::<TimestampNanosecondType>().value(row));
             let dt = nanos.map(wire_timestamp);
             if text {
-                encoder.encode_field(&nanos.map(|n| timestamp_text(n, tz.is_some())))
+                let text = nanos.map(|n| {
+                    scratch.clear();
+                    write_timestamp(scratch, n, Fraction::Micros);
+                    if tz.is_some() {
+                        scratch.push_str("+00");
+                    }
+                    scratch.as_str()
+                });
+                encoder.encode_field(&text)
             } else if tz.is_some() {
                 encoder.encode_field(&dt)
             } else {

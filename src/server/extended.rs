@@ -30,6 +30,7 @@ use super::handler::{heartbeat, pg_error, session_info, Connection, HEARTBEAT};
 use crate::error::Error;
 use crate::plan::catalog::{normalize, normalize_object};
 use crate::sql::{self, Statement};
+use crate::time::{write_timestamp, Fraction, TIMESTAMP_TEXT_MAX};
 
 /// Most rows one Execute returns before the portal is suspended (above the default
 /// `--max-result-rows`, so a result within the bounds is not cut short).
@@ -183,8 +184,10 @@ fn param_text(bytes: &[u8], binary: bool, ty: &Type) -> Result<String, Error> {
                 .checked_add(epoch_2000)
                 .and_then(|m| m.checked_mul(1000))
                 .ok_or_else(bad)?;
-            let dt = chrono::DateTime::from_timestamp_nanos(nanos);
-            format!("{}Z", dt.naive_utc().format("%Y-%m-%d %H:%M:%S%.f"))
+            let mut text = String::with_capacity(TIMESTAMP_TEXT_MAX + 1);
+            write_timestamp(&mut text, nanos, Fraction::Grouped);
+            text.push('Z');
+            text
         }
         _ => String::from_utf8(bytes.to_vec()).map_err(|_| bad())?,
     })

@@ -1,15 +1,33 @@
-//! PostgreSQL `COPY ... FROM STDIN` decoding, formats `text` and `csv`, into one Arrow
-//! `RecordBatch`. Data arrives in chunks of any size (a chunk may end mid-line or inside a
-//! quoted field); each complete record is split into fields borrowed from the input buffer
-//! (copied only when escapes or quotes change them) and parsed by [`BatchBuilder`], so errors
-//! carry the 1-based input line where the record starts and the column the value was for.
+//! PostgreSQL `COPY ... FROM STDIN` decoding, formats `text` and `csv`, into Arrow batches:
+//! the one decoder of delimited text, for COPY, `saql run`'s files and the file and Kafka
+//! sources. Data arrives in chunks of any size (a chunk may end mid-line or inside a quoted
+//! field); one pass finds where each record ends and splits it into fields as PostgreSQL's
+//! rules say (decoded only when escapes or quotes change them); a chunk of records at a time
+//! is then parsed a column at a time ([`super::columns`]). Errors carry the 1-based input
+//! line where the record starts and the column the value was for; bad records can be skipped
+//! instead ([`CopyDecoder::skipping_bad_records`]).
+//!
+//! Why our own splitter rather than `arrow-csv`/`csv-core`: PostgreSQL's COPY rules differ
+//! from theirs where it matters here: the text format's backslash escapes and `\N`; an
+//! unquoted empty field (or the NULL string) is NULL but a quoted one is a value; a distinct
+//! ESCAPE character; the `\.` end marker; and errors worded and numbered as PostgreSQL's.
+
+use std::collections::VecDeque;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
+use crate::sources::columns::{utf8, PendingRecords};
 use crate::sources::copy_binary::BinaryCopy;
 use crate::sources::value::BatchBuilder;
+
+#[path = "csv/split.rs"]
+mod split;
+use split::{split_csv, split_text, Span};
+
+/// Records decoded into one batch, unless [`CopyDecoder::with_batch_rows`] says otherwise.
+pub const DEFAULT_BATCH_ROWS: usize = 16_384;
 
 /// The data format of a COPY.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,9 +132,10 @@ impl Default for CopyOptions {
 }
 
 /// Decodes COPY data that arrives in arbitrary chunks (a chunk may end mid-line or
-/// mid-quoted-field) into one batch of the target schema.
+/// mid-quoted-field) into batches of the target schema.
 ///
-/// After an error the decoder is left mid-record; the COPY is failed and the decoder dropped.
+/// After an error (other than a skipped bad record) the decoder is left mid-record; the COPY
+/// is failed and the decoder dropped.
 pub struct CopyDecoder {
     schema: SchemaRef,
     options: CopyOptions,
@@ -147,6 +166,20 @@ pub struct CopyDecoder {
     received: usize,
     /// Decoded bytes of the current record's fields that differ from the input.
     scratch: Vec<u8>,
+    /// Complete records not yet decoded.
+    pending: PendingRecords,
+    /// Records per batch.
+    batch_rows: usize,
+    /// Decoded batches not yet taken.
+    batches: VecDeque<RecordBatch>,
+    /// Rows in `batches` and in batches already taken.
+    decoded_rows: usize,
+    /// Whether a bad record is skipped (and kept in `skipped`) rather than an error.
+    skip_bad: bool,
+    /// The errors of skipped records, in line order, until taken.
+    skipped: Vec<Error>,
+    /// Whether a record of white space only is skipped (files), not a row (COPY).
+    skip_blank: bool,
     /// The state of a binary COPY (`FORMAT binary`).
     binary: Option<BinaryCopy>,
 }
@@ -162,17 +195,6 @@ struct Scan {
     in_quotes: bool,
     /// csv: the last byte was an escape inside quotes; text: the last byte was a backslash.
     escaped: bool,
-}
-
-/// One field of the current record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Span {
-    /// SQL NULL.
-    Null,
-    /// Bytes `start..end` of the record, unchanged.
-    Input(usize, usize),
-    /// Bytes `start..end` of the scratch buffer.
-    Scratch(usize, usize),
 }
 
 impl CopyDecoder {
@@ -203,6 +225,7 @@ impl CopyDecoder {
             }
         }
         let unlisted = (0..width).filter(|&c| !listed[c]).collect();
+        let columns_listed = columns.len();
         let distinct_escape = (options.escape != options.quote).then_some(options.escape);
         let options_format = options.format;
         Ok(CopyDecoder {
@@ -222,6 +245,13 @@ impl CopyDecoder {
             max_bytes: usize::MAX,
             received: 0,
             scratch: Vec::new(),
+            pending: PendingRecords::new(columns_listed),
+            batch_rows: DEFAULT_BATCH_ROWS,
+            batches: VecDeque::new(),
+            decoded_rows: 0,
+            skip_bad: false,
+            skipped: Vec::new(),
+            skip_blank: false,
             binary: (options_format == CopyFormat::Binary).then(BinaryCopy::default),
         })
     }
@@ -233,6 +263,41 @@ impl CopyDecoder {
         self.max_line_bytes = max_line_bytes;
         self.max_bytes = max_bytes;
         self
+    }
+
+    /// Decodes `rows` records into each batch (at least one).
+    pub fn with_batch_rows(mut self, rows: usize) -> Self {
+        self.batch_rows = rows.max(1);
+        self
+    }
+
+    /// Skips bad records instead of failing: their errors are kept for
+    /// [`CopyDecoder::take_skipped`].
+    pub fn skipping_bad_records(mut self) -> Self {
+        self.skip_bad = true;
+        self
+    }
+
+    /// Skips records of white space only (blank lines of a file) instead of decoding them.
+    pub fn skipping_blank_lines(mut self) -> Self {
+        self.skip_blank = true;
+        self
+    }
+
+    /// Numbers input lines from `line` (the data follows a header read elsewhere).
+    pub fn with_first_line(mut self, line: u64) -> Self {
+        self.line = line;
+        self
+    }
+
+    /// The next decoded batch, if one is complete.
+    pub fn take_batch(&mut self) -> Option<RecordBatch> {
+        self.batches.pop_front()
+    }
+
+    /// The errors of the records skipped since the last call, in line order.
+    pub fn take_skipped(&mut self) -> Vec<Error> {
+        std::mem::take(&mut self.skipped)
     }
 
     /// Decode every complete record in the data so far; keep the rest for the next chunk.
@@ -299,10 +364,32 @@ impl CopyDecoder {
     }
 
     /// Decode the final record (one without a trailing newline) and return all rows.
-    pub fn finish(mut self) -> Result<RecordBatch> {
+    pub fn finish(self) -> Result<RecordBatch> {
+        let schema = self.schema.clone();
+        let mut batches = self.finish_batches()?;
+        match batches.len() {
+            1 => Ok(batches.remove(0)),
+            _ => datafusion::arrow::compute::concat_batches(&schema, &batches)
+                .map_err(|e| Error::Internal(e.to_string())),
+        }
+    }
+
+    /// Decode the final record (one without a trailing newline) and return the batches not
+    /// yet taken.
+    pub fn finish_batches(mut self) -> Result<Vec<RecordBatch>> {
+        self.end_input()?;
+        Ok(self.batches.into())
+    }
+
+    /// Decodes the final record (one without a trailing newline) and every pending record;
+    /// the decoder then takes no more data.
+    pub fn end_input(&mut self) -> Result<()> {
         if let Some(binary) = &self.binary {
             binary.finish()?;
-            return self.builder.finish();
+            let batch = self.builder.finish()?;
+            self.decoded_rows += batch.num_rows();
+            self.batches.push_back(batch);
+            return Ok(());
         }
         if !self.ended && !self.buf.is_empty() {
             let end = match self.buf.last() {
@@ -311,62 +398,56 @@ impl CopyDecoder {
             };
             self.decode_record(0, end)?;
         }
-        self.builder.finish()
+        self.ended = true;
+        self.buf = Vec::new();
+        self.decode_pending()
     }
 
-    /// The number of rows decoded so far.
+    /// The number of rows decoded so far (complete records, bad ones included until their
+    /// chunk is decoded).
     pub fn rows(&self) -> usize {
-        self.builder.len()
+        self.decoded_rows + self.pending.len() + self.builder.len()
+    }
+
+    /// Decodes the pending records into a batch, if there are any.
+    fn decode_pending(&mut self) -> Result<()> {
+        if self.pending.len() == 0 && !self.pending.has_unsplit() {
+            return Ok(());
+        }
+        let batch = self.pending.decode(
+            &mut self.builder,
+            &self.columns,
+            &self.unlisted,
+            self.skip_bad,
+            &mut self.skipped,
+        )?;
+        if batch.num_rows() > 0 {
+            self.decoded_rows += batch.num_rows();
+            self.batches.push_back(batch);
+        }
+        Ok(())
+    }
+
+    /// A record that cannot be split: skipped, or (after the pending records, whose errors
+    /// come first) the error.
+    fn bad_record(&mut self, error: Error) -> Result<()> {
+        if self.skip_bad {
+            self.pending.push_unsplit(error);
+            return Ok(());
+        }
+        self.decode_pending()?;
+        Err(error)
     }
 
     /// The index of the newline that ends the record at the front of `buf`, resuming the
     /// search where the previous call stopped; None if the record is not complete yet.
     fn find_record_end(&mut self) -> Option<usize> {
-        let buf = &self.buf;
-        let scan = &mut self.scan;
-        let csv = self.options.format == CopyFormat::Csv;
-        let quote = self.options.quote;
-        let escape = self.distinct_escape;
-        loop {
-            if !scan.escaped {
-                // Skip the plain bytes: only newlines, quotes, escapes and backslashes matter.
-                let (a, b) = match (csv, scan.in_quotes) {
-                    (false, _) => (b'\\', b'\\'),
-                    (true, false) => (quote, quote),
-                    (true, true) => (quote, escape.unwrap_or(quote)),
-                };
-                let rest = &buf[scan.pos..];
-                scan.pos += rest
-                    .iter()
-                    .position(|&c| c == b'\n' || c == a || c == b)
-                    .unwrap_or(rest.len());
-            }
-            let &c = buf.get(scan.pos)?;
-            if csv {
-                // PostgreSQL's CopyReadLineText: an escape counts only inside quotes, and a
-                // doubled escape cancels itself.
-                if c == b'\n' && !scan.in_quotes {
-                    return Some(scan.pos);
-                }
-                if scan.in_quotes && Some(c) == escape {
-                    scan.escaped = !scan.escaped;
-                }
-                if c == quote && !scan.escaped {
-                    scan.in_quotes = !scan.in_quotes;
-                }
-                if Some(c) != escape {
-                    scan.escaped = false;
-                }
-            } else if scan.escaped {
-                scan.escaped = false;
-            } else if c == b'\\' {
-                scan.escaped = true;
-            } else if c == b'\n' {
-                return Some(scan.pos);
-            }
-            scan.newlines += u64::from(c == b'\n');
-            scan.pos += 1;
-        }
+        find_record_end(
+            &self.buf,
+            &mut self.scan,
+            &self.options,
+            self.distinct_escape,
+        )
     }
 
     /// Decode the record in `buf[start..end]` (its line terminator excluded) into one row.
@@ -381,268 +462,149 @@ impl CopyDecoder {
         if std::mem::take(&mut self.header_pending) {
             return Ok(());
         }
+        if self.skip_blank && record.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
         let options = &self.options;
-        match options.format {
-            CopyFormat::Text => split_text(record, options, &mut self.fields, &mut self.scratch),
-            CopyFormat::Csv => split_csv(record, options, &mut self.fields, &mut self.scratch)
-                .map_err(|e| e.at_line(line))?,
+        let split = match options.format {
+            CopyFormat::Text => {
+                split_text(record, options, &mut self.fields, &mut self.scratch);
+                Ok(())
+            }
+            CopyFormat::Csv => split_csv(record, options, &mut self.fields, &mut self.scratch),
             CopyFormat::Binary => unreachable!("binary COPY is decoded by BinaryCopy"),
+        };
+        if let Err(e) = split {
+            return self.bad_record(e.at_line(line));
         }
         let fields = &self.fields[..];
         let empty_line_for_no_columns = self.columns.is_empty() && fields == [Span::Input(0, 0)];
         if fields.len() > self.columns.len() && !empty_line_for_no_columns {
             let e = Error::invalid_input("22P04", "extra data after last expected column");
-            return Err(e.at_line(line));
+            return self.bad_record(e.at_line(line));
         }
         if let Some(&missing) = self.columns.get(fields.len()) {
             let name = self.schema.field(missing).name();
             let e = Error::invalid_input("22P04", format!("missing data for column \"{name}\""));
-            return Err(e.at_line(line));
+            return self.bad_record(e.at_line(line));
         }
-        for (field, &column) in fields.iter().zip(&self.columns) {
-            let bytes = match *field {
+        let record = &self.buf[start..end];
+        let scratch = &self.scratch;
+        let width = self.columns.len();
+        self.pending.push(
+            line,
+            fields.iter().take(width).map(|field| match *field {
                 Span::Null => None,
-                Span::Input(from, to) => record.get(from..to),
-                Span::Scratch(from, to) => self.scratch.get(from..to),
-            };
-            let text = match bytes {
-                None => None,
-                Some(bytes) => Some(std::str::from_utf8(bytes).map_err(|e| {
-                    invalid_utf8(bytes, e)
-                        .in_column(self.schema.field(column).name())
-                        .at_line(line)
-                })?),
-            };
-            self.builder
-                .push_text(column, text)
-                .map_err(|e| e.at_line(line))?;
+                Span::Input(from, to) => Some(&record[from..to]),
+                Span::Scratch(from, to) => Some(&scratch[from..to]),
+            }),
+        );
+        if self.pending.len() >= self.batch_rows {
+            self.decode_pending()?;
         }
-        for &column in &self.unlisted {
-            self.builder
-                .push_text(column, None)
-                .map_err(|e| e.at_line(line))?;
-        }
-        self.builder.finish_row()
+        Ok(())
     }
 }
 
-/// PostgreSQL's message for bytes that are not UTF-8, naming the offending sequence.
-fn invalid_utf8(bytes: &[u8], error: std::str::Utf8Error) -> Error {
-    let at = error.valid_up_to();
-    let len = error.error_len().unwrap_or(bytes.len() - at);
-    let shown: Vec<String> = bytes[at..at + len]
-        .iter()
-        .map(|b| format!("0x{b:02x}"))
-        .collect();
-    Error::invalid_input(
-        "22021",
-        format!(
-            "invalid byte sequence for encoding \"UTF8\": {}",
-            shown.join(" ")
-        ),
-    )
-}
-
-/// A field's decoded bytes: a range of the record while they are an unchanged run of it,
-/// moved into the scratch buffer once quotes or escapes make them differ.
-enum FieldOut {
-    Input(usize, usize),
-    Scratch(usize),
-}
-
-impl FieldOut {
-    /// Output the record's bytes `from..to`.
-    fn input(&mut self, from: usize, to: usize, record: &[u8], scratch: &mut Vec<u8>) {
-        if from == to {
-            return;
-        }
-        match self {
-            FieldOut::Input(start, end) if *start == *end => (*start, *end) = (from, to),
-            FieldOut::Input(_, end) if *end == from => *end = to,
-            FieldOut::Input(..) => {
-                self.move_to_scratch(record, scratch);
-                scratch.extend_from_slice(&record[from..to]);
-            }
-            FieldOut::Scratch(_) => scratch.extend_from_slice(&record[from..to]),
-        }
-    }
-
-    /// Output a byte that is not in the record (a decoded escape).
-    fn byte(&mut self, byte: u8, record: &[u8], scratch: &mut Vec<u8>) {
-        self.move_to_scratch(record, scratch);
-        scratch.push(byte);
-    }
-
-    fn move_to_scratch(&mut self, record: &[u8], scratch: &mut Vec<u8>) {
-        if let FieldOut::Input(start, end) = *self {
-            *self = FieldOut::Scratch(scratch.len());
-            scratch.extend_from_slice(&record[start..end]);
-        }
-    }
-
-    fn span(&self, scratch: &[u8]) -> Span {
-        match *self {
-            FieldOut::Input(start, end) => Span::Input(start, end),
-            FieldOut::Scratch(start) => Span::Scratch(start, scratch.len()),
-        }
-    }
-}
-
-/// The index of the first byte at or after `from` that `stop` accepts, or the record's end.
-fn run_until(record: &[u8], from: usize, stop: impl Fn(u8) -> bool) -> usize {
-    record[from..]
-        .iter()
-        .position(|&b| stop(b))
-        .map_or(record.len(), |offset| from + offset)
-}
-
-/// Split a text-format record as PostgreSQL's CopyReadAttributesText does: the raw field is
-/// compared with the NULL string, then `\b \f \n \r \t \v`, octal `\NNN`, hex `\xHH` are
-/// decoded and a backslash before any other byte yields that byte.
-fn split_text(record: &[u8], options: &CopyOptions, fields: &mut Vec<Span>, scratch: &mut Vec<u8>) {
-    fields.clear();
-    scratch.clear();
-    let delimiter = options.delimiter;
-    let mut i = 0;
-    loop {
-        let start = i;
-        let mut out = FieldOut::Input(i, i);
-        let (end, more) = loop {
-            let run_end = run_until(record, i, |b| b == delimiter || b == b'\\');
-            out.input(i, run_end, record, scratch);
-            i = run_end;
-            match record.get(i) {
-                None => break (i, false),
-                Some(&b) if b == delimiter => break (i, true),
-                Some(_) => {}
-            }
-            let Some(&escaped) = record.get(i + 1) else {
-                // A lone backslash at the end of the line is dropped.
-                break (i, false);
-            };
-            let digit =
-                |at: usize, radix: u32| record.get(at).and_then(|&b| (b as char).to_digit(radix));
-            let decoded = match escaped {
-                b'0'..=b'7' => {
-                    let mut value = u32::from(escaped - b'0');
-                    i += 2;
-                    for _ in 0..2 {
-                        let Some(d) = digit(i, 8) else { break };
-                        value = value * 8 + d;
-                        i += 1;
-                    }
-                    (value & 0xff) as u8
-                }
-                b'x' if digit(i + 2, 16).is_some() => {
-                    let mut value = 0;
-                    i += 2;
-                    for _ in 0..2 {
-                        let Some(d) = digit(i, 16) else { break };
-                        value = value * 16 + d;
-                        i += 1;
-                    }
-                    value as u8
-                }
-                other => {
-                    let byte = match other {
-                        b'b' => 0x08,
-                        b'f' => 0x0c,
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'v' => 0x0b,
-                        _ => {
-                            out.input(i + 1, i + 2, record, scratch);
-                            i += 2;
-                            continue;
-                        }
-                    };
-                    i += 2;
-                    byte
-                }
-            };
-            out.byte(decoded, record, scratch);
-        };
-        let raw = &record[start..end];
-        fields.push(if raw == options.null.as_bytes() {
-            Span::Null
-        } else {
-            out.span(scratch)
-        });
-        if !more {
-            return;
-        }
-        i = end + 1;
-    }
-}
-
-/// Split a csv-format record as PostgreSQL's CopyReadAttributesCSV does: quotes may open and
-/// close anywhere in a field, inside quotes the escape before a quote or an escape yields it,
-/// and only an unquoted field equal to the NULL string is NULL.
-fn split_csv(
-    record: &[u8],
+/// The index of the newline that ends the record at the front of `buf`, resuming the search
+/// where `scan` stopped; None if the record is not complete yet. `escape`: the CSV escape when
+/// it differs from the quote.
+fn find_record_end(
+    buf: &[u8],
+    scan: &mut Scan,
     options: &CopyOptions,
-    fields: &mut Vec<Span>,
-    scratch: &mut Vec<u8>,
-) -> Result<()> {
-    fields.clear();
-    scratch.clear();
-    let CopyOptions {
-        delimiter,
-        quote,
-        escape,
-        ..
-    } = *options;
-    let mut i = 0;
+    escape: Option<u8>,
+) -> Option<usize> {
+    let csv = options.format == CopyFormat::Csv;
+    let quote = options.quote;
     loop {
-        let start = i;
-        let mut out = FieldOut::Input(i, i);
-        let mut saw_quote = false;
-        let (end, more) = loop {
-            let run_end = run_until(record, i, |b| b == delimiter || b == quote);
-            out.input(i, run_end, record, scratch);
-            i = run_end;
-            match record.get(i) {
-                None => break (i, false),
-                Some(&b) if b == delimiter => break (i, true),
-                Some(_) => {}
-            }
-            saw_quote = true;
-            i += 1;
-            loop {
-                let run_end = run_until(record, i, |b| b == quote || b == escape);
-                out.input(i, run_end, record, scratch);
-                i = run_end;
-                let Some(&b) = record.get(i) else {
-                    return Err(Error::invalid_input(
-                        "22P04",
-                        "unterminated CSV quoted field",
-                    ));
-                };
-                let next = record.get(i + 1).copied();
-                if b == escape && (next == Some(escape) || next == Some(quote)) {
-                    out.input(i + 1, i + 2, record, scratch);
-                    i += 2;
-                } else if b == quote {
-                    i += 1;
-                    break;
-                } else {
-                    out.input(i, i + 1, record, scratch);
-                    i += 1;
-                }
-            }
-        };
-        let raw = &record[start..end];
-        fields.push(if !saw_quote && raw == options.null.as_bytes() {
-            Span::Null
-        } else {
-            out.span(scratch)
-        });
-        if !more {
-            return Ok(());
+        if !scan.escaped {
+            // Skip the plain bytes: only newlines, quotes, escapes and backslashes matter.
+            let (a, b) = match (csv, scan.in_quotes) {
+                (false, _) => (b'\\', b'\\'),
+                (true, false) => (quote, quote),
+                (true, true) => (quote, escape.unwrap_or(quote)),
+            };
+            let rest = &buf[scan.pos..];
+            scan.pos += rest
+                .iter()
+                .position(|&c| c == b'\n' || c == a || c == b)
+                .unwrap_or(rest.len());
         }
-        i = end + 1;
+        let &c = buf.get(scan.pos)?;
+        if csv {
+            // PostgreSQL's CopyReadLineText: an escape counts only inside quotes, and a
+            // doubled escape cancels itself.
+            if c == b'\n' && !scan.in_quotes {
+                return Some(scan.pos);
+            }
+            if scan.in_quotes && Some(c) == escape {
+                scan.escaped = !scan.escaped;
+            }
+            if c == quote && !scan.escaped {
+                scan.in_quotes = !scan.in_quotes;
+            }
+            if Some(c) != escape {
+                scan.escaped = false;
+            }
+        } else if scan.escaped {
+            scan.escaped = false;
+        } else if c == b'\\' {
+            scan.escaped = true;
+        } else if c == b'\n' {
+            return Some(scan.pos);
+        }
+        scan.newlines += u64::from(c == b'\n');
+        scan.pos += 1;
     }
+}
+
+/// The first record of some data, split into fields: a header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// Its fields (`None` where unquoted and equal to the NULL string).
+    pub fields: Vec<Option<String>>,
+    /// The bytes it takes, its line break included.
+    pub len: usize,
+    /// The lines it spans.
+    pub lines: u64,
+}
+
+/// Reads the first record of `data` as a header, by the rules of `options`; `Ok(None)` if it
+/// is not complete yet (unless `at_end`, when what there is is the record).
+pub fn read_header(data: &[u8], options: &CopyOptions, at_end: bool) -> Result<Option<Header>> {
+    let mut scan = Scan::default();
+    let escape = (options.escape != options.quote).then_some(options.escape);
+    let (mut end, len) = match find_record_end(data, &mut scan, options, escape) {
+        Some(newline) => (newline, newline + 1),
+        None if at_end => (data.len(), data.len()),
+        None => return Ok(None),
+    };
+    if end > 0 && data[end - 1] == b'\r' {
+        end -= 1;
+    }
+    let record = &data[..end];
+    let (mut spans, mut scratch) = (Vec::new(), Vec::new());
+    match options.format {
+        CopyFormat::Csv => split_csv(record, options, &mut spans, &mut scratch)?,
+        _ => split_text(record, options, &mut spans, &mut scratch),
+    }
+    let fields = spans
+        .iter()
+        .map(|span| {
+            let bytes = match *span {
+                Span::Null => return Ok(None),
+                Span::Input(from, to) => &record[from..to],
+                Span::Scratch(from, to) => &scratch[from..to],
+            };
+            utf8(bytes).map(|text| Some(text.to_string()))
+        })
+        .collect::<Result<_>>()?;
+    Ok(Some(Header {
+        fields,
+        len,
+        lines: scan.newlines + 1,
+    }))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! built-in demo generator of host events, and the sources saql reads by itself (files,
 //! Kafka) with their record decoders.
 
+mod columns;
 pub mod copy_binary;
 pub mod csv;
 pub mod demo;

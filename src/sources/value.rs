@@ -9,10 +9,12 @@ use std::sync::Arc;
 
 use chrono::{Datelike, NaiveDate};
 use datafusion::arrow::array::{
-    ArrayBuilder, ArrayRef, BooleanBuilder, Float32Builder, Float64Builder, Int16Builder,
-    Int32Builder, Int64Builder, StringBuilder, TimestampNanosecondBuilder,
+    Array, ArrayBuilder, ArrayRef, BooleanArray, BooleanBuilder, Float32Builder, Float64Builder,
+    Int16Builder, Int32Builder, Int64Builder, StringBuilder, TimestampNanosecondBuilder,
 };
+use datafusion::arrow::compute::filter;
 use datafusion::arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::scalar::ScalarValue;
 
@@ -167,6 +169,89 @@ impl BatchBuilder {
         pushed.map_err(|e| e.in_column(self.schema.field(column).name()))
     }
 
+    /// Parse a whole column's worth of values at once: `texts` yields, for each row after the
+    /// complete ones, the text of `column` (`Ok(None)` = NULL) or why there is none. Every row
+    /// gets a value; one that fails is NULL in its place and is reported to `bad` with its
+    /// index among `texts` (the caller drops such rows with [`BatchBuilder::finish_filtered`]).
+    /// Call it once per column, then [`BatchBuilder::finish_rows`].
+    pub fn push_texts<'a>(
+        &mut self,
+        column: usize,
+        texts: impl Iterator<Item = Result<Option<&'a str>>>,
+        bad: &mut dyn FnMut(usize, Error),
+    ) -> Result<()> {
+        let Some(target) = self.columns.get_mut(column) else {
+            return Err(no_such_column(column));
+        };
+        let name = self.schema.field(column).name();
+        let ty = target.sql_type;
+        let nullable = target.nullable;
+        // One loop per column type: the match on the type is outside the loop.
+        macro_rules! fill {
+            ($b:expr, $parse:expr) => {
+                for (row, text) in texts.enumerate() {
+                    match text.and_then(|t| match t {
+                        Some(t) => $parse(t).map(Some),
+                        None if nullable => Ok(None),
+                        None => Err(not_null(name)),
+                    }) {
+                        Ok(Some(v)) => $b.append_value(v),
+                        Ok(None) => $b.append_null(),
+                        Err(e) => {
+                            $b.append_null();
+                            bad(row, e.in_column(name));
+                        }
+                    }
+                }
+            };
+        }
+        match &mut target.builder {
+            ColumnBuilder::Boolean(b) => fill!(b, parse_bool),
+            ColumnBuilder::Int16(b) => fill!(b, |t| parse_int::<i16>(t, ty)),
+            ColumnBuilder::Int32(b) => fill!(b, |t| parse_int::<i32>(t, ty)),
+            ColumnBuilder::Int64(b) => fill!(b, |t| parse_int::<i64>(t, ty)),
+            ColumnBuilder::Float32(b) => fill!(b, |t| parse_float::<f32>(t, ty)),
+            ColumnBuilder::Float64(b) => fill!(b, |t| parse_float::<f64>(t, ty)),
+            ColumnBuilder::Utf8(b) => fill!(b, check_text),
+            ColumnBuilder::Timestamp(b) => fill!(b, |t| timestamp_nanos(t, ty)),
+        }
+        Ok(())
+    }
+
+    /// Completes `rows` rows pushed a column at a time with [`BatchBuilder::push_texts`].
+    pub fn finish_rows(&mut self, rows: usize) -> Result<()> {
+        let expected = self.rows + rows;
+        if let Some(c) = self.columns.iter().find(|c| c.builder.len() != expected) {
+            return Err(Error::Internal(format!(
+                "column \"{}\" has {} values, expected {expected}",
+                c.name,
+                c.builder.len()
+            )));
+        }
+        self.rows = expected;
+        Ok(())
+    }
+
+    /// [`BatchBuilder::finish`], keeping only the rows where `keep` is true.
+    pub fn finish_filtered(&mut self, keep: &BooleanArray) -> Result<RecordBatch> {
+        let rows = std::mem::take(&mut self.rows);
+        let internal = |e: ArrowError| Error::Internal(e.to_string());
+        let arrays = self
+            .columns
+            .iter_mut()
+            .map(|c| filter(&c.builder.finish(), keep))
+            .collect::<std::result::Result<Vec<ArrayRef>, _>>()
+            .map_err(internal)?;
+        if keep.len() != rows {
+            return Err(Error::Internal(format!(
+                "a filter of {} rows for a batch of {rows}",
+                keep.len()
+            )));
+        }
+        let options = RecordBatchOptions::new().with_row_count(Some(keep.true_count()));
+        RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options).map_err(internal)
+    }
+
     /// Append a scalar, casting it to the column type: any integer, float or decimal into a
     /// numeric column (range-checked, rounded to nearest into integers), a string parsed as
     /// [`BatchBuilder::push_text`] would, timestamps of any unit and dates into timestamp
@@ -231,16 +316,18 @@ fn no_such_column(column: usize) -> Error {
     Error::Internal(format!("column index {column} is outside the schema"))
 }
 
+/// PostgreSQL's error for a NULL in a NOT NULL column.
+fn not_null(column: &str) -> Error {
+    Error::invalid_input(
+        "23502",
+        format!("null value in column \"{column}\" violates not-null constraint"),
+    )
+}
+
 impl Column {
     fn append_null(&mut self) -> Result<()> {
         if !self.nullable {
-            return Err(Error::invalid_input(
-                "23502",
-                format!(
-                    "null value in column \"{}\" violates not-null constraint",
-                    self.name
-                ),
-            ));
+            return Err(not_null(&self.name));
         }
         each_builder!(&mut self.builder, b => b.append_null());
         Ok(())

@@ -562,3 +562,78 @@ fn nul_characters_are_rejected_with_22021() {
         assert_eq!(line, Some(1));
     }
 }
+
+/// Skipping: bad records (a bad value, too many fields, an open quote, a NULL in a NOT NULL
+/// column) are left out and reported in line order; the good rows keep their order and come
+/// in batches of the size asked for; blank lines are skipped when asked.
+#[test]
+fn skipping_bad_records_keeps_the_good_ones_in_batches() {
+    let strict = schema(&[("n", DataType::Int64, false), ("s", DataType::Utf8, true)]);
+    let input = "1,a\nx,b\n3,c,extra\n\n4,d\n,e\n5,\"f\n";
+    let mut decoder = CopyDecoder::new(strict.clone(), vec![0, 1], CopyOptions::csv())
+        .unwrap()
+        .with_batch_rows(2)
+        .skipping_bad_records()
+        .skipping_blank_lines()
+        .with_first_line(10);
+    decoder.feed(input.as_bytes()).unwrap();
+    decoder.end_input().unwrap();
+    let mut got = Vec::new();
+    while let Some(batch) = decoder.take_batch() {
+        assert!(batch.num_rows() <= 2);
+        got.extend(rows(&batch));
+    }
+    assert_eq!(got, [["1", "a"], ["4", "d"]]);
+    let skipped: Vec<(Option<u64>, String)> = decoder
+        .take_skipped()
+        .into_iter()
+        .map(|e| match e {
+            Error::InvalidInput {
+                line,
+                sqlstate,
+                column,
+                ..
+            } => (line, format!("{sqlstate} {}", column.unwrap_or_default())),
+            other => panic!("{other}"),
+        })
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            (Some(11), "22P02 n".to_string()),
+            (Some(12), "22P04 ".to_string()),
+            (Some(15), "23502 n".to_string()),
+            (Some(16), "22P04 ".to_string()),
+        ]
+    );
+
+    // Without skipping, the first bad record in line order fails the decode, even when a
+    // later record of the same chunk fails to split first.
+    let mut decoder = CopyDecoder::new(strict, vec![0, 1], CopyOptions::csv()).unwrap();
+    let e = decoder.feed(b"1,a\nx,b\n3,c,extra\n").unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidInput { line: Some(2), .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn reads_a_header_across_lines() {
+    let data = b"a,\"b\nc\",d\n1,2,3\n";
+    let header = read_header(data, &CopyOptions::csv(), false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        header.fields,
+        [
+            Some("a".to_string()),
+            Some("b\nc".to_string()),
+            Some("d".to_string())
+        ]
+    );
+    assert_eq!((header.len, header.lines), (10, 2));
+    assert!(read_header(b"a,\"b", &CopyOptions::csv(), false)
+        .unwrap()
+        .is_none());
+    assert!(read_header(b"a,\"b", &CopyOptions::csv(), true).is_err());
+}
