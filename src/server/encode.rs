@@ -18,7 +18,7 @@ use pgwire::messages::data::DataRow;
 
 use crate::error::Result;
 use crate::sql::CopyOut;
-use crate::time::{write_timestamp, Fraction, TIMESTAMP_TEXT_MAX};
+use crate::time::{write_timestamp, Fraction};
 
 /// The Postgres type a column is sent as.
 pub fn pg_type(t: &DataType) -> Type {
