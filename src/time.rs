@@ -177,7 +177,9 @@ impl fmt::Display for Watermark {
 /// the nanoseconds below the microsecond are cut off (rounded down, towards the past: a row
 /// never appears to belong to a later window than the one it was counted in).
 pub fn wire_timestamp(nanos: i64) -> chrono::DateTime<chrono::Utc> {
-    chrono::DateTime::<chrono::Utc>::from_timestamp_nanos(nanos.div_euclid(1000) * 1000)
+    // In microseconds, so that the earliest instants do not overflow when scaled back.
+    chrono::DateTime::<chrono::Utc>::from_timestamp_micros(nanos.div_euclid(1000))
+        .unwrap_or_else(|| chrono::DateTime::<chrono::Utc>::from_timestamp_nanos(nanos))
 }
 
 /// A timestamp in PostgreSQL's text output: `2026-12-01 13:47:58.167865`, microseconds at
@@ -201,6 +203,16 @@ mod tests {
         assert_eq!(EventTime::MAX.plus(Duration::from_secs(1)), EventTime::MAX);
         assert_eq!(EventTime::MIN.minus(Duration::from_secs(1)), EventTime::MIN);
         assert_eq!(EventTime(10).plus(Duration::from_nanos(5)), EventTime(15));
+    }
+
+    #[test]
+    fn wire_timestamps_round_down_to_the_microsecond_at_both_ends() {
+        for nanos in [i64::MIN, i64::MIN + 999, -1, 0, 1_999, i64::MAX] {
+            let t = wire_timestamp(nanos);
+            let micros = nanos.div_euclid(1000);
+            assert_eq!(t.timestamp_micros(), micros, "{nanos}");
+            assert_eq!(t.timestamp_subsec_nanos() % 1000, 0, "{nanos}");
+        }
     }
 
     #[test]
