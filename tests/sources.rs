@@ -9,7 +9,7 @@
 #[path = "support/binary.rs"]
 mod binary;
 
-use binary::connect;
+use binary::{connect, show_row};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -76,24 +76,6 @@ fn rows_of(messages: &[SimpleQueryMessage]) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// SHOW SOURCES as column name -> value, for source `name`.
-async fn source_row(client: &Client, name: &str) -> BTreeMap<String, String> {
-    let messages = client.simple_query("SHOW SOURCES").await.unwrap();
-    for m in &messages {
-        if let SimpleQueryMessage::Row(r) = m {
-            if r.get(0) == Some(name) {
-                return r
-                    .columns()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| (c.name().to_string(), r.get(i).unwrap_or("").to_string()))
-                    .collect();
-            }
-        }
-    }
-    panic!("no source {name} in SHOW SOURCES");
-}
-
 /// Polls SHOW SOURCES until `done` holds for the source's row; panics after 30 s.
 async fn await_source(
     client: &Client,
@@ -102,7 +84,7 @@ async fn await_source(
 ) -> BTreeMap<String, String> {
     let mut last = BTreeMap::new();
     for _ in 0..600 {
-        last = source_row(client, name).await;
+        last = show_row(client, "SHOW SOURCES", name).await;
         if done(&last) {
             return last;
         }
