@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+pub mod sqlstate;
+
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -110,19 +112,21 @@ impl Error {
     /// The SQLSTATE code that the server reports for this error.
     pub fn sqlstate(&self) -> &'static str {
         match self {
-            Error::Parse { .. } => "42601",
+            Error::Parse { .. } => sqlstate::SYNTAX_ERROR,
             Error::Catalog { sqlstate, .. } => sqlstate,
             Error::Plan { sqlstate, .. } => sqlstate,
-            Error::NotSupported(_) => "0A000",
+            Error::NotSupported(_) => sqlstate::FEATURE_NOT_SUPPORTED,
             Error::InvalidInput { sqlstate, .. } => sqlstate,
-            Error::Execution(_) => "XX000",
-            Error::Canceled | Error::StatementTimeout(_) => "57014",
+            Error::Execution(_) => sqlstate::INTERNAL_ERROR,
+            Error::Canceled | Error::StatementTimeout(_) => sqlstate::QUERY_CANCELED,
             Error::ResourceLimit { sqlstate, .. } => sqlstate,
             Error::QueryFailed(f) => f.sqlstate,
             // A full disk is a resource limit the writer can act on.
-            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => "53100",
-            Error::Io { .. } => "58030",
-            Error::Internal(_) => "XX000",
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
+                sqlstate::DISK_FULL
+            }
+            Error::Io { .. } => sqlstate::IO_ERROR,
+            Error::Internal(_) => sqlstate::INTERNAL_ERROR,
         }
     }
 
@@ -137,7 +141,7 @@ impl Error {
     /// An unknown stream or query.
     pub fn undefined(kind: &str, name: &str) -> Self {
         Error::Catalog {
-            sqlstate: "42P01",
+            sqlstate: sqlstate::UNDEFINED_TABLE,
             message: format!("{kind} \"{name}\" does not exist"),
         }
     }
@@ -145,7 +149,7 @@ impl Error {
     /// A name that is already taken.
     pub fn duplicate(kind: &str, name: &str) -> Self {
         Error::Catalog {
-            sqlstate: "42P07",
+            sqlstate: sqlstate::DUPLICATE_TABLE,
             message: format!("{kind} \"{name}\" already exists"),
         }
     }
@@ -236,7 +240,7 @@ impl Error {
 
     /// A statement deeper or longer than the parser and planner take (54001).
     pub fn too_complex(message: impl Into<String>) -> Self {
-        Error::limit("54001", message)
+        Error::limit(sqlstate::STATEMENT_TOO_COMPLEX, message)
     }
 
     /// An I/O error with what saql was doing.
@@ -273,7 +277,7 @@ impl From<datafusion::error::DataFusionError> for Error {
                 if !names.is_empty() {
                     message.push_str(&format!("; columns are: {}", names.join(", ")));
                 }
-                Error::plan("42703", message)
+                Error::plan(sqlstate::UNDEFINED_COLUMN, message)
             }
             D::Plan(m) if m.starts_with("table '") && m.ends_with("' not found") => {
                 let name = m["table '".len()..m.len() - "' not found".len()]
@@ -286,9 +290,9 @@ impl From<datafusion::error::DataFusionError> for Error {
             D::SchemaError(e, _) => {
                 let message = e.to_string();
                 let sqlstate = if message.contains("not found") || message.contains("No field") {
-                    "42703"
+                    sqlstate::UNDEFINED_COLUMN
                 } else {
-                    "42P10"
+                    sqlstate::INVALID_COLUMN_REFERENCE
                 };
                 Error::plan(sqlstate, strip_datafusion_prefix(&message))
             }
@@ -300,9 +304,9 @@ impl From<datafusion::error::DataFusionError> for Error {
                     let hint = hint.trim_end_matches(['\'', '?']);
                     message.push_str(&format!("; did you mean \"{hint}\"", hint = hint.trim()));
                 }
-                Error::plan("42883", message)
+                Error::plan(sqlstate::UNDEFINED_FUNCTION, message)
             }
-            D::Plan(m) => Error::plan("42804", strip_datafusion_prefix(&m)),
+            D::Plan(m) => Error::plan(sqlstate::DATATYPE_MISMATCH, strip_datafusion_prefix(&m)),
             D::NotImplemented(m) => Error::NotSupported(m),
             D::Context(ctx, inner) => match Error::from(*inner) {
                 Error::Plan { sqlstate, message } => Error::Plan {

@@ -99,14 +99,14 @@ pub fn plan(sql: &str, catalog: &Catalog) -> Result<QueryPlan> {
             Sq::Query(q) => (q, sql::Clauses::default()),
             other => {
                 return Err(Error::plan(
-                    "42601",
+                    error::sqlstate::SYNTAX_ERROR,
                     format!("expected a continuous query, found {other}"),
                 ))
             }
         },
         other => {
             return Err(Error::plan(
-                "42601",
+                error::sqlstate::SYNTAX_ERROR,
                 format!("expected a continuous query, found {other}"),
             ))
         }

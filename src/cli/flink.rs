@@ -20,6 +20,7 @@
 //! interface (`unshare --net`): PyFlink's start-up opens one wildcard socket that no option
 //! moves (see benches/README.md).
 
+use saql::error::sqlstate;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -55,7 +56,7 @@ fn compile(paths: &[PathBuf], what: &str, skip_unsupported: bool) -> Option<Stri
                 refused += 1;
                 let file = &files.files[q.file];
                 let p = Problem::new(&file.path, &file.text, locate(&e, &q.source), &describe(&e));
-                if skip_unsupported && e.sqlstate() == "0A000" {
+                if skip_unsupported && e.sqlstate() == sqlstate::FEATURE_NOT_SUPPORTED {
                     eprintln!("warning: left out: {p}");
                 } else {
                     eprintln!("{p}");

@@ -6,6 +6,7 @@
 //! `path:line: message`; [`BadRows`] decides whether it stops the run or is counted and
 //! skipped.
 
+use saql::error::sqlstate;
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -571,7 +572,9 @@ impl Input {
     /// Appends one JSON object as a row: keys name columns, absent keys are NULL, strings
     /// are parsed as the column's type, numbers and booleans are cast to it.
     fn push_json(&self, builder: &mut BatchBuilder, bytes: &[u8]) -> saql::Result<()> {
-        let bad = |message: String| saql::Error::invalid_input("22P02", message);
+        let bad = |message: String| {
+            saql::Error::invalid_input(sqlstate::INVALID_TEXT_REPRESENTATION, message)
+        };
         let value: serde_json::Value =
             serde_json::from_slice(bytes).map_err(|e| bad(format!("invalid JSON: {e}")))?;
         let serde_json::Value::Object(object) = value else {

@@ -4,6 +4,7 @@
 //! how snapshots, session-window merges and the panes of hopping windows work. [`GroupTable`]
 //! adds the group keys (DataFusion's `GroupValues`, a hash table specialised to the key types).
 
+use crate::error::sqlstate;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt32Array};
@@ -459,7 +460,10 @@ pub fn evaluate_inputs(specs: &[AggregateSpec], batch: &RecordBatch) -> Result<A
                             .downcast_ref::<BooleanArray>()
                             .cloned()
                             .ok_or_else(|| {
-                                Error::plan("42804", "FILTER condition must be boolean")
+                                Error::plan(
+                                    sqlstate::DATATYPE_MISMATCH,
+                                    "FILTER condition must be boolean",
+                                )
                             })?,
                     )
                 }

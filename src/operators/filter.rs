@@ -1,5 +1,6 @@
 //! `WHERE` and `HAVING`: keeps the rows for which a DataFusion predicate is true.
 
+use crate::error::sqlstate;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, BooleanArray};
@@ -30,7 +31,12 @@ pub fn select(predicate: &Arc<dyn PhysicalExpr>, batch: RecordBatch) -> Result<V
     let mask = mask
         .as_any()
         .downcast_ref::<BooleanArray>()
-        .ok_or_else(|| Error::plan("42804", "argument of WHERE must be type boolean"))?;
+        .ok_or_else(|| {
+            Error::plan(
+                sqlstate::DATATYPE_MISMATCH,
+                "argument of WHERE must be type boolean",
+            )
+        })?;
     keep(batch, mask)
 }
 

@@ -11,6 +11,7 @@
 //! SET learns a value only once training has seen it in n rows: a one-off during training (an
 //! attack under way while the model learns) is not taken for normal.
 
+use crate::error::sqlstate;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -124,7 +125,7 @@ impl Invariant {
     ) -> Result<Self> {
         if values.is_empty() {
             return Err(Error::plan(
-                "42601",
+                sqlstate::SYNTAX_ERROR,
                 "INVARIANT needs at least one expression",
             ));
         }

@@ -3,6 +3,7 @@
 //! states are merged). A session is emitted when the watermark passes its last row plus the
 //! gap.
 
+use crate::error::sqlstate;
 use std::sync::Arc;
 
 use ahash::AHashMap as HashMap;
@@ -66,7 +67,10 @@ impl SessionWindow {
         schema: SchemaRef,
     ) -> Result<Self> {
         if gap <= 0 {
-            return Err(Error::plan("22023", "session gap must be positive"));
+            return Err(Error::plan(
+                sqlstate::INVALID_PARAMETER_VALUE,
+                "session gap must be positive",
+            ));
         }
         // Without keys all rows share one key; Arrow's row format needs at least one column.
         let key_exprs = if key_exprs.is_empty() {

@@ -11,6 +11,7 @@
 //! the order they arrive, one by one, so how they are split into batches does not matter. A row
 //! whose time is NULL is always emitted and starts nothing.
 
+use crate::error::sqlstate;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -57,7 +58,7 @@ impl Suppress {
     ) -> Result<Self> {
         if interval <= 0 {
             return Err(Error::plan(
-                "22023",
+                sqlstate::INVALID_PARAMETER_VALUE,
                 "SUPPRESS FOR needs a positive interval",
             ));
         }
@@ -118,7 +119,7 @@ impl Suppress {
 
     fn too_many_keys(&self) -> Error {
         Error::limit(
-            "53200",
+            sqlstate::OUT_OF_MEMORY,
             format!(
                 "SUPPRESS holds more than {} keys within their intervals; use a shorter \
                  interval or fewer PER keys",

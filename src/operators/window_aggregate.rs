@@ -10,6 +10,7 @@
 //! fed its rows directly. SUM, AVG and variances over floating-point values can differ from
 //! that in the last bits, since panes are summed separately.
 
+use crate::error::sqlstate;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -255,13 +256,13 @@ impl WindowAggregate {
     ) -> Result<Self> {
         if assigner.size <= 0 || assigner.slide <= 0 {
             return Err(Error::plan(
-                "22023",
+                sqlstate::INVALID_PARAMETER_VALUE,
                 "window size and slide must be positive",
             ));
         }
         if assigner.cumulate && assigner.size % assigner.slide != 0 {
             return Err(Error::plan(
-                "22023",
+                sqlstate::INVALID_PARAMETER_VALUE,
                 "CUMULATE size must be a whole multiple of its step",
             ));
         }

@@ -2,6 +2,7 @@
 //! continuous queries, keyed by normalised name. It persists as the SQL text of the
 //! statements that created it, so the data directory stays readable and diffable.
 
+use crate::error::sqlstate;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,7 +63,7 @@ pub struct ShedPolicy {
 
 /// The `shedding`, `max_lag` and `shed_window` options of a stream, checked.
 fn shed_policy(options: &BTreeMap<&str, &str>, event_time: bool) -> Result<Option<ShedPolicy>> {
-    let bad = |m: String| Err(Error::plan("22023", m));
+    let bad = |m: String| Err(Error::plan(sqlstate::INVALID_PARAMETER_VALUE, m));
     let max_lag = options
         .get("max_lag")
         .map(|v| parse_duration(v))
@@ -156,7 +157,7 @@ impl StreamDef {
         let name = normalize(&ddl.name);
         if ddl.columns.is_empty() {
             return Err(Error::plan(
-                "42P16",
+                sqlstate::INVALID_TABLE_DEFINITION,
                 format!("stream \"{name}\" must have at least one column"),
             ));
         }
@@ -166,13 +167,13 @@ impl StreamDef {
             let col = normalize(&c.name);
             if fields.iter().any(|f: &Field| f.name() == &col) {
                 return Err(Error::plan(
-                    "42701",
+                    sqlstate::DUPLICATE_COLUMN,
                     format!("column \"{col}\" specified more than once"),
                 ));
             }
             if col == "window_start" || col == "window_end" {
                 return Err(Error::plan(
-                    "42939",
+                    sqlstate::RESERVED_NAME,
                     format!("column name \"{col}\" is reserved for window bounds"),
                 ));
             }
@@ -190,13 +191,13 @@ impl StreamDef {
                 let col = normalize(&w.column);
                 let (idx, field) = schema.column_with_name(&col).ok_or_else(|| {
                     Error::plan(
-                        "42703",
+                        sqlstate::UNDEFINED_COLUMN,
                         format!("watermark column \"{col}\" is not a column of stream \"{name}\""),
                     )
                 })?;
                 if !matches!(field.data_type(), DataType::Timestamp(_, _)) {
                     return Err(Error::plan(
-                        "42804",
+                        sqlstate::DATATYPE_MISMATCH,
                         format!("watermark column \"{col}\" must be TIMESTAMP or TIMESTAMPTZ"),
                     ));
                 }
@@ -216,7 +217,7 @@ impl StreamDef {
                 }
                 other => {
                     return Err(Error::plan(
-                        "42601",
+                        sqlstate::SYNTAX_ERROR,
                         format!(
                             "unknown stream option \"{other}\"; known options: idle_timeout, \
                              shedding, max_lag, shed_window"
@@ -228,7 +229,7 @@ impl StreamDef {
         let shedding = shed_policy(&shedding, event_time.is_some())?;
         if idle_timeout.is_some() && event_time.is_none() {
             return Err(Error::plan(
-                "42601",
+                sqlstate::SYNTAX_ERROR,
                 "idle_timeout needs a WATERMARK FOR column",
             ));
         }
@@ -264,7 +265,7 @@ impl Catalog {
                 }
                 other => {
                     return Err(Error::plan(
-                        "42601",
+                        sqlstate::SYNTAX_ERROR,
                         format!("expected CREATE STREAM, found {other}"),
                     ))
                 }

@@ -1,6 +1,7 @@
 //! Plans the clauses that follow a query body: `OUTLIER` and `INVARIANT` (anomaly models over
 //! the results) and `SUPPRESS` (alert control), each an operator appended to the plan.
 
+use crate::error::sqlstate;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -51,7 +52,7 @@ fn result_exprs(input: &SchemaRef, exprs: &[sq::Expr]) -> Result<Vec<Arc<dyn Phy
 pub(super) fn add_suppress(plan: &mut QueryPlan, clause: &SuppressClause) -> Result<()> {
     let Some(time_column) = result_time_column(plan) else {
         return Err(Error::plan(
-            "42703",
+            sqlstate::UNDEFINED_COLUMN,
             "SUPPRESS places results in time: select window_end (windowed queries) or the \
              stream's event-time column",
         ));
@@ -84,7 +85,7 @@ pub(super) fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> R
     // Rows are placed in or after training by their window (window_end) or event time.
     let Some(time_column) = result_time_column(plan) else {
         return Err(Error::plan(
-            "42703",
+            sqlstate::UNDEFINED_COLUMN,
             "INVARIANT places rows in or after training by time: select window_end (windowed \
              queries) or the stream's event-time column",
         ));
@@ -96,7 +97,7 @@ pub(super) fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> R
             let t = e.data_type(&input)?;
             if !(t.is_numeric() || matches!(t, DataType::Timestamp(_, _))) {
                 return Err(Error::plan(
-                    "42804",
+                    sqlstate::DATATYPE_MISMATCH,
                     format!("INVARIANT RANGE needs numbers or timestamps; {text} is {t}"),
                 ));
             }
@@ -157,7 +158,7 @@ pub(super) fn add_outlier(plan: &mut QueryPlan, clause: &OutlierClause) -> Resul
         let name = normalize(c);
         let (i, f) = input.column_with_name(&name).ok_or_else(|| {
             Error::plan(
-                "42703",
+                sqlstate::UNDEFINED_COLUMN,
                 format!(
                     "OUTLIER column \"{name}\" is not a result column; name it in the SELECT list"
                 ),
@@ -165,7 +166,7 @@ pub(super) fn add_outlier(plan: &mut QueryPlan, clause: &OutlierClause) -> Resul
         })?;
         if !f.data_type().is_numeric() {
             return Err(Error::plan(
-                "42804",
+                sqlstate::DATATYPE_MISMATCH,
                 format!(
                     "OUTLIER column \"{name}\" must be numeric, not {}",
                     f.data_type()

@@ -3,6 +3,7 @@
 //! form `evidence(n, <event time>, named_struct('col', col, ...))`, and a select item that is
 //! only the call is named `evidence`.
 
+use crate::error::sqlstate;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
@@ -94,7 +95,7 @@ fn internal_form(f: &mut sq::Function, stream: &StreamDef, time: &str) -> Result
     let usage = "EVIDENCE(*) or EVIDENCE(column, ...), optionally ending in the number of rows \
                  to keep: EVIDENCE(*, 20)";
     let FunctionArguments::List(list) = &f.args else {
-        return Err(Error::plan("42601", format!("use {usage}")));
+        return Err(Error::plan(sqlstate::SYNTAX_ERROR, format!("use {usage}")));
     };
     if list.duplicate_treatment.is_some() || !list.clauses.is_empty() || f.over.is_some() {
         return Err(Error::NotSupported(format!(
@@ -107,13 +108,13 @@ fn internal_form(f: &mut sq::Function, stream: &StreamDef, time: &str) -> Result
         if let Value::Number(n, _) = &v.value {
             limit = n.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
                 Error::plan(
-                    "22023",
+                    sqlstate::INVALID_PARAMETER_VALUE,
                     format!("EVIDENCE keeps a positive whole number of rows, not {n}"),
                 )
             })?;
             if limit > MAX_EVIDENCE_ROWS {
                 return Err(Error::plan(
-                    "54000",
+                    sqlstate::PROGRAM_LIMIT_EXCEEDED,
                     format!(
                         "EVIDENCE keeps at most {MAX_EVIDENCE_ROWS} rows per window and group, \
                          not {limit}"
@@ -168,17 +169,17 @@ fn evidence_columns(
                 };
                 if out.iter().any(|(k, _)| *k == key) {
                     return Err(Error::plan(
-                        "42701",
+                        sqlstate::DUPLICATE_COLUMN,
                         format!("EVIDENCE shows \"{key}\" twice"),
                     ));
                 }
                 out.push((key, e.clone()));
             }
-            _ => return Err(Error::plan("42601", format!("use {usage}"))),
+            _ => return Err(Error::plan(sqlstate::SYNTAX_ERROR, format!("use {usage}"))),
         }
     }
     if out.is_empty() {
-        return Err(Error::plan("42601", format!("use {usage}")));
+        return Err(Error::plan(sqlstate::SYNTAX_ERROR, format!("use {usage}")));
     }
     Ok(out)
 }

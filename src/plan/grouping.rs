@@ -2,6 +2,7 @@
 //! expressions, and for each grouping set the ones it groups by (ROLLUP from all expressions
 //! down to none; CUBE every subset).
 
+use crate::error::sqlstate;
 use datafusion::logical_expr::{Expr as LExpr, GroupingSet};
 
 use crate::error::{Error, Result};
@@ -24,7 +25,7 @@ pub(super) fn expand(set: &GroupingSet) -> Result<(Vec<LExpr>, Vec<Vec<usize>>)>
         GroupingSet::Cube(exprs) => {
             if exprs.len() > 10 {
                 return Err(Error::limit(
-                    "54000",
+                    sqlstate::PROGRAM_LIMIT_EXCEEDED,
                     format!(
                         "CUBE of {} expressions makes {} grouping sets; the limit is 10 \
                          expressions",
@@ -41,7 +42,7 @@ pub(super) fn expand(set: &GroupingSet) -> Result<(Vec<LExpr>, Vec<Vec<usize>>)>
     };
     if sets.len() > 1024 {
         return Err(Error::limit(
-            "54000",
+            sqlstate::PROGRAM_LIMIT_EXCEEDED,
             format!("{} grouping sets; the limit is 1024", sets.len()),
         ));
     }
@@ -61,7 +62,7 @@ pub(super) fn check_window_columns(distinct: &[LExpr], sets: &[Vec<usize>]) -> R
         .collect();
     if sets.iter().any(|s| windows.iter().any(|w| !s.contains(w))) {
         return Err(Error::plan(
-            "42803",
+            sqlstate::GROUPING_ERROR,
             "every grouping set must group by the window: GROUP BY window_start, window_end, \
              GROUPING SETS (...) | ROLLUP (...) | CUBE (...)",
         ));

@@ -10,6 +10,7 @@
 //! current one in the partition. Inside `MEASURES`, a bare column is the match's last row and
 //! `MATCH_NUMBER()` counts the partition's matches from 1.
 
+use crate::error::sqlstate;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -81,7 +82,7 @@ pub(crate) fn plan_match_recognize(
     let input = stream.schema.clone();
     let Some(et) = stream.event_time.as_ref() else {
         return Err(Error::plan(
-            "42P17",
+            sqlstate::INVALID_OBJECT_DEFINITION,
             format!(
                 "stream \"{}\" has no event time; declare WATERMARK FOR <column> to use \
                  MATCH_RECOGNIZE",
@@ -108,7 +109,7 @@ pub(crate) fn plan_match_recognize(
         let name = normalize(id);
         input.index_of(&name).map_err(|_| {
             Error::plan(
-                "42703",
+                sqlstate::UNDEFINED_COLUMN,
                 format!(
                     "column \"{name}\" does not exist in stream \"{}\"",
                     stream.name
@@ -144,7 +145,7 @@ pub(crate) fn plan_match_recognize(
         && pattern.any(&|p| matches!(p, Pattern::Exclude(_)))
     {
         return Err(Error::plan(
-            "42601",
+            sqlstate::SYNTAX_ERROR,
             "ALL ROWS PER MATCH WITH UNMATCHED ROWS cannot be used with a pattern exclusion \
              {- ... -}: an excluded row would be neither returned nor unmatched",
         ));
@@ -157,7 +158,7 @@ pub(crate) fn plan_match_recognize(
         let name = normalize(&s.name);
         if var_index(&s.name).is_some() || subset_names.contains(&name) {
             return Err(Error::plan(
-                "42601",
+                sqlstate::SYNTAX_ERROR,
                 format!("SUBSET {name} is already a pattern variable or subset; pick another name"),
             ));
         }
@@ -165,7 +166,7 @@ pub(crate) fn plan_match_recognize(
         for v in &s.vars {
             let i = var_index(v).ok_or_else(|| {
                 Error::plan(
-                    "42601",
+                    sqlstate::SYNTAX_ERROR,
                     format!(
                         "SUBSET {name} names \"{}\", which does not appear in PATTERN",
                         normalize(v)
@@ -187,7 +188,7 @@ pub(crate) fn plan_match_recognize(
     for s in symbols.iter() {
         let Some(v) = var_index(&s.symbol) else {
             return Err(Error::plan(
-                "42601",
+                sqlstate::SYNTAX_ERROR,
                 format!(
                     "DEFINE names \"{}\", which does not appear in PATTERN",
                     normalize(&s.symbol)
@@ -196,7 +197,7 @@ pub(crate) fn plan_match_recognize(
         };
         if defines[v].replace(s.definition.clone()).is_some() {
             return Err(Error::plan(
-                "42601",
+                sqlstate::SYNTAX_ERROR,
                 format!("variable \"{}\" is defined twice", names[v]),
             ));
         }
@@ -207,7 +208,7 @@ pub(crate) fn plan_match_recognize(
         Some(AfterMatchSkip::ToFirst(id)) | Some(AfterMatchSkip::ToLast(id)) => {
             let v = set_index(id).ok_or_else(|| {
                 Error::plan(
-                    "42601",
+                    sqlstate::SYNTAX_ERROR,
                     format!(
                         "AFTER MATCH SKIP names \"{}\", which is not a variable of PATTERN or a \
                          SUBSET",
@@ -311,7 +312,7 @@ pub(crate) fn plan_match_recognize(
     for (i, (name, ..)) in outputs.iter().enumerate() {
         if outputs[..i].iter().any(|(n, ..)| n == name) {
             return Err(Error::plan(
-                "42701",
+                sqlstate::DUPLICATE_COLUMN,
                 format!(
                     "column \"{name}\" appears twice in the MATCH_RECOGNIZE output; rename the \
                      measure"
@@ -321,7 +322,7 @@ pub(crate) fn plan_match_recognize(
     }
     if outputs.is_empty() {
         return Err(Error::plan(
-            "42601",
+            sqlstate::SYNTAX_ERROR,
             "MATCH_RECOGNIZE needs MEASURES (or PARTITION BY) to say what a match returns",
         ));
     }
@@ -349,7 +350,7 @@ pub(crate) fn plan_match_recognize(
     if clauses.emit_timeout {
         if fields.iter().any(|f| f.name() == "timed_out") {
             return Err(Error::plan(
-                "42701",
+                sqlstate::DUPLICATE_COLUMN,
                 "column \"timed_out\" appears twice in the MATCH_RECOGNIZE output: EMIT TIMEOUT \
                  adds it; rename the measure",
             ));
@@ -488,7 +489,7 @@ fn offset_arg(a: &FunctionArg, name: &str, min: u32) -> Result<u32> {
     };
     n.filter(|n| (min..=1000).contains(n)).ok_or_else(|| {
         Error::plan(
-            "22023",
+            sqlstate::INVALID_PARAMETER_VALUE,
             format!("{name}'s offset must be a whole number from {min} to 1000"),
         )
     })
@@ -531,7 +532,7 @@ fn repeat(inner: Pattern, q: &RepetitionQuantifier, greedy: bool) -> Result<Patt
     };
     if max.is_some_and(|m| m < min) || max == Some(0) {
         return Err(Error::plan(
-            "42601",
+            sqlstate::SYNTAX_ERROR,
             format!("quantifier {q} matches nothing: its upper bound must be at least 1 and its lower bound"),
         ));
     }
@@ -623,7 +624,7 @@ fn boolean(
     let t = p.data_type(schema)?;
     if t != DataType::Boolean && t != DataType::Null {
         return Err(Error::plan(
-            "42804",
+            sqlstate::DATATYPE_MISMATCH,
             format!("DEFINE {var} must be a boolean condition, not {t}"),
         ));
     }
@@ -714,7 +715,7 @@ impl<'a> Rewriter<'a> {
             .map(|v| v as u16)
             .ok_or_else(|| {
                 Error::plan(
-                    "42P01",
+                    sqlstate::UNDEFINED_TABLE,
                     format!(
                         "\"{name}\" is not a pattern variable; the variables are {}",
                         self.names.join(", ")
@@ -727,7 +728,7 @@ impl<'a> Rewriter<'a> {
         let name = normalize(id);
         self.input.index_of(&name).map_err(|_| {
             Error::plan(
-                "42703",
+                sqlstate::UNDEFINED_COLUMN,
                 format!(
                     "column \"{name}\" does not exist in stream \"{}\"",
                     self.stream
@@ -842,7 +843,7 @@ impl<'a> Rewriter<'a> {
         let arg = |i: usize| match args.get(i) {
             Some(FunctionArg::Unnamed(a)) => Ok(a),
             _ => Err(Error::plan(
-                "42883",
+                sqlstate::UNDEFINED_FUNCTION,
                 format!("{name} takes a column argument"),
             )),
         };
@@ -890,7 +891,10 @@ impl<'a> Rewriter<'a> {
                     ));
                 }
                 let FunctionArgExpr::Expr(e) = arg(0)? else {
-                    return Err(Error::plan("42883", "PREV takes a column"));
+                    return Err(Error::plan(
+                        sqlstate::UNDEFINED_FUNCTION,
+                        "PREV takes a column",
+                    ));
                 };
                 let (var, c) = self.operand(e)?;
                 if var.is_some() && var != self.current {
@@ -908,18 +912,24 @@ impl<'a> Rewriter<'a> {
                             _ => None,
                         }
                         .ok_or_else(|| {
-                            Error::plan("22023", "PREV's offset must be a number from 1 to 1000")
+                            Error::plan(
+                                sqlstate::INVALID_PARAMETER_VALUE,
+                                "PREV's offset must be a number from 1 to 1000",
+                            )
                         })?
                     }
                     Some(_) => {
                         return Err(Error::plan(
-                            "22023",
+                            sqlstate::INVALID_PARAMETER_VALUE,
                             "PREV's offset must be a number from 1 to 1000",
                         ))
                     }
                 };
                 if args.len() > 2 {
-                    return Err(Error::plan("42883", "PREV takes a column and an offset"));
+                    return Err(Error::plan(
+                        sqlstate::UNDEFINED_FUNCTION,
+                        "PREV takes a column and an offset",
+                    ));
                 }
                 Ref {
                     var: None,
@@ -934,7 +944,7 @@ impl<'a> Rewriter<'a> {
                 let logical = matches!(kind, RefKind::First | RefKind::Last);
                 if args.len() != 1 && !(logical && args.len() == 2) {
                     return Err(Error::plan(
-                        "42883",
+                        sqlstate::UNDEFINED_FUNCTION,
                         if logical {
                             format!("{name} takes a column and an optional offset")
                         } else {
@@ -950,7 +960,10 @@ impl<'a> Rewriter<'a> {
                     FunctionArgExpr::Wildcard if kind == RefKind::Count => (None, None),
                     FunctionArgExpr::QualifiedWildcard(v) if kind == RefKind::Count => {
                         let [ObjectNamePart::Identifier(id)] = v.0.as_slice() else {
-                            return Err(Error::plan("42601", format!("{v}.* is not a variable")));
+                            return Err(Error::plan(
+                                sqlstate::SYNTAX_ERROR,
+                                format!("{v}.* is not a variable"),
+                            ));
                         };
                         (Some(self.var(id)?), None)
                     }
@@ -960,7 +973,7 @@ impl<'a> Rewriter<'a> {
                     }
                     other => {
                         return Err(Error::plan(
-                            "42883",
+                            sqlstate::UNDEFINED_FUNCTION,
                             format!("{name}({other}) is not supported"),
                         ))
                     }
@@ -1005,7 +1018,7 @@ impl<'a> Rewriter<'a> {
             (args.first(), args.len())
         else {
             return Err(Error::plan(
-                "42883",
+                sqlstate::UNDEFINED_FUNCTION,
                 format!("{word} takes a column (or FIRST/LAST of one) and an optional offset"),
             ));
         };
@@ -1022,15 +1035,17 @@ impl<'a> Rewriter<'a> {
             {
                 let Some(Expr::Identifier(id)) = self.function(g)? else {
                     return Err(Error::plan(
-                        "42883",
+                        sqlstate::UNDEFINED_FUNCTION,
                         format!("{word} of {g} is not supported"),
                     ));
                 };
                 // The nested reference was just added: take it back out as a base.
-                let i: usize =
-                    id.value.trim_start_matches("__ref").parse().map_err(|_| {
-                        Error::plan("42883", format!("{word} of {g} is not supported"))
-                    })?;
+                let i: usize = id.value.trim_start_matches("__ref").parse().map_err(|_| {
+                    Error::plan(
+                        sqlstate::UNDEFINED_FUNCTION,
+                        format!("{word} of {g} is not supported"),
+                    )
+                })?;
                 self.refs[i].clone()
             }
             e => {
@@ -1062,7 +1077,7 @@ impl<'a> Rewriter<'a> {
         };
         let Some(inner) = inner else {
             return Err(Error::plan(
-                "42601",
+                sqlstate::SYNTAX_ERROR,
                 format!(
                     "{word} goes before a navigation or aggregate function, as in \
                      {word} LAST(a.x)"
@@ -1071,7 +1086,7 @@ impl<'a> Rewriter<'a> {
         };
         if is_final && self.current.is_some() {
             return Err(Error::plan(
-                "42601",
+                sqlstate::SYNTAX_ERROR,
                 "FINAL is not allowed in DEFINE: a row is decided before its match ends; \
                  use it in MEASURES",
             ));
@@ -1082,7 +1097,7 @@ impl<'a> Rewriter<'a> {
         match out? {
             Some(e) => Ok(e),
             None => Err(Error::plan(
-                "42601",
+                sqlstate::SYNTAX_ERROR,
                 format!(
                     "{word} applies to FIRST, LAST, COUNT, SUM, AVG, MIN, MAX, CLASSIFIER or \
                      MATCH_NUMBER, not {}",

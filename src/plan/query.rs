@@ -2,6 +2,7 @@
 //! planner resolve names and types against the stream's schema, then maps the logical plan,
 //! node by node, onto incremental operators.
 
+use crate::error::sqlstate;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -414,7 +415,7 @@ fn plan_aggregate(
     };
     if !group_expr.iter().any(|g| window_col(g).is_some()) {
         return Err(Error::plan(
-            "42803",
+            sqlstate::GROUPING_ERROR,
             "a windowed query must GROUP BY window_start or window_end",
         ));
     }
@@ -521,7 +522,7 @@ fn plan_history(
             .map(|et| stream.schema.field(et.column).name().clone())
             .ok_or_else(|| {
                 Error::plan(
-                    "42P17",
+                    sqlstate::INVALID_OBJECT_DEFINITION,
                     format!(
                         "stream \"{}\" has no event time to order history by",
                         stream.name
@@ -535,7 +536,7 @@ fn plan_history(
         .position(|f| f.name() == &time_name)
         .ok_or_else(|| {
             Error::plan(
-                "42703",
+                sqlstate::UNDEFINED_COLUMN,
                 format!("history is ordered by \"{time_name}\": select it in the inner query"),
             )
         })?;
@@ -656,7 +657,10 @@ fn plan_history(
                 };
                 if let (FrameStart::Rows(k), e) = (start, end_offset) {
                     if e > k {
-                        return Err(Error::plan("42P20", "frame starts after it ends"));
+                        return Err(Error::plan(
+                            sqlstate::WINDOWING_ERROR,
+                            "frame starts after it ends",
+                        ));
                     }
                 }
                 if matches!((agg, start), (HistoryAgg::Frame(_), FrameStart::Unbounded)) {
@@ -710,7 +714,7 @@ fn frame_function(
     let params = args.iter().skip(1).map(|a| match a {
         LExpr::Literal(v, _) if !v.is_null() => v.to_string().parse::<f64>().map_err(|_| {
             Error::plan(
-                "22023",
+                sqlstate::INVALID_PARAMETER_VALUE,
                 format!("{}: parameter {v} must be a number", fun.name()),
             )
         }),
@@ -725,7 +729,7 @@ fn frame_function(
     let params = params.collect::<Result<Vec<f64>>>()?;
     match FrameFn::from_call(fun.name(), &params) {
         Some(Ok(f)) => Ok(Some(f)),
-        Some(Err(m)) => Err(Error::plan("22023", m)),
+        Some(Err(m)) => Err(Error::plan(sqlstate::INVALID_PARAMETER_VALUE, m)),
         None => Ok(None),
     }
 }
@@ -842,7 +846,7 @@ fn mentions_window(e: &LExpr) -> bool {
 fn windowed_schema(stream: &StreamDef) -> Result<SchemaRef> {
     let et = stream.event_time.as_ref().ok_or_else(|| {
         Error::plan(
-            "42P17",
+            sqlstate::INVALID_OBJECT_DEFINITION,
             format!(
                 "stream \"{}\" has no event time; declare WATERMARK FOR <column> to use windows",
                 stream.name
@@ -894,7 +898,7 @@ fn resolve_from(
     }
     if clauses.within.is_some() || !clauses.subsets.is_empty() {
         return Err(Error::plan(
-            "42601",
+            sqlstate::SYNTAX_ERROR,
             "WITHIN and SUBSET belong after PATTERN (...) in a MATCH_RECOGNIZE",
         ));
     }
@@ -945,14 +949,17 @@ fn resolve_from(
         3
     };
     if exprs.len() != arity {
-        return Err(Error::plan("42601", format!("expected {expected}")));
+        return Err(Error::plan(
+            sqlstate::SYNTAX_ERROR,
+            format!("expected {expected}"),
+        ));
     }
     let stream_name = match &exprs[0] {
         Expr::Identifier(i) => normalize(i),
         Expr::CompoundIdentifier(parts) => parts.last().map(normalize).unwrap_or_default(),
         other => {
             return Err(Error::plan(
-                "42601",
+                sqlstate::SYNTAX_ERROR,
                 format!("expected a stream name, found {other} in {expected}"),
             ))
         }
@@ -965,23 +972,28 @@ fn resolve_from(
                 FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Identifier(i))) => normalize(i),
                 other => {
                     return Err(Error::plan(
-                        "42601",
+                        sqlstate::SYNTAX_ERROR,
                         format!("expected a column, found {other}"),
                     ))
                 }
             },
-            _ => return Err(Error::plan("42601", "DESCRIPTOR takes one column")),
+            _ => {
+                return Err(Error::plan(
+                    sqlstate::SYNTAX_ERROR,
+                    "DESCRIPTOR takes one column",
+                ))
+            }
         },
         other => {
             return Err(Error::plan(
-                "42601",
+                sqlstate::SYNTAX_ERROR,
                 format!("expected the time column, found {other} in {expected}"),
             ))
         }
     };
     let et = stream.event_time.as_ref().ok_or_else(|| {
         Error::plan(
-            "42P17",
+            sqlstate::INVALID_OBJECT_DEFINITION,
             format!(
                 "stream \"{}\" has no event time; declare WATERMARK FOR <column> to use windows",
                 stream.name
@@ -992,7 +1004,7 @@ fn resolve_from(
     if &time_col != et_name {
         if stream.schema.column_with_name(&time_col).is_none() {
             return Err(Error::plan(
-                "42703",
+                sqlstate::UNDEFINED_COLUMN,
                 format!(
                     "column \"{time_col}\" does not exist in stream \"{}\"",
                     stream.name
@@ -1022,14 +1034,17 @@ fn resolve_from(
     if let WindowSpec::Cumulate { step, size } = spec {
         if step.is_zero() || step > size || !size.as_nanos().is_multiple_of(step.as_nanos()) {
             return Err(Error::plan(
-                "22023",
+                sqlstate::INVALID_PARAMETER_VALUE,
                 "CUMULATE size must be a positive whole multiple of its step",
             ));
         }
     }
     if let WindowSpec::Hop { slide: step, size } | WindowSpec::Cumulate { step, size } = spec {
         if step > size {
-            return Err(Error::plan("22023", "HOP slide must not exceed its size"));
+            return Err(Error::plan(
+                sqlstate::INVALID_PARAMETER_VALUE,
+                "HOP slide must not exceed its size",
+            ));
         }
         let windows = size.as_nanos() / step.as_nanos().max(1);
         if windows > crate::limits::MAX_WINDOWS_PER_ROW as u128 {
@@ -1040,7 +1055,7 @@ fn resolve_from(
                 _ => format!("HOP of size {size:?} sliding by {step:?}"),
             };
             return Err(Error::limit(
-                "54000",
+                sqlstate::PROGRAM_LIMIT_EXCEEDED,
                 format!(
                     "{how} puts each row into {windows} windows; the limit is {} \
                      windows per row: use a larger {}",

@@ -13,6 +13,7 @@
 //! in how they spell something (`v > 1 + 1` and `v > 2`) keep separate operators. Nothing is
 //! compared as text.
 
+use crate::error::sqlstate;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
@@ -528,7 +529,7 @@ fn nanos(d: Duration) -> Result<i64> {
     let n = crate::time::duration_nanos(d);
     if n <= 0 {
         return Err(Error::plan(
-            "22023",
+            sqlstate::INVALID_PARAMETER_VALUE,
             "window size, slide and gap must be positive",
         ));
     }

@@ -3,6 +3,7 @@
 //! `WHERE rn <= n` in an outer query. The `n` found in that WHERE lets the operator drop the
 //! rows past it at once; it is bounded by [`crate::limits::MAX_TOP_N`].
 
+use crate::error::sqlstate;
 use datafusion::arrow::compute::SortOptions;
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::expr::{BinaryExpr, Cast, TryCast};
@@ -72,7 +73,7 @@ pub(super) fn plan_window_rank(
         .or_else(|_| arrow.index_of("window_start"))
         .map_err(|_| {
             Error::plan(
-                "42703",
+                sqlstate::UNDEFINED_COLUMN,
                 "window Top-N needs window_end (or window_start) among the inner query's columns",
             )
         })?;
@@ -97,7 +98,7 @@ pub(super) fn plan_window_rank(
     if let Some(n) = limit {
         if n > crate::limits::MAX_TOP_N {
             return Err(Error::limit(
-                "54000",
+                sqlstate::PROGRAM_LIMIT_EXCEEDED,
                 format!(
                     "window Top-N keeps at most {} rows per window; {n} is too many",
                     crate::limits::MAX_TOP_N

@@ -3,6 +3,7 @@
 //! the `$n` placeholders of prepared statements. Result columns are named as PostgreSQL
 //! names them (`?column?`, `count`, `min`), and the session functions drivers call are there.
 
+use crate::error::sqlstate;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
@@ -114,7 +115,7 @@ pub(super) async fn select(
         bytes += batch.get_array_memory_size();
         if rows > max_rows || bytes > max_bytes {
             return Err(Error::limit(
-                "54000",
+                sqlstate::PROGRAM_LIMIT_EXCEEDED,
                 format!(
                     "result too large: more than {max_rows} rows or {max_bytes} bytes \
                      (--max-result-rows, --max-result-bytes); add a LIMIT or aggregate"

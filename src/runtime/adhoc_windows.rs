@@ -4,6 +4,7 @@
 //! the continuous operators assign (`WindowAssigner`: aligned to the epoch). SESSION windows
 //! depend on the query's keys and are not offered here.
 
+use crate::error::sqlstate;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -69,7 +70,12 @@ impl WindowTvf {
 
 impl TableFunctionImpl for WindowTvf {
     fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
-        let usage = || fail(Error::plan("42804", format!("expected {}", self.usage())));
+        let usage = || {
+            fail(Error::plan(
+                sqlstate::DATATYPE_MISMATCH,
+                format!("expected {}", self.usage()),
+            ))
+        };
         let exprs = args.exprs();
         if exprs.len() != if self.kind == Kind::Tumble { 3 } else { 4 } {
             return Err(usage());
@@ -83,7 +89,7 @@ impl TableFunctionImpl for WindowTvf {
             .ok_or_else(|| fail(Error::undefined("stream", &stream.name)))?;
         let time_index = schema.index_of(&time.name.to_lowercase()).map_err(|_| {
             fail(Error::plan(
-                "42703",
+                sqlstate::UNDEFINED_COLUMN,
                 format!("column \"{}\" does not exist", time.name),
             ))
         })?;
@@ -92,7 +98,7 @@ impl TableFunctionImpl for WindowTvf {
             DataType::Timestamp(..)
         ) {
             return Err(fail(Error::plan(
-                "42804",
+                sqlstate::DATATYPE_MISMATCH,
                 format!("the time column \"{}\" is not a timestamp", time.name),
             )));
         }
@@ -104,7 +110,7 @@ impl TableFunctionImpl for WindowTvf {
                 let step = nanos(&exprs[2])?;
                 if step > size || size % step != 0 {
                     return Err(fail(Error::plan(
-                        "22023",
+                        sqlstate::INVALID_PARAMETER_VALUE,
                         "CUMULATE size must be a positive whole multiple of its step",
                     )));
                 }
@@ -135,7 +141,7 @@ impl TableFunctionImpl for WindowTvf {
                     rows += 1;
                     if rows > self.max_rows {
                         return Err(fail(Error::limit(
-                            "54000",
+                            sqlstate::PROGRAM_LIMIT_EXCEEDED,
                             format!(
                                 "{} expands the recent rows to more than {} rows \
                                  (--max-result-rows); use a larger slide or a smaller size",
@@ -169,7 +175,7 @@ fn nanos(e: &Expr) -> DfResult<i64> {
         Expr::Literal(v, _) => v,
         _ => {
             return Err(fail(Error::plan(
-                "42804",
+                sqlstate::DATATYPE_MISMATCH,
                 "window sizes are INTERVAL literals",
             )))
         }
@@ -183,14 +189,14 @@ fn nanos(e: &Expr) -> DfResult<i64> {
         }
         _ => {
             return Err(fail(Error::plan(
-                "42804",
+                sqlstate::DATATYPE_MISMATCH,
                 format!("a window size must be an interval of days or less, not {value}"),
             )))
         }
     };
     if n <= 0 {
         return Err(fail(Error::invalid_input(
-            "22023",
+            sqlstate::INVALID_PARAMETER_VALUE,
             "a window size must be positive",
         )));
     }

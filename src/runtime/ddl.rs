@@ -5,6 +5,7 @@
 //! order.
 
 use super::engine::{Engine, Shared};
+use crate::error::sqlstate;
 use std::sync::Arc;
 
 use super::hub::StreamHub;
@@ -254,7 +255,7 @@ impl Engine {
                     .collect();
                 if !sinks.is_empty() {
                     return Err(Error::Catalog {
-                        sqlstate: "2BP01",
+                        sqlstate: sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
                         message: format!(
                             "cannot drop query \"{name}\" because sinks {} deliver its results; \
                              drop them first",
@@ -321,7 +322,7 @@ fn check_unused(shared: &Shared, name: &str) -> Result<()> {
         .collect();
     if !sources.is_empty() {
         return Err(Error::Catalog {
-            sqlstate: "2BP01",
+            sqlstate: sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
             message: format!(
                 "cannot drop stream \"{name}\" because sources {} write into it; drop them \
                  first, or use DROP STREAM {name} CASCADE",
@@ -335,7 +336,7 @@ fn check_unused(shared: &Shared, name: &str) -> Result<()> {
         .collect();
     if !users.is_empty() {
         return Err(Error::Catalog {
-            sqlstate: "2BP01",
+            sqlstate: sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
             message: format!(
                 "cannot drop stream \"{name}\" because queries {} read it; drop them first, \
                  or use DROP STREAM {name} CASCADE",

@@ -5,6 +5,7 @@
 //! Ad hoc SQL lives in `adhoc`, SHOW and EXPLAIN answers in `show`. The engine needs no
 //! network and no async runtime except for ad hoc `SELECT`, which DataFusion runs.
 
+use crate::error::sqlstate;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
@@ -481,7 +482,7 @@ impl Engine {
                     let n = normalize(col);
                     def.schema.index_of(&n).map_err(|_| {
                         Error::plan(
-                            "42703",
+                            sqlstate::UNDEFINED_COLUMN,
                             format!("column \"{n}\" of stream \"{name}\" does not exist"),
                         )
                     })
@@ -496,7 +497,7 @@ impl Engine {
         if c.binary {
             if c.header || c.delimiter.is_some() || c.quote.is_some() || c.null.is_some() {
                 return Err(Error::invalid_input(
-                    "42601",
+                    sqlstate::SYNTAX_ERROR,
                     "cannot specify HEADER, DELIMITER, NULL or QUOTE in BINARY mode",
                 ));
             }
@@ -772,7 +773,7 @@ fn ascii_option(c: char, what: &str) -> Result<u8> {
         Ok(c as u8)
     } else {
         Err(Error::invalid_input(
-            "22023",
+            sqlstate::INVALID_PARAMETER_VALUE,
             format!("COPY {what} must be a single one-byte character"),
         ))
     }

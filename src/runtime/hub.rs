@@ -2,6 +2,7 @@
 //! read it, and those queries. Each hub has its own lock, so a busy stream never stalls
 //! another; rows reach a hub's queries in the order the hub accepted them.
 
+use crate::error::sqlstate;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
@@ -131,7 +132,7 @@ impl Hub {
         self.check_live()?;
         if batch.schema().fields() != self.stream.def.schema.fields() {
             return Err(Error::plan(
-                "42804",
+                sqlstate::DATATYPE_MISMATCH,
                 format!(
                     "batch schema does not match stream \"{}\"",
                     self.stream.def.name
@@ -184,7 +185,7 @@ impl Hub {
                     self.max_state_bytes
                 );
                 let error = Error::ResourceLimit {
-                    sqlstate: "53200",
+                    sqlstate: sqlstate::OUT_OF_MEMORY,
                     message: format!(
                         "query \"{name}\" holds {} bytes of state ({operators} in operators, \
                          {retained} in retained results), over the bound of {} bytes per query \

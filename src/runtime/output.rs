@@ -4,6 +4,7 @@
 //! and no duplicate (`SUBSCRIBE q FROM n`). The operator graph holds an [`OutputHandle`] in the
 //! node that produces the query's rows and delivers to it directly.
 
+use crate::error::sqlstate;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -42,7 +43,7 @@ impl QueryFailure {
     pub fn from_error(e: &Error) -> Self {
         let sqlstate = match e.sqlstate() {
             s if s.starts_with("53") || s.starts_with("54") || s.starts_with("22") => s,
-            _ => "XX000",
+            _ => sqlstate::INTERNAL_ERROR,
         };
         QueryFailure {
             sqlstate,
@@ -241,7 +242,7 @@ impl QueryOutput {
             let first_retained = self.rows_out - self.retained.rows() as u64 + 1;
             if from + 1 < first_retained {
                 return Err(Error::invalid_input(
-                    "22023",
+                    sqlstate::INVALID_PARAMETER_VALUE,
                     format!(
                         "query \"{}\" keeps results from seq {first_retained} on (--retain-rows); \
                          rows {} to {} are gone: resume from {} or later",
@@ -267,7 +268,7 @@ impl QueryOutput {
                             .is_err()
                     {
                         return Err(Error::limit(
-                            "53400",
+                            sqlstate::CONFIGURATION_LIMIT_EXCEEDED,
                             format!(
                                 "resuming \"{}\" from seq {from} would queue more than \
                              {SUBSCRIBER_BACKLOG} batches or {max_bytes} bytes \
@@ -390,7 +391,7 @@ impl QueryOutput {
                 tracing::warn!("a subscriber of \"{name}\" fell behind by {queued} bytes: cut off");
                 let _ =
                     s.tx.try_send(Event::Received(SubscriptionEvent::Failed(QueryFailure {
-                        sqlstate: "53400",
+                        sqlstate: sqlstate::CONFIGURATION_LIMIT_EXCEEDED,
                         message: format!(
                             "subscription to \"{name}\" cut off: the client fell behind by more \
                          than {} bytes or {SUBSCRIBER_BACKLOG} batches of results \

@@ -11,6 +11,7 @@
 //! own evaluation (which may skip rows) would not: they read no more than a column and a
 //! constant.
 
+use crate::error::sqlstate;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, GenericStringArray, OffsetSizeTrait};
@@ -225,9 +226,12 @@ fn and(mask: Option<BooleanBuffer>, value: &BooleanBuffer) -> BooleanBuffer {
 /// Evaluates an atom to where it is true.
 fn evaluate_atom(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<BooleanBuffer> {
     let value = expr.evaluate(batch)?.into_array(batch.num_rows())?;
-    let value = value
-        .as_boolean_opt()
-        .ok_or_else(|| Error::plan("42804", "argument of WHERE must be type boolean"))?;
+    let value = value.as_boolean_opt().ok_or_else(|| {
+        Error::plan(
+            sqlstate::DATATYPE_MISMATCH,
+            "argument of WHERE must be type boolean",
+        )
+    })?;
     Ok(match value.nulls() {
         Some(nulls) => value.values() & nulls.inner(),
         None => value.values().clone(),

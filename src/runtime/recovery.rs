@@ -2,6 +2,7 @@
 //! and the two halves of recovery: taking a snapshot of every hub (each under its own lock,
 //! at one log position per stream) and restoring one into freshly planned hubs.
 
+use crate::error::sqlstate;
 use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -59,7 +60,7 @@ impl Durability {
         }
         if !locked {
             return Err(Error::limit(
-                "55006",
+                sqlstate::OBJECT_IN_USE,
                 format!(
                     "data directory {} is in use by another saql process (it holds {}); \
                  stop it or choose another --data-dir",

@@ -7,6 +7,7 @@
 //! it holds `--subscriber-buffer-bytes` of results, and the sink attaches again from its
 //! delivered seq when the batch finally goes through, reading the retained rows.
 
+use crate::error::sqlstate;
 use std::collections::VecDeque;
 use std::sync::Arc;
 #[cfg(feature = "server")]
@@ -111,7 +112,9 @@ async fn run(weak: &WeakEngine, rt: &Arc<SinkRuntime>) -> Result<()> {
                 };
                 match ev {
                     Some(SubscriptionEvent::Rows(b)) => pending.push_back(b),
-                    Some(SubscriptionEvent::Failed(f)) if f.sqlstate == "53400" => {
+                    Some(SubscriptionEvent::Failed(f))
+                        if f.sqlstate == sqlstate::CONFIGURATION_LIMIT_EXCEEDED =>
+                    {
                         // Fell behind while retrying: read on from the retained rows.
                         progress = Some(p);
                         continue 'attach;

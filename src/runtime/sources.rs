@@ -6,6 +6,7 @@
 //! replays the log (positions included) and the source reads on from the last position
 //! the engine holds rows for: no row twice, none lost.
 
+use crate::error::sqlstate;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -299,7 +300,7 @@ fn run_file(weak: &WeakEngine, rt: &Arc<SourceRuntime>) -> Result<()> {
             Poll::Missing => {
                 if !follow {
                     return Err(Error::invalid_input(
-                        "58P01",
+                        sqlstate::UNDEFINED_FILE,
                         format!("file {} does not exist", path.display()),
                     ));
                 }

@@ -13,6 +13,7 @@
 //! open; a bad frame anywhere else stops the open, naming the file and offset, unless the
 //! caller salvages the log up to it.
 
+use crate::error::sqlstate;
 use std::fs::{File, OpenOptions};
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
@@ -512,8 +513,12 @@ fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
             (KIND_SOURCE_ROWS, stream.as_str(), out)
         }
     };
-    let stream_len = u16::try_from(stream.len())
-        .map_err(|_| Error::invalid_input("42622", "stream name too long for the ingest log"))?;
+    let stream_len = u16::try_from(stream.len()).map_err(|_| {
+        Error::invalid_input(
+            sqlstate::NAME_TOO_LONG,
+            "stream name too long for the ingest log",
+        )
+    })?;
     let mut body = Vec::with_capacity(11 + stream.len() + payload.len());
     body.extend_from_slice(&seq.to_le_bytes());
     body.push(kind);
@@ -522,7 +527,7 @@ fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
     body.extend_from_slice(&payload);
     let len = u32::try_from(body.len()).map_err(|_| {
         Error::limit(
-            "54000",
+            sqlstate::PROGRAM_LIMIT_EXCEEDED,
             "a single batch over 4 GiB cannot be logged: split the COPY",
         )
     })?;

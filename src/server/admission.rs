@@ -5,6 +5,7 @@
 //! They speak just enough of the protocol to send a FATAL ErrorResponse on a socket pgwire
 //! does not own.
 
+use crate::error::sqlstate;
 use std::io::Write;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -83,7 +84,9 @@ pub async fn refuse(mut socket: TcpStream, max_connections: usize) {
             }
             break;
         }
-        socket.write_all(&fatal("53300", &message)).await?;
+        socket
+            .write_all(&fatal(sqlstate::TOO_MANY_CONNECTIONS, &message))
+            .await?;
         socket.shutdown().await
     };
     let _ = tokio::time::timeout(Duration::from_secs(5), exchange).await;
@@ -152,7 +155,7 @@ where
                 say_goodbye(
                     &mut goodbye,
                     &session,
-                    "08P01",
+                    sqlstate::PROTOCOL_VIOLATION,
                     "invalid frontend message: it is shorter than its fields say",
                 );
                 return Ok(());
@@ -169,12 +172,12 @@ where
             return Ok(());
         }
         Ending::Shutdown => (
-            "57P01",
+            sqlstate::ADMIN_SHUTDOWN,
             "terminating connection due to administrator command: the server is shutting down"
                 .to_string(),
         ),
         Ending::IdleTimeout(limit) => (
-            "57P05",
+            sqlstate::IDLE_SESSION_TIMEOUT,
             format!(
                 "terminating connection due to idle-session timeout ({} s, \
                  --idle-session-timeout)",

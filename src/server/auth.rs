@@ -7,6 +7,7 @@
 //! PostgreSQL's `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>` (base64): the
 //! file never holds a password. `#` starts a comment line.
 
+use crate::error::sqlstate;
 use std::collections::HashMap;
 use std::fmt::{self, Debug};
 use std::net::SocketAddr;
@@ -408,7 +409,7 @@ pub fn authorize(role: Role, stmt: &Statement) -> PgWireResult<()> {
     );
     Err(PgWireError::UserError(Box::new(ErrorInfo::new(
         "ERROR".into(),
-        "42501".into(),
+        sqlstate::INSUFFICIENT_PRIVILEGE.into(),
         message,
     ))))
 }
@@ -513,7 +514,7 @@ impl StartupHandler for Startup {
         if self.require_tls && startup && !client.is_secure() {
             return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
                 "FATAL".into(),
-                "28000".into(),
+                sqlstate::INVALID_AUTHORIZATION_SPECIFICATION.into(),
                 "this server requires TLS (--require-tls): connect with sslmode=require".into(),
             ))));
         }
@@ -532,7 +533,7 @@ impl StartupHandler for Startup {
                     .unwrap_or_default();
                 Err(PgWireError::UserError(Box::new(ErrorInfo::new(
                     "FATAL".into(),
-                    "28P01".into(),
+                    sqlstate::INVALID_PASSWORD.into(),
                     format!("password authentication failed for user \"{user}\""),
                 ))))
             }

@@ -12,6 +12,7 @@
 //! goes away (its socket reads end-of-file or a write fails) or the query fails (a `failed`
 //! event with the SQLSTATE).
 
+use crate::error::sqlstate;
 use std::time::Duration;
 
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
@@ -157,7 +158,7 @@ pub async fn events(
         }
         Err(e) => {
             let status = match e.sqlstate() {
-                "42P01" => "404 Not Found",
+                sqlstate::UNDEFINED_TABLE => "404 Not Found",
                 s if s.starts_with("53") => "503 Service Unavailable",
                 _ => "400 Bad Request",
             };
@@ -184,7 +185,7 @@ pub async fn events(
                     Err(e) => failed(e.sqlstate(), &e.to_string()),
                 },
                 Some(SubscriptionEvent::Failed(f)) => failed(f.sqlstate, &f.message),
-                None => failed("57P01", "the query was dropped or the server is shutting down"),
+                None => failed(sqlstate::ADMIN_SHUTDOWN, "the query was dropped or the server is shutting down"),
             },
             _ = heartbeat.tick() => ": keepalive\n\n".to_string(),
             read = reader.read(&mut scratch) => match read {

@@ -2,6 +2,7 @@
 //! `FETCH n FROM c`, as psql does under `\set FETCH_COUNT n`. A FETCH on a subscription waits
 //! until at least one row exists, then returns what is there, up to `n`.
 
+use crate::error::sqlstate;
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
@@ -27,7 +28,7 @@ pub struct Cursors {
 
 fn no_cursor(name: &str) -> Error {
     Error::Catalog {
-        sqlstate: "34000",
+        sqlstate: sqlstate::INVALID_CURSOR_NAME,
         message: format!("cursor \"{name}\" does not exist"),
     }
 }
@@ -37,7 +38,7 @@ impl Cursors {
     pub fn declare(&mut self, name: String, result: StatementResult) -> Result<()> {
         if self.open.contains_key(&name) {
             return Err(Error::Catalog {
-                sqlstate: "42P03",
+                sqlstate: sqlstate::DUPLICATE_CURSOR,
                 message: format!("cursor \"{name}\" already exists"),
             });
         }

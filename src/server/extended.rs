@@ -3,6 +3,7 @@
 //! describe as their cursor's rows, and Execute with a row limit suspends live portals over a
 //! subscription ([`super::portal`]); finite results are suspended by pgwire itself.
 
+use crate::error::sqlstate;
 use std::fmt::Debug;
 use std::sync::Arc;
 
@@ -149,7 +150,7 @@ impl Connection {
 fn param_text(bytes: &[u8], binary: bool, ty: &Type) -> Result<String, Error> {
     let bad = || {
         Error::invalid_input(
-            "22P03",
+            sqlstate::INVALID_BINARY_REPRESENTATION,
             format!("incorrect binary data format in parameter of type {ty}"),
         )
     };

@@ -3,6 +3,7 @@
 //! subscriptions streamed row by row (each flushed at once, so psql prints it at once). The
 //! extended protocol is in [`super::extended`].
 
+use crate::error::sqlstate;
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -352,7 +353,7 @@ impl Connection {
                 _ => Response::Execution(tag(&t)),
             }),
             StatementResult::CommandWithNotice { tag: t, notice } => {
-                let info = ErrorInfo::new("NOTICE".into(), "01000".into(), notice);
+                let info = ErrorInfo::new("NOTICE".into(), sqlstate::WARNING.into(), notice);
                 client
                     .send(PgWireBackendMessage::NoticeResponse(info.into()))
                     .await?;
@@ -608,7 +609,7 @@ impl CopyHandler for Connection {
         self.copy.lock().await.take();
         PgWireError::UserError(Box::new(ErrorInfo::new(
             "ERROR".into(),
-            "57014".into(),
+            sqlstate::QUERY_CANCELED.into(),
             format!("COPY from stdin failed: {}", fail.message),
         )))
     }

@@ -3,6 +3,7 @@
 //! `DEALLOCATE ALL` after DDL). The arguments of EXECUTE bind `$1`, `$2`, ... as the
 //! parameters of the extended protocol do.
 
+use crate::error::sqlstate;
 use std::collections::HashMap;
 
 use datafusion::sql::sqlparser::ast::{self as sq, Expr, UnaryOperator, Value};
@@ -18,7 +19,7 @@ pub struct PreparedStatements {
 
 fn undefined(name: &str) -> Error {
     Error::Catalog {
-        sqlstate: "26000",
+        sqlstate: sqlstate::INVALID_SQL_STATEMENT_NAME,
         message: format!("prepared statement \"{name}\" does not exist"),
     }
 }
@@ -28,7 +29,7 @@ impl PreparedStatements {
     pub fn prepare(&mut self, name: String, statement: Statement) -> Result<()> {
         if self.by_name.contains_key(&name) {
             return Err(Error::Catalog {
-                sqlstate: "42P05",
+                sqlstate: sqlstate::DUPLICATE_PSTATEMENT,
                 message: format!("prepared statement \"{name}\" already exists"),
             });
         }

@@ -2,6 +2,7 @@
 //! `SET statement_timeout`, defaulting to `--statement-timeout`) and whether it is idle, and
 //! since when, for `--idle-session-timeout`.
 
+use crate::error::sqlstate;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -121,7 +122,7 @@ impl Session {
 fn parse_timeout(text: &str) -> Result<Duration> {
     let bad = || {
         Error::invalid_input(
-            "22023",
+            sqlstate::INVALID_PARAMETER_VALUE,
             format!(
                 "invalid value for parameter \"statement_timeout\": \"{text}\"; \
                  give milliseconds or a number with ms, s, min or h"

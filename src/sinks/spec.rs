@@ -2,6 +2,7 @@
 //! it reads (options known, values in range, a key column that exists, no result column
 //! named `seq`, which the sink adds).
 
+use crate::error::sqlstate;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -83,7 +84,7 @@ impl<'a> Options<'a> {
         for (k, v) in &ddl.options {
             if !allowed.contains(&k.as_str()) {
                 return Err(Error::plan(
-                    "42601",
+                    sqlstate::SYNTAX_ERROR,
                     format!(
                         "unknown option \"{k}\" for a {} sink: use {}",
                         ddl.connector.keyword().to_ascii_lowercase(),
@@ -92,7 +93,10 @@ impl<'a> Options<'a> {
                 ));
             }
             if values.insert(k.as_str(), v.as_str()).is_some() {
-                return Err(Error::plan("42601", format!("option \"{k}\" given twice")));
+                return Err(Error::plan(
+                    sqlstate::SYNTAX_ERROR,
+                    format!("option \"{k}\" given twice"),
+                ));
             }
         }
         Ok(Options { values })
@@ -107,7 +111,7 @@ impl<'a> Options<'a> {
             .filter(|v| !v.trim().is_empty())
             .ok_or_else(|| {
                 Error::plan(
-                    "42601",
+                    sqlstate::SYNTAX_ERROR,
                     format!(
                         "a {} sink needs option \"{key}\"",
                         kind.keyword().to_ascii_lowercase()
@@ -137,7 +141,7 @@ impl<'a> Options<'a> {
 
 fn bad_value(key: &str, value: &str, expected: &str) -> Error {
     Error::invalid_input(
-        "22023",
+        sqlstate::INVALID_PARAMETER_VALUE,
         format!("invalid value for option \"{key}\": \"{value}\" (expected {expected})"),
     )
 }
@@ -163,7 +167,7 @@ impl SinkSpec {
         let query = normalize(&ddl.query);
         if query_schema.index_of(SEQ_COLUMN).is_ok() {
             return Err(Error::plan(
-                "42701",
+                sqlstate::DUPLICATE_COLUMN,
                 format!(
                     "query \"{query}\" has a column named \"{SEQ_COLUMN}\", which a sink adds \
                      (each row's sequence number): rename it with AS"
@@ -192,7 +196,7 @@ impl SinkSpec {
                         let column = k.to_string();
                         query_schema.index_of(&column).map_err(|_| {
                             Error::plan(
-                                "42703",
+                                sqlstate::UNDEFINED_COLUMN,
                                 format!(
                                     "column \"{column}\" of query \"{query}\" does not exist \
                                      (option \"key\": use seq or a result column)"

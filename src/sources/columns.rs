@@ -6,6 +6,7 @@
 //! record, the first field's error): it fails the decode, or, when skipping bad records, is
 //! left out of the batch and reported with its line.
 
+use crate::error::sqlstate;
 use datafusion::arrow::array::BooleanArray;
 use datafusion::arrow::record_batch::RecordBatch;
 
@@ -156,7 +157,7 @@ pub(crate) fn utf8(bytes: &[u8]) -> Result<&str> {
             .map(|b| format!("0x{b:02x}"))
             .collect();
         Error::invalid_input(
-            "22021",
+            sqlstate::CHARACTER_NOT_IN_REPERTOIRE,
             format!(
                 "invalid byte sequence for encoding \"UTF8\": {}",
                 shown.join(" ")

@@ -6,6 +6,7 @@
 //! `text` (UTF-8, no NUL), `timestamp[tz]` (microseconds since 2000-01-01). Data arrives in
 //! chunks of any size; errors name the tuple (as `line`) and the column.
 
+use crate::error::sqlstate;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::scalar::ScalarValue;
 
@@ -28,7 +29,7 @@ pub struct BinaryCopy {
 }
 
 fn bad(message: impl Into<String>) -> Error {
-    Error::invalid_input("22P04", message)
+    Error::invalid_input(sqlstate::BAD_COPY_FILE_FORMAT, message)
 }
 
 impl BinaryCopy {
@@ -208,14 +209,17 @@ fn decode(bytes: &[u8], schema: &SchemaRef, column: usize) -> Result<ScalarValue
         },
         DataType::Timestamp(_, zone) => {
             let micros = i64::from_be_bytes(fixed(8)?.try_into().expect("8"));
-            let unix = micros
-                .checked_add(PG_EPOCH_MICROS)
-                .ok_or_else(|| Error::invalid_input("22008", "timestamp out of range"))?;
+            let unix = micros.checked_add(PG_EPOCH_MICROS).ok_or_else(|| {
+                Error::invalid_input(sqlstate::DATETIME_FIELD_OVERFLOW, "timestamp out of range")
+            })?;
             ScalarValue::TimestampMicrosecond(Some(unix), zone.clone())
         }
         _ => {
             let text = std::str::from_utf8(bytes).map_err(|_| {
-                Error::invalid_input("22021", "invalid byte sequence for encoding \"UTF8\"")
+                Error::invalid_input(
+                    sqlstate::CHARACTER_NOT_IN_REPERTOIRE,
+                    "invalid byte sequence for encoding \"UTF8\"",
+                )
             })?;
             ScalarValue::Utf8(Some(text.to_string()))
         }

@@ -12,6 +12,7 @@
 //! unquoted empty field (or the NULL string) is NULL but a quoted one is a value; a distinct
 //! ESCAPE character; the `\.` end marker; and errors worded and numbered as PostgreSQL's.
 
+use crate::error::sqlstate;
 use std::collections::VecDeque;
 
 use datafusion::arrow::datatypes::SchemaRef;
@@ -85,7 +86,12 @@ impl CopyOptions {
 
     /// The errors PostgreSQL raises for option combinations that make the data ambiguous.
     fn validate(&self) -> Result<()> {
-        let bad = |message: &str| Err(Error::invalid_input("22023", message));
+        let bad = |message: &str| {
+            Err(Error::invalid_input(
+                sqlstate::INVALID_PARAMETER_VALUE,
+                message,
+            ))
+        };
         let csv = self.format == CopyFormat::Csv;
         let special = [self.delimiter].into_iter().chain(
             csv.then_some([self.quote, self.escape])
@@ -116,7 +122,7 @@ impl CopyOptions {
         }
         if !csv && b"\\.abcdefghijklmnopqrstuvwxyz0123456789".contains(&self.delimiter) {
             return Err(Error::invalid_input(
-                "22023",
+                sqlstate::INVALID_PARAMETER_VALUE,
                 format!("COPY delimiter cannot be \"{}\"", self.delimiter as char),
             ));
         }
@@ -214,7 +220,7 @@ impl CopyDecoder {
                 }
                 Some(true) => {
                     return Err(Error::plan(
-                        "42701",
+                        sqlstate::DUPLICATE_COLUMN,
                         format!(
                             "column \"{}\" specified more than once",
                             schema.field(column).name()
@@ -308,7 +314,7 @@ impl CopyDecoder {
         self.received = self.received.saturating_add(chunk.len());
         if self.received > self.max_bytes {
             return Err(Error::limit(
-                "54000",
+                sqlstate::PROGRAM_LIMIT_EXCEEDED,
                 format!(
                     "COPY data exceeds {} bytes (--max-copy-bytes), at line {}; split it \
                      into several COPY statements",
@@ -355,7 +361,7 @@ impl CopyDecoder {
 
     fn line_too_long(&self) -> Error {
         Error::limit(
-            "54000",
+            sqlstate::PROGRAM_LIMIT_EXCEEDED,
             format!(
                 "COPY line {} is longer than {} bytes (--max-copy-line-bytes)",
                 self.line, self.max_line_bytes
@@ -480,12 +486,18 @@ impl CopyDecoder {
         let fields = &self.fields[..];
         let empty_line_for_no_columns = self.columns.is_empty() && fields == [Span::Input(0, 0)];
         if fields.len() > self.columns.len() && !empty_line_for_no_columns {
-            let e = Error::invalid_input("22P04", "extra data after last expected column");
+            let e = Error::invalid_input(
+                sqlstate::BAD_COPY_FILE_FORMAT,
+                "extra data after last expected column",
+            );
             return self.bad_record(e.at_line(line));
         }
         if let Some(&missing) = self.columns.get(fields.len()) {
             let name = self.schema.field(missing).name();
-            let e = Error::invalid_input("22P04", format!("missing data for column \"{name}\""));
+            let e = Error::invalid_input(
+                sqlstate::BAD_COPY_FILE_FORMAT,
+                format!("missing data for column \"{name}\""),
+            );
             return self.bad_record(e.at_line(line));
         }
         let record = &self.buf[start..end];

@@ -8,6 +8,7 @@
 //! time, so output depends only on the seed, the fleet, the rate and the asked range:
 //! `generate(a, c)` yields the same rows as `generate(a, b)` followed by `generate(b, c)`.
 
+use crate::error::sqlstate;
 use std::collections::HashMap;
 use std::f64::consts::TAU;
 use std::sync::{Arc, LazyLock};
@@ -620,7 +621,7 @@ impl DemoGenerator {
         }
         if from < -TIME_LIMIT || to > TIME_LIMIT || to - from > MAX_RANGE {
             return Err(Error::invalid_input(
-                "22023",
+                sqlstate::INVALID_PARAMETER_VALUE,
                 format!(
                     "demo range [{}, {}) is too long or out of bounds; generate at most one day \
                      at a time, between the years 1824 and 2116",

@@ -9,6 +9,7 @@
 //! When resuming from a saved position whose file is no longer at the path, the directory is
 //! searched for it (e.g. `x.log.1`) and its rest is read first.
 
+use crate::error::sqlstate;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
@@ -123,7 +124,7 @@ impl FileTail {
             }
             if f.pending.len() > self.max_line_bytes {
                 return Err(Error::limit(
-                    "54000",
+                    sqlstate::PROGRAM_LIMIT_EXCEEDED,
                     format!(
                         "line {} of {} is longer than {} bytes (--max-copy-line-bytes)",
                         f.line + 1,

@@ -2,6 +2,7 @@
 //! same text path as COPY; anything else (`now()`, `1 + 2`) is evaluated by DataFusion.
 //! A bad value rejects the whole statement, naming its line and column.
 
+use crate::error::sqlstate;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
@@ -40,9 +41,12 @@ pub fn insert_columns(insert: &sq::Insert, schema: &Schema) -> Result<Vec<usize>
                     .and_then(|p| p.as_ident())
                     .map(normalize)
                     .unwrap_or_default();
-            schema
-                .index_of(&name)
-                .map_err(|_| Error::plan("42703", format!("column \"{name}\" does not exist")))
+            schema.index_of(&name).map_err(|_| {
+                Error::plan(
+                    sqlstate::UNDEFINED_COLUMN,
+                    format!("column \"{name}\" does not exist"),
+                )
+            })
         })
         .collect()
 }
@@ -80,7 +84,7 @@ pub fn insert_batch(
         let at_line = |e: Error| if line > 0 { e.at_line(line) } else { e };
         if row.len() != columns.len() {
             return Err(at_line(Error::plan(
-                "42601",
+                sqlstate::SYNTAX_ERROR,
                 if row.len() > columns.len() {
                     "INSERT has more expressions than target columns"
                 } else {
@@ -126,12 +130,20 @@ fn literal_text(expr: &Expr, params: &[Option<String>]) -> Result<Option<Option<
             Value::Null => Some(None),
             Value::Placeholder(p) => {
                 let n: usize = p.trim_start_matches('$').parse().map_err(|_| {
-                    Error::plan("42P02", format!("invalid parameter reference {p}"))
+                    Error::plan(
+                        sqlstate::UNDEFINED_PARAMETER,
+                        format!("invalid parameter reference {p}"),
+                    )
                 })?;
                 let value = n
                     .checked_sub(1)
                     .and_then(|i| params.get(i))
-                    .ok_or_else(|| Error::plan("42P02", format!("there is no parameter {p}")))?;
+                    .ok_or_else(|| {
+                        Error::plan(
+                            sqlstate::UNDEFINED_PARAMETER,
+                            format!("there is no parameter {p}"),
+                        )
+                    })?;
                 Some(value.clone())
             }
             _ => None,

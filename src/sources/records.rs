@@ -4,6 +4,7 @@
 //! kept. JSON values are found by each column's path (missing keys and `null` are NULL);
 //! CSV goes through the COPY decoder.
 
+use crate::error::sqlstate;
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -103,11 +104,15 @@ impl RecordDecoder {
             if is_blank(line) {
                 continue;
             }
-            let value: Value = serde_json::from_slice(line)
-                .map_err(|e| Error::invalid_input("22P02", format!("invalid JSON record: {e}")))?;
+            let value: Value = serde_json::from_slice(line).map_err(|e| {
+                Error::invalid_input(
+                    sqlstate::INVALID_TEXT_REPRESENTATION,
+                    format!("invalid JSON record: {e}"),
+                )
+            })?;
             if !value.is_object() {
                 return Err(Error::invalid_input(
-                    "22P02",
+                    sqlstate::INVALID_TEXT_REPRESENTATION,
                     "a JSON record must be an object",
                 ));
             }
@@ -131,7 +136,7 @@ impl RecordDecoder {
                             let nanos = secs * 1e9;
                             if !nanos.is_finite() || nanos.abs() >= i64::MAX as f64 {
                                 return Err(Error::invalid_input(
-                                    "22008",
+                                    sqlstate::DATETIME_FIELD_OVERFLOW,
                                     format!(
                                         "timestamp out of range: {n} seconds, in column \"{}\"",
                                         field.name()
@@ -153,7 +158,7 @@ impl RecordDecoder {
                             builder.push_text(c, Some(&nested.to_string()))?
                         } else {
                             return Err(Error::invalid_input(
-                                "22P02",
+                                sqlstate::INVALID_TEXT_REPRESENTATION,
                                 format!(
                                     "column \"{}\" needs a scalar, the record holds {}",
                                     field.name(),

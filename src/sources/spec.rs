@@ -3,6 +3,7 @@
 //! progress a source records with each batch it ingests, so that a restart resumes exactly
 //! after the last rows the engine holds.
 
+use crate::error::sqlstate;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -87,7 +88,10 @@ impl SourceSpec {
         let mut opts: BTreeMap<&str, &str> = BTreeMap::new();
         for (k, v) in &ddl.options {
             if opts.insert(k.as_str(), v.as_str()).is_some() {
-                return Err(Error::plan("42601", format!("option \"{k}\" given twice")));
+                return Err(Error::plan(
+                    sqlstate::SYNTAX_ERROR,
+                    format!("option \"{k}\" given twice"),
+                ));
             }
         }
         let kafka = matches!(ddl.connector, SourceConnector::Kafka);
@@ -113,7 +117,7 @@ impl SourceSpec {
         };
         if let Some(k) = opts.keys().find(|k| !allowed.contains(k)) {
             return Err(Error::plan(
-                "42601",
+                sqlstate::SYNTAX_ERROR,
                 format!(
                     "unknown option \"{k}\" for a {} source: use {}",
                     if kafka { "Kafka" } else { "file" },
@@ -123,7 +127,7 @@ impl SourceSpec {
         }
         let bad_value = |key: &str, value: &str, expected: &str| {
             Error::invalid_input(
-                "22023",
+                sqlstate::INVALID_PARAMETER_VALUE,
                 format!("invalid value for option \"{key}\": \"{value}\" (expected {expected})"),
             )
         };
@@ -168,7 +172,10 @@ impl SourceSpec {
         let connector = match &ddl.connector {
             SourceConnector::File(path) => {
                 if path.is_empty() {
-                    return Err(Error::invalid_input("22023", "a file source needs a path"));
+                    return Err(Error::invalid_input(
+                        sqlstate::INVALID_PARAMETER_VALUE,
+                        "a file source needs a path",
+                    ));
                 }
                 Connector::File {
                     path: PathBuf::from(path),
@@ -182,7 +189,10 @@ impl SourceSpec {
                         .filter(|v| !v.trim().is_empty())
                         .map(|v| v.to_string())
                         .ok_or_else(|| {
-                            Error::plan("42601", format!("a Kafka source needs option \"{key}\""))
+                            Error::plan(
+                                sqlstate::SYNTAX_ERROR,
+                                format!("a Kafka source needs option \"{key}\""),
+                            )
                         })
                 };
                 let brokers = required("brokers")?
@@ -210,7 +220,7 @@ impl SourceSpec {
         };
         if format == RecordFormat::Csv && !ddl.paths.is_empty() {
             return Err(Error::plan(
-                "42601",
+                sqlstate::SYNTAX_ERROR,
                 "PATH applies to JSON records only; CSV fields fill the stream's columns in order",
             ));
         }
@@ -225,7 +235,7 @@ impl SourceSpec {
             let c = normalize(column);
             let i = stream.schema.index_of(&c).map_err(|_| {
                 Error::plan(
-                    "42703",
+                    sqlstate::UNDEFINED_COLUMN,
                     format!(
                         "column \"{c}\" of stream \"{}\" does not exist",
                         stream.name
@@ -234,7 +244,7 @@ impl SourceSpec {
             })?;
             if std::mem::replace(&mut seen[i], true) {
                 return Err(Error::plan(
-                    "42701",
+                    sqlstate::DUPLICATE_COLUMN,
                     format!("column \"{c}\" has more than one PATH"),
                 ));
             }
@@ -269,7 +279,7 @@ pub fn parse_path(path: &str) -> Result<Vec<String>> {
     let keys: Vec<String> = normalised.split('.').map(str::to_string).collect();
     if trimmed.is_empty() || keys.iter().any(String::is_empty) || keys.len() > MAX_PATH_DEPTH {
         return Err(Error::invalid_input(
-            "22023",
+            sqlstate::INVALID_PARAMETER_VALUE,
             format!(
                 "invalid PATH '{path}': use keys separated by dots, such as 'process.pid' or \
                  'args.0' (at most {MAX_PATH_DEPTH} keys)"

@@ -3,6 +3,7 @@
 //! accept the same values and fail with the same PostgreSQL-worded errors. The per-value path
 //! parses straight from `&str` into a typed Arrow builder without allocating.
 
+use crate::error::sqlstate;
 use std::num::{IntErrorKind, ParseIntError};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -319,7 +320,7 @@ fn no_such_column(column: usize) -> Error {
 /// PostgreSQL's error for a NULL in a NOT NULL column.
 fn not_null(column: &str) -> Error {
     Error::invalid_input(
-        "23502",
+        sqlstate::NOT_NULL_VIOLATION,
         format!("null value in column \"{column}\" violates not-null constraint"),
     )
 }
@@ -362,7 +363,7 @@ impl Column {
         let ty = self.sql_type;
         let mismatch = || {
             Error::invalid_input(
-                "42804",
+                sqlstate::DATATYPE_MISMATCH,
                 format!(
                     "column is of type {} but expression is of type {}",
                     ty.name(),
@@ -382,7 +383,7 @@ impl Column {
                 let v = float_from_scalar(value).ok_or_else(mismatch)?;
                 if v.is_finite() && v.abs() > f64::from(f32::MAX) {
                     return Err(Error::invalid_input(
-                        "22003",
+                        sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
                         "value out of range: overflow",
                     ));
                 }
@@ -421,7 +422,7 @@ impl ColumnBuilder {
 pub fn check_text(text: &str) -> Result<&str> {
     if text.contains('\0') {
         return Err(Error::invalid_input(
-            "22021",
+            sqlstate::CHARACTER_NOT_IN_REPERTOIRE,
             "invalid byte sequence for encoding \"UTF8\": 0x00",
         ));
     }
@@ -465,7 +466,7 @@ fn trim_space(text: &str) -> &str {
 
 fn invalid_syntax(ty: SqlType, text: &str) -> Error {
     Error::invalid_input(
-        "22P02",
+        sqlstate::INVALID_TEXT_REPRESENTATION,
         format!("invalid input syntax for type {}: \"{text}\"", ty.name()),
     )
 }
@@ -491,7 +492,7 @@ fn parse_bool(text: &str) -> Result<bool> {
 fn parse_int<T: FromStr<Err = ParseIntError>>(text: &str, ty: SqlType) -> Result<T> {
     trim_space(text).parse::<T>().map_err(|e| match e.kind() {
         IntErrorKind::PosOverflow | IntErrorKind::NegOverflow => Error::invalid_input(
-            "22003",
+            sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
             format!("value \"{text}\" is out of range for type {}", ty.name()),
         ),
         _ => invalid_syntax(ty, text),
@@ -505,7 +506,7 @@ fn parse_float<T: FromStr + Into<f64> + Copy>(text: &str, ty: SqlType) -> Result
     // infinities contain an `i`.
     if value.into().is_infinite() && !trimmed.bytes().any(|b| b.eq_ignore_ascii_case(&b'i')) {
         return Err(Error::invalid_input(
-            "22003",
+            sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
             format!("\"{text}\" is out of range for type {}", ty.name()),
         ));
     }
@@ -526,16 +527,17 @@ fn timestamp_nanos(text: &str, ty: SqlType) -> Result<i64> {
     let with_zone = ty == SqlType::TimestampTz;
     scan_timestamp(trim_space(text).as_bytes(), with_zone).map_err(|problem| match problem {
         TimestampProblem::Syntax => Error::invalid_input(
-            "22007",
+            sqlstate::INVALID_DATETIME_FORMAT,
             format!("invalid input syntax for type {}: \"{text}\"", ty.name()),
         ),
         TimestampProblem::Field => Error::invalid_input(
-            "22008",
+            sqlstate::DATETIME_FIELD_OVERFLOW,
             format!("date/time field value out of range: \"{text}\""),
         ),
-        TimestampProblem::Range => {
-            Error::invalid_input("22008", format!("timestamp out of range: \"{text}\""))
-        }
+        TimestampProblem::Range => Error::invalid_input(
+            sqlstate::DATETIME_FIELD_OVERFLOW,
+            format!("timestamp out of range: \"{text}\""),
+        ),
     })
 }
 
@@ -720,7 +722,12 @@ fn int_from_scalar<T: TryFrom<i128>>(
     ty: SqlType,
     mismatch: impl FnOnce() -> Error,
 ) -> Result<T> {
-    let out_of_range = || Error::invalid_input("22003", format!("{} out of range", ty.name()));
+    let out_of_range = || {
+        Error::invalid_input(
+            sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("{} out of range", ty.name()),
+        )
+    };
     let wide = match value {
         ScalarValue::Float32(Some(_)) | ScalarValue::Float64(Some(_)) => {
             let f = float_from_scalar(value).unwrap_or(f64::NAN);
@@ -761,10 +768,9 @@ fn timestamp_from_scalar(value: &ScalarValue) -> Option<Result<i64>> {
         ScalarValue::Date32(Some(v)) => (i64::from(*v), 86_400_000_000_000),
         _ => return None,
     };
-    Some(
-        v.checked_mul(nanos_per_unit)
-            .ok_or_else(|| Error::invalid_input("22008", "timestamp out of range")),
-    )
+    Some(v.checked_mul(nanos_per_unit).ok_or_else(|| {
+        Error::invalid_input(sqlstate::DATETIME_FIELD_OVERFLOW, "timestamp out of range")
+    }))
 }
 
 /// A float as PostgreSQL prints it: shortest round-trip digits, `NaN`, `Infinity`.

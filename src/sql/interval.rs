@@ -1,6 +1,7 @@
 //! Durations written as SQL intervals: `INTERVAL '5' SECOND`, `INTERVAL '10 minutes'`,
 //! `INTERVAL '1 hour 30 minutes'`, or option strings such as `'5s'`.
 
+use crate::error::sqlstate;
 use std::time::Duration;
 
 use datafusion::sql::sqlparser::ast::{DateTimeField, Expr, Interval, Value};
@@ -16,22 +17,35 @@ pub fn interval_duration(expr: &Expr) -> Result<Duration> {
     }) = expr
     else {
         return Err(Error::plan(
-            "42601",
+            sqlstate::SYNTAX_ERROR,
             format!("expected an INTERVAL, found {expr}"),
         ));
     };
     let text = match value.as_ref() {
         Expr::Value(v) => match &v.value {
             Value::SingleQuotedString(s) | Value::Number(s, _) => s.clone(),
-            other => return Err(Error::plan("42601", format!("invalid interval {other}"))),
+            other => {
+                return Err(Error::plan(
+                    sqlstate::SYNTAX_ERROR,
+                    format!("invalid interval {other}"),
+                ))
+            }
         },
-        other => return Err(Error::plan("42601", format!("invalid interval {other}"))),
+        other => {
+            return Err(Error::plan(
+                sqlstate::SYNTAX_ERROR,
+                format!("invalid interval {other}"),
+            ))
+        }
     };
     match leading_field {
         Some(field) => {
             let unit = field_unit(field)?;
             let amount: f64 = text.trim().parse().map_err(|_| {
-                Error::invalid_input("22007", format!("invalid interval value \"{text}\""))
+                Error::invalid_input(
+                    sqlstate::INVALID_DATETIME_FORMAT,
+                    format!("invalid interval value \"{text}\""),
+                )
             })?;
             scaled(amount, unit, &text)
         }
@@ -74,7 +88,7 @@ fn scaled(amount: f64, unit: f64, text: &str) -> Result<Duration> {
     let secs = amount * unit;
     if !secs.is_finite() || !(0.0..=1e12).contains(&secs) {
         return Err(Error::invalid_input(
-            "22008",
+            sqlstate::DATETIME_FIELD_OVERFLOW,
             format!("interval out of range: \"{text}\""),
         ));
     }
@@ -85,7 +99,7 @@ fn scaled(amount: f64, unit: f64, text: &str) -> Result<Duration> {
 pub fn parse_duration(text: &str) -> Result<Duration> {
     let bad = || {
         Error::invalid_input(
-            "22007",
+            sqlstate::INVALID_DATETIME_FORMAT,
             format!("invalid interval \"{text}\"; write e.g. '5 seconds' or '10m'"),
         )
     };

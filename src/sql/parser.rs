@@ -2,6 +2,7 @@
 //! statements with sqlparser's token-level API, and hands everything else to sqlparser
 //! whole. Keywords of ours are matched by text, case-insensitively.
 
+use crate::error::sqlstate;
 use datafusion::sql::sqlparser::ast::{
     self as sq, BinaryOperator, CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource,
     CopyTarget, Expr, Ident,
@@ -1225,7 +1226,7 @@ fn parse_copy_out_options(parser: &mut Parser) -> Result<CopyOut> {
     }
     if header && !csv {
         return Err(Error::invalid_input(
-            "0A000",
+            sqlstate::FEATURE_NOT_SUPPORTED,
             "COPY HEADER is available only in CSV mode".to_string(),
         ));
     }
@@ -1495,7 +1496,7 @@ fn watermark_delay(column: &Ident, expr: &Expr) -> Result<std::time::Duration> {
         } if same(left) => interval_duration(right),
         Expr::Nested(inner) => watermark_delay(column, inner),
         _ => Err(Error::plan(
-            "42601",
+            sqlstate::SYNTAX_ERROR,
             format!("watermark must be \"{column}\" or \"{column} - INTERVAL '...'\""),
         )),
     }

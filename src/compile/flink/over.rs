@@ -11,6 +11,7 @@
 //! Ordering by `window_end` over a windowed subquery orders by its `window_time` instead
 //! (`window_end` minus 1 ms, the time attribute Flink keeps after a window aggregation).
 
+use crate::error::sqlstate;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
@@ -125,7 +126,10 @@ impl OverVisitor<'_> {
                     .iter()
                     .find(|d| normalize(&d.0) == key)
                     .ok_or_else(|| {
-                        Error::plan("42P20", format!("window \"{key}\" does not exist"))
+                        Error::plan(
+                            sqlstate::WINDOWING_ERROR,
+                            format!("window \"{key}\" does not exist"),
+                        )
                     })?;
                 match &def.1 {
                     NamedWindowExpr::WindowSpec(s) => Ok(s.clone()),
@@ -217,7 +221,12 @@ impl OverVisitor<'_> {
         if shifted {
             let new_start = match frame_offset(start)? {
                 None => "UNBOUNDED PRECEDING".to_string(),
-                Some(0) => return Err(Error::plan("42P20", "frame starts after it ends")),
+                Some(0) => {
+                    return Err(Error::plan(
+                        sqlstate::WINDOWING_ERROR,
+                        "frame starts after it ends",
+                    ))
+                }
                 Some(1) => "CURRENT ROW".to_string(),
                 Some(n) => format!("{} PRECEDING", n - 1),
             };

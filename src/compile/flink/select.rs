@@ -4,6 +4,7 @@
 //! subqueries, `MATCH_RECOGNIZE` (see `pattern`), window functions (see `over`), WHERE,
 //! GROUP BY and HAVING. What has no translation is refused (`0A000`).
 
+use crate::error::sqlstate;
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::{
@@ -319,7 +320,7 @@ fn window_tvf(
     let stream = ctx.catalog.require_stream(&stream_name)?.clone();
     let event_time = event_time_of(&stream).ok_or_else(|| {
         Error::plan(
-            "42P17",
+            sqlstate::INVALID_OBJECT_DEFINITION,
             format!("stream \"{}\" has no event time", stream.name),
         )
     })?;

@@ -23,6 +23,7 @@ mod refs;
 mod running;
 mod saved;
 
+use crate::error::sqlstate;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -446,7 +447,7 @@ impl PatternMatcher {
                     let a = e.evaluate(&batch)?.into_array(n)?;
                     let b = a.as_boolean_opt().ok_or_else(|| {
                         Error::plan(
-                            "42804",
+                            sqlstate::DATATYPE_MISMATCH,
                             format!("DEFINE {} must be a boolean condition", v.name),
                         )
                     })?;
@@ -806,7 +807,7 @@ impl Matcher {
         }
         if part.threads.len() > MAX_THREADS_PER_PARTITION {
             return Err(Error::limit(
-                "53200",
+                sqlstate::OUT_OF_MEMORY,
                 format!(
                     "MATCH_RECOGNIZE holds more than {MAX_THREADS_PER_PARTITION} open match \
                      attempts in one partition; bound the pattern with WITHIN or make its \
@@ -935,9 +936,12 @@ impl Matcher {
         }
         let batch = RecordBatch::try_new(cond.schema.clone(), columns)?;
         let result = predicate.evaluate(&batch)?.into_array(k)?;
-        let result = result
-            .as_boolean_opt()
-            .ok_or_else(|| Error::plan("42804", "DEFINE must be a boolean condition"))?;
+        let result = result.as_boolean_opt().ok_or_else(|| {
+            Error::plan(
+                sqlstate::DATATYPE_MISMATCH,
+                "DEFINE must be a boolean condition",
+            )
+        })?;
         for (j, &s) in still.iter().enumerate() {
             answers[s] = result.is_valid(j) && result.value(j);
         }
@@ -1322,12 +1326,12 @@ impl Matcher {
 
 /// SQLSTATE of a failed `AFTER MATCH SKIP TO`: a data exception (SQL:2016 makes it a
 /// run-time exception; saql reports the class code).
-pub const SKIP_ERROR: &str = "22000";
+pub const SKIP_ERROR: &str = sqlstate::DATA_EXCEPTION;
 
 /// The error when a partition holds too many rows.
 fn rows_limit() -> Error {
     Error::limit(
-        "53200",
+        sqlstate::OUT_OF_MEMORY,
         format!(
             "MATCH_RECOGNIZE holds more than {MAX_ROWS_PER_PARTITION} rows for open match \
              attempts in one partition; bound the pattern with WITHIN or make its conditions \

@@ -5,6 +5,7 @@
 //! buffer only when quotes or escapes change it.
 
 use super::CopyOptions;
+use crate::error::sqlstate;
 use crate::error::{Error, Result};
 
 /// One field of the current record.
@@ -195,7 +196,7 @@ pub(super) fn split_csv(
                 i = run_end;
                 let Some(&b) = record.get(i) else {
                     return Err(Error::invalid_input(
-                        "22P04",
+                        sqlstate::BAD_COPY_FILE_FORMAT,
                         "unterminated CSV quoted field",
                     ));
                 };
