@@ -17,7 +17,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
-use saql::sources::csv::{read_header, CopyDecoder, CopyOptions, Header};
+use saql::sources::csv::{complete_records, read_header, CopyDecoder, CopyOptions, Header};
 use saql::sources::value::BatchBuilder;
 
 /// Bytes of CSV read from the input at a time.
@@ -69,7 +69,7 @@ impl BadRows {
     }
 
     /// Records a bad line: `Err` (stop) unless skipping.
-    fn record(&mut self, e: InputError) -> Result<(), InputError> {
+    pub(super) fn record(&mut self, e: InputError) -> Result<(), InputError> {
         if !self.skip {
             return Err(e);
         }
@@ -178,6 +178,166 @@ impl Chunk {
 
     fn bytes(&self, from: usize, to: usize) -> &[u8] {
         &self.data[self.bounds[from]..self.bounds[to]]
+    }
+}
+
+/// Bytes of CSV cut into one [`CsvChunk`], at least.
+pub const CHUNK_BYTES: usize = 4 << 20;
+
+/// Whole CSV records of an input and the line the first one starts on.
+pub struct CsvChunk {
+    bytes: Vec<u8>,
+    first_line: u64,
+}
+
+/// The records of a CSV input after its header, read a [`CsvChunk`] at a time.
+pub struct CsvChunks {
+    path: String,
+    reader: Box<dyn BufRead + Send>,
+    /// Input read but not yet handed out: the start of a record at most, unless at the end.
+    carry: Vec<u8>,
+    /// Lines before `carry`.
+    lines: u64,
+    at_end: bool,
+    /// Bytes read at a time.
+    chunk_bytes: usize,
+}
+
+impl CsvChunks {
+    /// The next chunk: the whole records among the next `chunk_bytes` read (and the record
+    /// they end in), `None` at the end. A chunk ends where a record ends, as the decoder finds record ends.
+    pub fn next_chunk(&mut self) -> Result<Option<CsvChunk>, InputError> {
+        loop {
+            if self.at_end {
+                if self.carry.is_empty() {
+                    return Ok(None);
+                }
+                let bytes = std::mem::take(&mut self.carry);
+                return Ok(Some(self.chunk(bytes, 0)));
+            }
+            self.at_end =
+                read_into(&mut self.reader, &mut self.carry, self.chunk_bytes).map_err(|e| {
+                    InputError {
+                        path: self.path.clone(),
+                        line: None,
+                        message: e.to_string(),
+                    }
+                })?;
+            if self.at_end {
+                continue;
+            }
+            let (len, lines) = complete_records(&self.carry, &CopyOptions::csv());
+            if len > 0 {
+                let rest = self.carry.split_off(len);
+                let bytes = std::mem::replace(&mut self.carry, rest);
+                return Ok(Some(self.chunk(bytes, lines)));
+            }
+        }
+    }
+
+    /// `bytes` as the next chunk, `lines` long.
+    fn chunk(&mut self, bytes: Vec<u8>, lines: u64) -> CsvChunk {
+        let first_line = self.lines + 1;
+        self.lines += lines;
+        CsvChunk { bytes, first_line }
+    }
+}
+
+/// Appends up to `n` bytes of `reader` to `buf`; true at the end of the input.
+fn read_into(reader: &mut dyn Read, buf: &mut Vec<u8>, n: usize) -> std::io::Result<bool> {
+    let start = buf.len();
+    buf.resize(start + n, 0);
+    let mut filled = start;
+    let mut at_end = false;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..]) {
+            Ok(0) => {
+                at_end = true;
+                break;
+            }
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                buf.truncate(filled);
+                return Err(e);
+            }
+        }
+    }
+    buf.truncate(filled);
+    Ok(at_end)
+}
+
+/// Decodes the [`CsvChunk`]s of one input, each on its own (on any thread).
+#[derive(Clone)]
+pub struct ChunkDecoder {
+    path: String,
+    schema: SchemaRef,
+    /// The stream column each field fills; `None`: the input has no header (it is empty).
+    columns: Option<Vec<usize>>,
+    max_rows: usize,
+    skip_bad_rows: bool,
+}
+
+/// What one [`CsvChunk`] decoded to.
+pub struct DecodedChunk {
+    /// Its rows, in batches of at most the decoder's `max_rows`.
+    pub batches: Vec<RecordBatch>,
+    /// The bad records skipped, in line order.
+    pub skipped: Vec<InputError>,
+    /// The bad record that ends the input (after `batches`), when bad records are not skipped.
+    pub failed: Option<InputError>,
+    /// Whether the chunk held the end marker `\.`: the input ends with it.
+    pub ended: bool,
+}
+
+impl ChunkDecoder {
+    /// Decodes `chunk` as the sequential decoder would decode its records.
+    pub fn decode(&self, chunk: CsvChunk) -> DecodedChunk {
+        let mut decoded = DecodedChunk {
+            batches: Vec::new(),
+            skipped: Vec::new(),
+            failed: None,
+            ended: false,
+        };
+        let Some(columns) = &self.columns else {
+            return decoded;
+        };
+        let error = |e: &saql::Error| InputError {
+            path: self.path.clone(),
+            line: match e {
+                saql::Error::InvalidInput { line, .. } => *line,
+                _ => None,
+            },
+            message: input_message(e),
+        };
+        let decoder = CopyDecoder::new(self.schema.clone(), columns.clone(), CopyOptions::csv())
+            .map(|d| {
+                let d = d
+                    .with_batch_rows(self.max_rows)
+                    .skipping_blank_lines()
+                    .with_first_line(chunk.first_line);
+                match self.skip_bad_rows {
+                    true => d.skipping_bad_records(),
+                    false => d,
+                }
+            });
+        let mut decoder = match decoder {
+            Ok(d) => d,
+            Err(e) => {
+                decoded.failed = Some(error(&e));
+                return decoded;
+            }
+        };
+        let fed = decoder
+            .feed(&chunk.bytes)
+            .and_then(|()| decoder.end_input());
+        decoded.failed = fed.err().map(|e| error(&e));
+        decoded.skipped = decoder.take_skipped().iter().map(error).collect();
+        decoded.ended = decoder.saw_end_marker();
+        while let Some(batch) = decoder.take_batch() {
+            decoded.batches.push(batch);
+        }
+        decoded
     }
 }
 
@@ -343,27 +503,34 @@ impl Input {
         if self.decoder.is_some() {
             self.block.clear();
         }
-        let start = self.block.len();
-        self.block.resize(start + CSV_BLOCK, 0);
-        let mut filled = start;
-        while filled < self.block.len() {
-            match self.reader.read(&mut self.block[filled..]) {
-                Ok(0) => {
-                    self.at_end = true;
-                    break;
-                }
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.error(None, e.to_string())),
-            }
-        }
-        self.block.truncate(filled);
+        self.at_end = read_into(&mut self.reader, &mut self.block, CSV_BLOCK)
+            .map_err(|e| self.error(None, e.to_string()))?;
         Ok(())
     }
 
     /// Reads the header from the bytes read so far, if it is complete, and starts the
-    /// decoder with the rest: blank lines and a byte order mark before it are skipped.
+    /// decoder with the rest.
     fn start_csv(&mut self, max_rows: usize, skip_bad_rows: bool) -> Result<(), InputError> {
+        let Some(columns) = self.read_csv_header()? else {
+            return Ok(());
+        };
+        let mut decoder = self.csv_decoder(columns, max_rows, skip_bad_rows)?;
+        let mut fed = decoder.feed(&self.block);
+        if self.at_end {
+            fed = fed.and_then(|()| decoder.end_input());
+        }
+        self.decoder = Some(decoder);
+        if let Err(e) = fed {
+            self.failed = Some(self.input_error(&e));
+            self.at_end = true;
+        }
+        Ok(())
+    }
+
+    /// Reads the header from the bytes read so far, if it is complete: blank lines and a
+    /// byte order mark before it are skipped, and `block` is left holding what follows it.
+    /// Returns the stream column each of its fields names.
+    fn read_csv_header(&mut self) -> Result<Option<Vec<usize>>, InputError> {
         if self.line == 0 && self.block.starts_with(b"\xef\xbb\xbf") {
             self.block.drain(..3);
         }
@@ -371,7 +538,7 @@ impl Input {
             let Some(end) = self.block.iter().position(|&b| b == b'\n') else {
                 if self.block.iter().all(u8::is_ascii_whitespace) {
                     // Nothing but blank lines so far: read on, or the input is empty.
-                    return Ok(());
+                    return Ok(None);
                 }
                 break;
             };
@@ -381,8 +548,7 @@ impl Input {
             self.block.drain(..=end);
             self.line += 1;
         }
-        let options = CopyOptions::csv();
-        let header = read_header(&self.block, &options, self.at_end).map_err(|e| {
+        let header = read_header(&self.block, &CopyOptions::csv(), self.at_end).map_err(|e| {
             self.error(
                 Some(self.line + 1),
                 format!("bad CSV header: {}", input_message(&e)),
@@ -393,27 +559,73 @@ impl Input {
                 let message = format!("the header is longer than {MAX_HEADER_BYTES} bytes");
                 return Err(self.error(Some(self.line + 1), message));
             }
-            return Ok(());
+            return Ok(None);
         };
         let columns = self.header_columns(&header)?;
-        let mut decoder = CopyDecoder::new(self.schema.clone(), columns, options)
+        self.block.drain(..header.len);
+        self.line += header.lines;
+        Ok(Some(columns))
+    }
+
+    /// A decoder of the CSV data after the header, whose fields fill `columns`.
+    fn csv_decoder(
+        &self,
+        columns: Vec<usize>,
+        max_rows: usize,
+        skip_bad_rows: bool,
+    ) -> Result<CopyDecoder, InputError> {
+        let mut decoder = CopyDecoder::new(self.schema.clone(), columns, CopyOptions::csv())
             .map_err(|e| self.error(None, e.to_string()))?
             .with_batch_rows(max_rows)
             .skipping_blank_lines()
-            .with_first_line(self.line + header.lines + 1);
+            .with_first_line(self.line + 1);
         if skip_bad_rows {
             decoder = decoder.skipping_bad_records();
         }
-        let mut fed = decoder.feed(&self.block[header.len..]);
-        if self.at_end {
-            fed = fed.and_then(|()| decoder.end_input());
-        }
-        self.decoder = Some(decoder);
-        if let Err(e) = fed {
-            self.failed = Some(self.input_error(&e));
-            self.at_end = true;
-        }
-        Ok(())
+        Ok(decoder)
+    }
+
+    /// Whether the input can be cut into [`CsvChunk`]s ([`Input::into_chunks`]): CSV read from
+    /// a file.
+    pub fn chunkable(&self) -> bool {
+        self.format == Format::Csv && self.line_map.is_none()
+    }
+
+    /// The input as chunks of whole records, each decoded on its own by the returned
+    /// [`ChunkDecoder`], so that several threads can decode one input; `chunk_bytes` are read
+    /// at a time. Reads the header.
+    pub fn into_chunks(
+        mut self,
+        max_rows: usize,
+        skip_bad_rows: bool,
+        chunk_bytes: usize,
+    ) -> Result<(CsvChunks, ChunkDecoder), InputError> {
+        debug_assert!(self.chunkable());
+        let columns = loop {
+            self.read_block()?;
+            if let Some(columns) = self.read_csv_header()? {
+                break Some(columns);
+            }
+            if self.at_end {
+                break None;
+            }
+        };
+        let decoder = ChunkDecoder {
+            path: self.path.clone(),
+            schema: self.schema.clone(),
+            columns,
+            max_rows,
+            skip_bad_rows,
+        };
+        let chunks = CsvChunks {
+            path: self.path,
+            reader: self.reader,
+            carry: std::mem::take(&mut self.block),
+            lines: self.line,
+            at_end: self.at_end,
+            chunk_bytes,
+        };
+        Ok((chunks, decoder))
     }
 
     /// An error of the decoder, at the line it names.
@@ -714,6 +926,70 @@ mod tests {
             .next_batch(10, &mut bad)
             .unwrap_err();
         assert!(e.message.contains("\"ts\""), "{e}");
+    }
+
+    /// Decodes `text` whole and in chunks read `chunk_bytes` at a time: the rows, the
+    /// skipped lines and the error that ends it, as text.
+    fn decode_both(text: &str, skip: bool, chunk_bytes: usize) -> (String, String) {
+        let open = || {
+            let reader = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
+            Input::new("s", "f".into(), schema(), reader, Format::Csv, None)
+        };
+        let show = |batches: Vec<RecordBatch>, bad: BadRows, end: Option<InputError>| {
+            let rows = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string();
+            format!("{rows}\n{:?}\n{end:?}", bad.summary())
+        };
+        let mut whole = open();
+        let (mut batches, mut bad, mut end) = (Vec::new(), BadRows::new(skip), None);
+        loop {
+            match whole.next_batch(3, &mut bad) {
+                Ok(Some(b)) => batches.push(b),
+                Ok(None) => break,
+                Err(e) => {
+                    end = Some(e);
+                    break;
+                }
+            }
+        }
+        let whole = show(batches, bad, end);
+        let (mut chunks, decoder) = open().into_chunks(3, skip, chunk_bytes).unwrap();
+        let (mut batches, mut bad, mut end) = (Vec::new(), BadRows::new(skip), None);
+        while let Some(chunk) = chunks.next_chunk().unwrap() {
+            let decoded = decoder.decode(chunk);
+            for e in decoded.skipped {
+                bad.record(e).unwrap();
+            }
+            batches.extend(decoded.batches);
+            if decoded.failed.is_some() || decoded.ended {
+                end = decoded.failed;
+                break;
+            }
+        }
+        (whole, show(batches, bad, end))
+    }
+
+    #[test]
+    fn chunks_decode_as_the_whole_input_does() {
+        let good = "\u{feff}\n\nhost,ts,n\n\"a,\nb\",2024-01-01 00:00:01,1\r\n\n\"q\"\"\",2024-01-01 00:00:02,\n,2024-01-01 00:00:03,3\nz,2024-01-01 00:00:04,4";
+        let bad = "host,ts,n\nx,2024-01-01 00:00:01,1\ny,2024-01-01 00:00:0x,2\n\"open,2024-01-01 00:00:03,3\"\nw,2024-01-01 00:00:04,nope\nv,2024-01-01 00:00:05,5\n\\.\nu,2024-01-01 00:00:06,6\n";
+        for text in [good, bad] {
+            for skip in [false, true] {
+                for chunk_bytes in [1, 2, 3, 5, 8, 13, 21, 64, 4096] {
+                    let (whole, chunked) = decode_both(text, skip, chunk_bytes);
+                    assert_eq!(whole, chunked, "skip {skip}, chunks of {chunk_bytes} bytes");
+                }
+            }
+        }
+        // The rows are there: a quoted newline, a doubled quote, a NULL, no trailing newline.
+        let (whole, _) = decode_both(good, false, 1);
+        assert!(whole.contains("| q\"") && whole.contains("| z "), "{whole}");
+        let (stops, _) = decode_both(bad, false, 1);
+        assert!(stops.contains("line: Some(3)"), "{stops}");
+        let (skips, _) = decode_both(bad, true, 1);
+        assert!(skips.contains("skipped 3 bad input lines"), "{skips}");
+        assert!(skips.contains("| v ") && !skips.contains("| u "), "{skips}");
     }
 
     #[test]

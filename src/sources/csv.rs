@@ -160,8 +160,11 @@ pub struct CopyDecoder {
     /// The 1-based input line where the record at the front of `buf` starts.
     line: u64,
     header_pending: bool,
-    /// Whether the end marker `\.` was seen; everything after it is ignored.
+    /// Whether the input ended: the end marker `\.` was seen (everything after it is
+    /// ignored) or [`CopyDecoder::end_input`] was called.
     ended: bool,
+    /// Whether the end marker `\.` was seen.
+    end_marker: bool,
     /// The current record's fields, reused across records.
     fields: Vec<Span>,
     /// Longest record accepted, in bytes.
@@ -246,6 +249,7 @@ impl CopyDecoder {
             scan: Scan::default(),
             line: 1,
             ended: false,
+            end_marker: false,
             fields: Vec::new(),
             max_line_bytes: usize::MAX,
             max_bytes: usize::MAX,
@@ -294,6 +298,11 @@ impl CopyDecoder {
     pub fn with_first_line(mut self, line: u64) -> Self {
         self.line = line;
         self
+    }
+
+    /// Whether the data held the end marker `\.`, after which it ignores everything.
+    pub fn saw_end_marker(&self) -> bool {
+        self.end_marker
     }
 
     /// The next decoded batch, if one is complete.
@@ -463,6 +472,7 @@ impl CopyDecoder {
         let record = &self.buf[start..end];
         if record == b"\\." {
             self.ended = true;
+            self.end_marker = true;
             return Ok(());
         }
         if std::mem::take(&mut self.header_pending) {
@@ -538,10 +548,7 @@ fn find_record_end(
                 (true, true) => (quote, escape.unwrap_or(quote)),
             };
             let rest = &buf[scan.pos..];
-            scan.pos += rest
-                .iter()
-                .position(|&c| c == b'\n' || c == a || c == b)
-                .unwrap_or(rest.len());
+            scan.pos += memchr::memchr3(b'\n', a, b, rest).unwrap_or(rest.len());
         }
         let &c = buf.get(scan.pos)?;
         if csv {
@@ -569,6 +576,25 @@ fn find_record_end(
         scan.newlines += u64::from(c == b'\n');
         scan.pos += 1;
     }
+}
+
+/// How much of `data` is complete records (up to and including the newline that ends the
+/// last of them, as the decoder finds record ends: quoted newlines stay inside their record),
+/// and how many input lines that is. A decoder fed `data[..len]` then sees only whole records,
+/// so a file cut this way can be decoded a piece at a time on different threads.
+pub fn complete_records(data: &[u8], options: &CopyOptions) -> (usize, u64) {
+    let escape = (options.escape != options.quote).then_some(options.escape);
+    let (mut len, mut lines) = (0, 0);
+    let mut scan = Scan::default();
+    while let Some(newline) = find_record_end(data, &mut scan, options, escape) {
+        len = newline + 1;
+        lines += 1 + scan.newlines;
+        scan = Scan {
+            pos: len,
+            ..Scan::default()
+        };
+    }
+    (len, lines)
 }
 
 /// The first record of some data, split into fields: a header.
