@@ -100,8 +100,12 @@ enum Slot {
     Text(Range<usize>),
     /// A timestamp given as a number.
     Nanos(i64),
+    /// A number in a BIGINT column.
+    Int(i64),
+    /// A number in a DOUBLE PRECISION column.
+    Double(f64),
     /// Why the record cannot fill the column.
-    Bad(Error),
+    Bad(Box<Error>),
 }
 
 /// How a column takes a JSON value that is not a string.
@@ -111,6 +115,10 @@ enum Kind {
     Timestamp(ScalarValue),
     /// Objects and arrays are stored as their JSON text.
     Text,
+    /// Integral numbers go in as they are (others as text, for the text's error).
+    BigInt,
+    /// Numbers go in as they are.
+    Double,
     Other,
 }
 
@@ -144,6 +152,8 @@ impl JsonDecoder {
                     Kind::Timestamp(ScalarValue::TimestampNanosecond(None, zone.clone()))
                 }
                 DataType::Utf8 => Kind::Text,
+                DataType::Int64 => Kind::BigInt,
+                DataType::Float64 => Kind::Double,
                 _ => Kind::Other,
             })
             .collect();
@@ -170,18 +180,25 @@ impl JsonDecoder {
     /// Appends the parsed record's row.
     fn push_slots(&mut self, builder: &mut BatchBuilder) -> Result<()> {
         for (c, slot) in self.slots.iter_mut().enumerate() {
-            match std::mem::replace(slot, Slot::Null) {
+            match slot {
                 Slot::Null => builder.push_text(c, None)?,
-                Slot::Text(range) => builder.push_text(c, Some(&self.text[range]))?,
+                Slot::Text(range) => builder.push_text(c, Some(&self.text[range.clone()]))?,
                 Slot::Nanos(nanos) => {
                     let Kind::Timestamp(ScalarValue::TimestampNanosecond(_, zone)) = &self.kinds[c]
                     else {
                         return Err(Error::Internal("a timestamp slot in another column".into()));
                     };
-                    let value = ScalarValue::TimestampNanosecond(Some(nanos), zone.clone());
+                    let value = ScalarValue::TimestampNanosecond(Some(*nanos), zone.clone());
                     builder.push_scalar(c, &value)?
                 }
-                Slot::Bad(e) => return Err(e),
+                Slot::Int(v) => builder.push_scalar(c, &ScalarValue::Int64(Some(*v)))?,
+                Slot::Double(v) => builder.push_scalar(c, &ScalarValue::Float64(Some(*v)))?,
+                Slot::Bad(_) => {
+                    let Slot::Bad(e) = std::mem::replace(slot, Slot::Null) else {
+                        unreachable!("matched above")
+                    };
+                    return Err(*e);
+                }
             }
         }
         builder.finish_row()
@@ -257,9 +274,30 @@ impl Parts<'_> {
 
     /// Fills the columns whose path ends at `entry` with `found`.
     fn fill(&mut self, entry: &Entry, found: Found<'_>) {
+        // The value's text, written (once, for all the columns that want it) on first use.
+        let mut text: Option<Range<usize>> = None;
+        for &c in &entry.columns {
+            let slot = match (&found, &self.kinds[c]) {
+                (Found::Null, _) => Slot::Null,
+                (Found::Number(n), Kind::Timestamp(_)) => self.epoch_nanos(c, n),
+                (Found::Number(n), Kind::BigInt) if n.as_i64().is_some() => {
+                    Slot::Int(n.as_i64().unwrap_or_default())
+                }
+                (Found::Number(n), Kind::Double) => Slot::Double(n.as_f64().unwrap_or(f64::NAN)),
+                (Found::Nested(_), Kind::Text)
+                | (Found::Str(_) | Found::Bool(_) | Found::Number(_), _) => {
+                    Slot::Text(text.get_or_insert_with(|| self.write_text(&found)).clone())
+                }
+                (Found::Nested(_), _) => Slot::Bad(Box::new(self.needs_scalar(c, &found))),
+            };
+            self.slots[c] = slot;
+        }
+    }
+
+    /// Appends the text of `found` to the scratch buffer; its range there.
+    fn write_text(&mut self, found: &Found<'_>) -> Range<usize> {
         let start = self.text.len();
-        // The text of the value, written once for all the columns that want it.
-        match &found {
+        match found {
             Found::Null => {}
             Found::Str(s) => self.text.push_str(s),
             Found::Bool(b) => self.text.push_str(if *b { "true" } else { "false" }),
@@ -270,16 +308,7 @@ impl Parts<'_> {
                 let _ = write!(self.text, "{v}");
             }
         }
-        let text = start..self.text.len();
-        for &c in &entry.columns {
-            self.slots[c] = match (&found, &self.kinds[c]) {
-                (Found::Null, _) => Slot::Null,
-                (Found::Number(n), Kind::Timestamp(_)) => self.epoch_nanos(c, n),
-                (Found::Nested(_), Kind::Text) => Slot::Text(text.clone()),
-                (Found::Nested(_), _) => Slot::Bad(self.needs_scalar(c, &found)),
-                _ => Slot::Text(text.clone()),
-            };
-        }
+        start..self.text.len()
     }
 
     /// A number in a timestamp column: seconds since the epoch.
@@ -287,13 +316,13 @@ impl Parts<'_> {
         let secs = n.as_f64().unwrap_or(f64::NAN);
         let nanos = secs * 1e9;
         if !nanos.is_finite() || nanos.abs() >= i64::MAX as f64 {
-            return Slot::Bad(Error::invalid_input(
+            return Slot::Bad(Box::new(Error::invalid_input(
                 "22008",
                 format!(
                     "timestamp out of range: {n} seconds, in column \"{}\"",
                     self.schema.field(column).name()
                 ),
-            ));
+            )));
         }
         Slot::Nanos(nanos.round() as i64)
     }
