@@ -200,7 +200,7 @@ fn run_file(weak: &WeakEngine, rt: &Arc<SourceRuntime>) -> Result<()> {
     let Some(engine) = weak.upgrade() else {
         return Ok(());
     };
-    let (mut progress, decoder) = engine.source_start(rt)?;
+    let (mut progress, mut decoder) = engine.source_start(rt)?;
     let max_line = engine.config.max_copy_line_bytes;
     drop(engine);
     rt.update(|s| {
@@ -338,7 +338,7 @@ fn run_kafka(weak: &WeakEngine, rt: &Arc<SourceRuntime>) -> Result<()> {
     let Some(engine) = weak.upgrade() else {
         return Ok(());
     };
-    let (mut progress, decoder) = engine.source_start(rt)?;
+    let (mut progress, mut decoder) = engine.source_start(rt)?;
     drop(engine);
     let saved = match &progress.position {
         Some(SourcePosition::Kafka { offsets }) => offsets.clone(),

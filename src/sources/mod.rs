@@ -8,6 +8,7 @@ pub mod csv;
 pub mod demo;
 pub mod file;
 pub mod insert;
+pub mod json;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod records;

@@ -4,14 +4,12 @@
 //! kept. JSON values are found by each column's path (missing keys and `null` are NULL);
 //! CSV goes through the COPY decoder.
 
-use crate::error::sqlstate;
 use datafusion::arrow::compute::concat_batches;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::scalar::ScalarValue;
-use serde_json::Value;
 
 use super::csv::{CopyDecoder, CopyOptions};
+use super::json::JsonDecoder;
 use super::spec::RecordFormat;
 use super::value::BatchBuilder;
 use crate::error::{Error, Result};
@@ -20,7 +18,7 @@ use crate::error::{Error, Result};
 pub struct RecordDecoder {
     schema: SchemaRef,
     format: RecordFormat,
-    paths: Vec<Vec<String>>,
+    json: JsonDecoder,
 }
 
 /// What decoding a run of lines gave.
@@ -37,15 +35,15 @@ impl RecordDecoder {
     /// A decoder into `schema`; `paths` gives each column's JSON path (unused for CSV).
     pub fn new(schema: SchemaRef, format: RecordFormat, paths: Vec<Vec<String>>) -> Self {
         RecordDecoder {
+            json: JsonDecoder::new(schema.clone(), &paths),
             schema,
             format,
-            paths,
         }
     }
 
     /// Decodes `lines` (without their newlines). Blank lines are skipped. With
     /// `stop_at_bad`, decoding stops before the first bad record.
-    pub fn decode(&self, lines: &[&[u8]], stop_at_bad: bool) -> Result<Decoded> {
+    pub fn decode(&mut self, lines: &[&[u8]], stop_at_bad: bool) -> Result<Decoded> {
         if let Ok(batch) = self.decode_all(lines) {
             return Ok(Decoded {
                 batch,
@@ -76,7 +74,7 @@ impl RecordDecoder {
         })
     }
 
-    fn decode_all(&self, lines: &[&[u8]]) -> Result<RecordBatch> {
+    fn decode_all(&mut self, lines: &[&[u8]]) -> Result<RecordBatch> {
         match self.format {
             RecordFormat::Json => self.decode_json(lines),
             RecordFormat::Csv => {
@@ -98,82 +96,12 @@ impl RecordDecoder {
         }
     }
 
-    fn decode_json(&self, lines: &[&[u8]]) -> Result<RecordBatch> {
+    fn decode_json(&mut self, lines: &[&[u8]]) -> Result<RecordBatch> {
         let mut builder = BatchBuilder::new(self.schema.clone())?;
         for line in lines {
-            if is_blank(line) {
-                continue;
+            if !is_blank(line) {
+                self.json.push_record(line, &mut builder)?;
             }
-            let value: Value = serde_json::from_slice(line).map_err(|e| {
-                Error::invalid_input(
-                    sqlstate::INVALID_TEXT_REPRESENTATION,
-                    format!("invalid JSON record: {e}"),
-                )
-            })?;
-            if !value.is_object() {
-                return Err(Error::invalid_input(
-                    sqlstate::INVALID_TEXT_REPRESENTATION,
-                    "a JSON record must be an object",
-                ));
-            }
-            for (c, path) in self.paths.iter().enumerate() {
-                let found = path.iter().try_fold(&value, |v, key| match v {
-                    Value::Object(map) => map.get(key),
-                    Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
-                    _ => None,
-                });
-                let field = self.schema.field(c);
-                match found {
-                    None | Some(Value::Null) => builder.push_text(c, None)?,
-                    Some(Value::String(s)) => builder.push_text(c, Some(s))?,
-                    Some(Value::Bool(b)) => {
-                        builder.push_text(c, Some(if *b { "true" } else { "false" }))?
-                    }
-                    Some(Value::Number(n)) => match field.data_type() {
-                        // A number in a timestamp column: seconds since the epoch.
-                        DataType::Timestamp(_, zone) => {
-                            let secs = n.as_f64().unwrap_or(f64::NAN);
-                            let nanos = secs * 1e9;
-                            if !nanos.is_finite() || nanos.abs() >= i64::MAX as f64 {
-                                return Err(Error::invalid_input(
-                                    sqlstate::DATETIME_FIELD_OVERFLOW,
-                                    format!(
-                                        "timestamp out of range: {n} seconds, in column \"{}\"",
-                                        field.name()
-                                    ),
-                                ));
-                            }
-                            builder.push_scalar(
-                                c,
-                                &ScalarValue::TimestampNanosecond(
-                                    Some(nanos.round() as i64),
-                                    zone.clone(),
-                                ),
-                            )?
-                        }
-                        _ => builder.push_text(c, Some(&n.to_string()))?,
-                    },
-                    Some(nested) => {
-                        if field.data_type() == &DataType::Utf8 {
-                            builder.push_text(c, Some(&nested.to_string()))?
-                        } else {
-                            return Err(Error::invalid_input(
-                                sqlstate::INVALID_TEXT_REPRESENTATION,
-                                format!(
-                                    "column \"{}\" needs a scalar, the record holds {}",
-                                    field.name(),
-                                    if nested.is_array() {
-                                        "an array"
-                                    } else {
-                                        "an object"
-                                    }
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-            builder.finish_row()?;
         }
         builder.finish()
     }
@@ -187,7 +115,7 @@ fn is_blank(line: &[u8]) -> bool {
 mod tests {
     use std::sync::Arc;
 
-    use datafusion::arrow::datatypes::{Field, Schema, TimeUnit};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
     use datafusion::arrow::util::pretty::pretty_format_batches;
 
     use super::*;
@@ -253,7 +181,7 @@ mod tests {
 
     #[test]
     fn csv_records() {
-        let d = RecordDecoder::new(schema(), RecordFormat::Csv, vec![]);
+        let mut d = RecordDecoder::new(schema(), RecordFormat::Csv, vec![]);
         let lines: Vec<&[u8]> = vec![
             b"2024-01-01 00:00:01,1,\"a,b\"",
             b"2024-01-01 00:00:02,zz,c",
