@@ -363,7 +363,9 @@ impl OperatorSpec {
     /// A fresh operator with empty state.
     pub fn build(&self) -> Result<Box<dyn Operator>> {
         Ok(match self {
-            OperatorSpec::Filter(s) => Box::new(Filter::new(s.predicate.clone(), s.schema.clone())),
+            OperatorSpec::Filter(s) => {
+                Box::new(Filter::try_new(s.predicate.clone(), s.schema.clone())?)
+            }
             OperatorSpec::Project(s) => {
                 Box::new(Project::new(s.exprs.clone(), &s.input, s.schema.clone()))
             }
