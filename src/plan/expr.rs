@@ -1,10 +1,12 @@
 //! Expressions of a planned query: DataFusion logical expressions simplified (with the
 //! regular-expression guard described on [`simplify`]) and compiled into the physical
-//! expressions our operators evaluate on each batch.
+//! expressions our operators evaluate on each batch; and [`ConstantEvaluator`], which gives
+//! the INSERT path the value of a constant SQL expression.
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::DFSchema;
 use datafusion::common::DataFusionError;
@@ -14,6 +16,8 @@ use datafusion::logical_expr::Expr as LExpr;
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_plan::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
+use datafusion::sql::planner::{PlannerContext, SqlToRel};
+use datafusion::sql::sqlparser::ast::Expr as SqlExpr;
 
 use super::context::PlanContext;
 use crate::error::Result;
@@ -36,7 +40,7 @@ pub(super) fn physical(
 /// without escaping the backslashes (DataFusion 55): `image ~ '\\lsass\.exe$'` became
 /// `image LIKE '%\lsass.exe'`, where `\l` means `l`, so it matched `notlsass.exe` too. Such
 /// matches are held out of its reach and stay regular expressions.
-pub(crate) fn simplify(e: &LExpr, schema: &DFSchema) -> Result<LExpr> {
+pub(super) fn simplify(e: &LExpr, schema: &DFSchema) -> Result<LExpr> {
     let info = SimplifyContext::builder()
         .with_schema(Arc::new(schema.clone()))
         .build();
@@ -112,4 +116,31 @@ pub(super) fn mentions_window(e: &LExpr) -> bool {
     e.column_refs()
         .iter()
         .any(|c| c.name == "window_start" || c.name == "window_end")
+}
+
+/// Evaluates constant SQL expressions (an INSERT's values that are not plain literals:
+/// `1 + 2`, `CAST(...)`, `now()`) with DataFusion, planning them against no columns. The
+/// planning context is made on first use.
+#[derive(Default)]
+pub struct ConstantEvaluator {
+    ctx: Option<PlanContext>,
+}
+
+impl ConstantEvaluator {
+    /// The value of `expr`, which reads no column.
+    pub fn evaluate(&mut self, expr: &SqlExpr) -> Result<ScalarValue> {
+        let ctx = self.ctx.get_or_insert_with(PlanContext::new);
+        let empty = DFSchema::empty();
+        let logical =
+            SqlToRel::new(ctx).sql_to_expr(expr.clone(), &empty, &mut PlannerContext::new())?;
+        let logical = simplify(&logical, &empty)?;
+        let physical = ctx.state().create_physical_expr(logical, &empty)?;
+        let batch = RecordBatch::try_new_with_options(
+            Arc::new(Schema::empty()),
+            vec![],
+            &RecordBatchOptions::new().with_row_count(Some(1)),
+        )?;
+        let value = physical.evaluate(&batch)?.into_array(1)?;
+        Ok(ScalarValue::try_from_array(&value, 0)?)
+    }
 }
