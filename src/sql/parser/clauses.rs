@@ -184,6 +184,35 @@ fn parse_outlier(parser: &mut Parser) -> Result<Option<OutlierClause>> {
     let method_tok = parser.peek_token();
     let method = parser.parse_identifier()?.value.to_ascii_uppercase();
     parser.expect_token(&Token::LParen)?;
+    let args = parse_outlier_args(parser)?;
+    let method = outlier_method(&method, &method_tok, &args)?;
+    parser.expect_keyword_is(Keyword::ON)?;
+    parser.expect_token(&Token::LParen)?;
+    let on = parser.parse_comma_separated(|p| p.parse_identifier())?;
+    parser.expect_token(&Token::RParen)?;
+    let mut partition_by = Vec::new();
+    if parser.parse_keywords(&[Keyword::PARTITION, Keyword::BY]) {
+        let paren = parser.consume_token(&Token::LParen);
+        partition_by = parser.parse_comma_separated(|p| p.parse_expr())?;
+        if paren {
+            parser.expect_token(&Token::RParen)?;
+        }
+    }
+    let having = if parser.parse_keyword(Keyword::HAVING) {
+        Some(parser.parse_expr()?)
+    } else {
+        None
+    };
+    Ok(Some(OutlierClause {
+        method,
+        on,
+        partition_by,
+        having,
+    }))
+}
+
+/// An OUTLIER method's arguments, `(name => number, ...)` or by position, after its `(`.
+fn parse_outlier_args(parser: &mut Parser) -> Result<Vec<(Option<String>, f64, TokenWithSpan)>> {
     let mut args: Vec<(Option<String>, f64, TokenWithSpan)> = Vec::new();
     if !parser.consume_token(&Token::RParen) {
         loop {
@@ -218,19 +247,28 @@ fn parse_outlier(parser: &mut Parser) -> Result<Option<OutlierClause>> {
         }
         parser.expect_token(&Token::RParen)?;
     }
-    let names: &[&str] = match method.as_str() {
+    Ok(args)
+}
+
+/// The method named `method` (at `method_tok`) with its arguments, defaults filled in.
+fn outlier_method(
+    method: &str,
+    method_tok: &TokenWithSpan,
+    args: &[(Option<String>, f64, TokenWithSpan)],
+) -> Result<OutlierMethod> {
+    let names: &[&str] = match method {
         "DBSCAN" => &["eps", "min_points"],
         "KMEANS" => &["k", "threshold"],
         "ZSCORE" | "MAD" => &["threshold"],
         "IQR" => &["factor"],
         _ => {
             return Err(error_at(
-                &method_tok,
+                method_tok,
                 format!("unknown OUTLIER method {method}; use DBSCAN, KMEANS, ZSCORE, MAD or IQR"),
             ))
         }
     };
-    let defaults: &[Option<f64>] = match method.as_str() {
+    let defaults: &[Option<f64>] = match method {
         "ZSCORE" => &[Some(3.0)],
         "MAD" => &[Some(3.5)],
         "IQR" => &[Some(1.5)],
@@ -261,7 +299,7 @@ fn parse_outlier(parser: &mut Parser) -> Result<Option<OutlierClause>> {
     let get = |i: usize| -> Result<f64> {
         values[i].ok_or_else(|| {
             error_at(
-                &method_tok,
+                method_tok,
                 format!("{method} needs {}", names.join(" and ")),
             )
         })
@@ -270,13 +308,13 @@ fn parse_outlier(parser: &mut Parser) -> Result<Option<OutlierClause>> {
         let v = get(i)?;
         if v < 1.0 || v.fract() != 0.0 {
             return Err(error_at(
-                &method_tok,
+                method_tok,
                 format!("{} must be a positive whole number", names[i]),
             ));
         }
         Ok(v as usize)
     };
-    let method = match method.as_str() {
+    Ok(match method {
         "DBSCAN" => OutlierMethod::Dbscan {
             eps: get(0)?,
             min_points: count(1)?,
@@ -288,28 +326,5 @@ fn parse_outlier(parser: &mut Parser) -> Result<Option<OutlierClause>> {
         "ZSCORE" => OutlierMethod::Zscore { threshold: get(0)? },
         "MAD" => OutlierMethod::Mad { threshold: get(0)? },
         _ => OutlierMethod::Iqr { factor: get(0)? },
-    };
-    parser.expect_keyword_is(Keyword::ON)?;
-    parser.expect_token(&Token::LParen)?;
-    let on = parser.parse_comma_separated(|p| p.parse_identifier())?;
-    parser.expect_token(&Token::RParen)?;
-    let mut partition_by = Vec::new();
-    if parser.parse_keywords(&[Keyword::PARTITION, Keyword::BY]) {
-        let paren = parser.consume_token(&Token::LParen);
-        partition_by = parser.parse_comma_separated(|p| p.parse_expr())?;
-        if paren {
-            parser.expect_token(&Token::RParen)?;
-        }
-    }
-    let having = if parser.parse_keyword(Keyword::HAVING) {
-        Some(parser.parse_expr()?)
-    } else {
-        None
-    };
-    Ok(Some(OutlierClause {
-        method,
-        on,
-        partition_by,
-        having,
-    }))
+    })
 }

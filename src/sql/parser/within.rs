@@ -31,22 +31,6 @@ pub(super) struct LiftedWithin {
 /// `{` after a variable as a quantifier), and `permute (` is spelt `PERMUTE (` (sqlparser
 /// knows only the upper case).
 pub(super) fn rewrite_pattern_words(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
-    const WRAPPED: [&str; 11] = [
-        "FIRST",
-        "LAST",
-        "COUNT",
-        "SUM",
-        "AVG",
-        "MIN",
-        "MAX",
-        "CLASSIFIER",
-        "MATCH_NUMBER",
-        "PREV",
-        "NEXT",
-    ];
-    let significant = |tokens: &[TokenWithSpan], k: usize| {
-        (k..tokens.len()).find(|&k| !matches!(tokens[k].token, Token::Whitespace(_)))
-    };
     if !tokens.iter().any(|t| is_word(t, "MATCH_RECOGNIZE")) {
         return tokens;
     }
@@ -111,53 +95,21 @@ pub(super) fn rewrite_pattern_words(tokens: Vec<TokenWithSpan>) -> Vec<TokenWith
             _ => {}
         }
         let next = significant(&tokens, i + 1);
-        if (is_word(t, "RUNNING") || is_word(t, "FINAL"))
-            && next.is_some_and(|n| WRAPPED.iter().any(|w| is_word(&tokens[n], w)))
-        {
-            let f = next.unwrap_or(i);
-            if let Some(open) =
-                significant(&tokens, f + 1).filter(|&o| tokens[o].token == Token::LParen)
-            {
-                // The `)` that closes the call.
-                let mut depth = 0i32;
-                let close = (open..tokens.len()).find(|&k| {
-                    match tokens[k].token {
-                        Token::LParen => depth += 1,
-                        Token::RParen => depth -= 1,
-                        _ => {}
-                    }
-                    depth == 0
-                });
-                if let Some(close) = close {
-                    // One spelling, so that the printed form parses to the same tree.
-                    let upper = if is_word(t, "FINAL") {
-                        "FINAL"
-                    } else {
-                        "RUNNING"
-                    };
-                    if let Some(last) = out.last_mut() {
-                        last.token = Token::make_word(upper, None);
-                    }
-                    out.push(TokenWithSpan::new(Token::LParen, t.span));
-                    closes.push(close);
-                    closes.sort_unstable_by(|a, b| b.cmp(a));
-                }
+        if let Some(close) = semantics_call_close(&tokens, i) {
+            // One spelling, so that the printed form parses to the same tree.
+            let upper = if is_word(t, "FINAL") {
+                "FINAL"
+            } else {
+                "RUNNING"
+            };
+            if let Some(last) = out.last_mut() {
+                last.token = Token::make_word(upper, None);
             }
+            out.push(TokenWithSpan::new(Token::LParen, t.span));
+            closes.push(close);
+            closes.sort_unstable_by(|a, b| b.cmp(a));
         }
-        if is_word(t, "TO")
-            && out.len() >= 2
-            && out[..out.len() - 1]
-                .iter()
-                .rev()
-                .find(|p| !matches!(p.token, Token::Whitespace(_)))
-                .is_some_and(|p| is_word(p, "SKIP"))
-            && next.is_some_and(|n| {
-                matches!(tokens[n].token, Token::Word(_))
-                    && !["NEXT", "FIRST", "LAST"]
-                        .iter()
-                        .any(|w| is_word(&tokens[n], w))
-            })
-        {
+        if is_word(t, "TO") && after_skip(&out[..out.len() - 1]) && names_variable(&tokens, next) {
             out.push(TokenWithSpan::new(
                 Token::Whitespace(Whitespace::Space),
                 t.span,
@@ -184,50 +136,12 @@ pub(super) fn lift_within(
             i += 1;
             continue;
         }
-        // Find PATTERN at depth 1, then the end of its parentheses.
-        let mut depth = 0i32;
-        let mut j = i + 1;
-        let mut pattern_end = None;
-        while j < tokens.len() {
-            match &tokens[j].token {
-                Token::LParen => depth += 1,
-                Token::RParen => {
-                    depth -= 1;
-                    if depth <= 0 {
-                        break;
-                    }
-                }
-                _ if depth == 1 && word(&tokens[j], "PATTERN") => {
-                    let mut k = j + 1;
-                    let mut inner = 0i32;
-                    while k < tokens.len() {
-                        match tokens[k].token {
-                            Token::LParen => inner += 1,
-                            Token::RParen => {
-                                inner -= 1;
-                                if inner == 0 {
-                                    pattern_end = Some(k);
-                                    break;
-                                }
-                            }
-                            _ => {}
-                        }
-                        k += 1;
-                    }
-                    break;
-                }
-                _ => {}
-            }
-            j += 1;
-        }
+        let pattern_end = pattern_end(&tokens, i);
         let Some(end) = pattern_end else {
             i += 1;
             continue;
         };
-        let significant = |k: usize| {
-            (k..tokens.len()).find(|&k| !matches!(tokens[k].token, Token::Whitespace(_)))
-        };
-        let Some(first) = significant(end + 1) else {
+        let Some(first) = significant(&tokens, end + 1) else {
             i = end;
             continue;
         };
@@ -265,23 +179,9 @@ pub(super) fn lift_within(
             sub.push(TokenWithSpan::wrap(Token::EOF));
             let mut p = Parser::new(dialect).with_tokens_with_locations(sub);
             if is_within {
-                let e = p.parse_expr()?;
-                interval_duration(&e).map_err(|e| match e {
-                    Error::Parse { .. } => e,
-                    other => error_at(&tokens[k], other.to_string()),
-                })?;
+                let (e, timeout) = parse_within(&mut p, &tokens[k])?;
                 interval = Some(e);
-                if is_word(&p.peek_token(), "EMIT") {
-                    p.next_token();
-                    let t = p.next_token();
-                    if !is_word(&t, "TIMEOUT") {
-                        return Err(error_at(
-                            &t,
-                            format!("expected TIMEOUT after EMIT, found \"{}\"", t.token),
-                        ));
-                    }
-                    emit_timeout = true;
-                }
+                emit_timeout = timeout;
             } else {
                 subsets = p.parse_comma_separated(|p| {
                     let name = p.parse_identifier()?;
@@ -323,4 +223,126 @@ pub(super) fn lift_within(
         i = first;
     }
     Ok((tokens, lifted))
+}
+
+/// The index of the `)` that ends the `PATTERN (...)` of the `MATCH_RECOGNIZE` at `i`.
+fn pattern_end(tokens: &[TokenWithSpan], i: usize) -> Option<usize> {
+    let word = |t: &TokenWithSpan, w: &str| is_word(t, w);
+    let mut depth = 0i32;
+    let mut j = i + 1;
+    let mut pattern_end = None;
+    while j < tokens.len() {
+        match &tokens[j].token {
+            Token::LParen => depth += 1,
+            Token::RParen => {
+                depth -= 1;
+                if depth <= 0 {
+                    break;
+                }
+            }
+            _ if depth == 1 && word(&tokens[j], "PATTERN") => {
+                let mut k = j + 1;
+                let mut inner = 0i32;
+                while k < tokens.len() {
+                    match tokens[k].token {
+                        Token::LParen => inner += 1,
+                        Token::RParen => {
+                            inner -= 1;
+                            if inner == 0 {
+                                pattern_end = Some(k);
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    k += 1;
+                }
+                break;
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    pattern_end
+}
+
+/// `WITHIN`'s interval and whether `EMIT TIMEOUT` follows it; `within` is the keyword, for
+/// error positions.
+fn parse_within(p: &mut Parser, within: &TokenWithSpan) -> Result<(Expr, bool)> {
+    let e = p.parse_expr()?;
+    interval_duration(&e).map_err(|e| match e {
+        Error::Parse { .. } => e,
+        other => error_at(within, other.to_string()),
+    })?;
+    if !is_word(&p.peek_token(), "EMIT") {
+        return Ok((e, false));
+    }
+    p.next_token();
+    let t = p.next_token();
+    if !is_word(&t, "TIMEOUT") {
+        return Err(error_at(
+            &t,
+            format!("expected TIMEOUT after EMIT, found \"{}\"", t.token),
+        ));
+    }
+    Ok((e, true))
+}
+
+/// The navigation and aggregate functions `RUNNING` and `FINAL` may precede.
+const WRAPPED: [&str; 11] = [
+    "FIRST",
+    "LAST",
+    "COUNT",
+    "SUM",
+    "AVG",
+    "MIN",
+    "MAX",
+    "CLASSIFIER",
+    "MATCH_NUMBER",
+    "PREV",
+    "NEXT",
+];
+
+/// The first token from `k` on that is not whitespace.
+fn significant(tokens: &[TokenWithSpan], k: usize) -> Option<usize> {
+    (k..tokens.len()).find(|&k| !matches!(tokens[k].token, Token::Whitespace(_)))
+}
+
+/// For `RUNNING` or `FINAL` at `i` before a call `f(...)` of a [`WRAPPED`] function: the
+/// index of the `)` that closes the call.
+fn semantics_call_close(tokens: &[TokenWithSpan], i: usize) -> Option<usize> {
+    let t = &tokens[i];
+    if !(is_word(t, "RUNNING") || is_word(t, "FINAL")) {
+        return None;
+    }
+    let f =
+        significant(tokens, i + 1).filter(|&n| WRAPPED.iter().any(|w| is_word(&tokens[n], w)))?;
+    let open = significant(tokens, f + 1).filter(|&o| tokens[o].token == Token::LParen)?;
+    let mut depth = 0i32;
+    (open..tokens.len()).find(|&k| {
+        match tokens[k].token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            _ => {}
+        }
+        depth == 0
+    })
+}
+
+/// Whether the last significant token of `out` is `SKIP`.
+fn after_skip(out: &[TokenWithSpan]) -> bool {
+    out.iter()
+        .rev()
+        .find(|p| !matches!(p.token, Token::Whitespace(_)))
+        .is_some_and(|p| is_word(p, "SKIP"))
+}
+
+/// Whether the token at `next` is a word other than `NEXT`, `FIRST` or `LAST`: `SKIP TO v`.
+fn names_variable(tokens: &[TokenWithSpan], next: Option<usize>) -> bool {
+    next.is_some_and(|n| {
+        matches!(tokens[n].token, Token::Word(_))
+            && !["NEXT", "FIRST", "LAST"]
+                .iter()
+                .any(|w| is_word(&tokens[n], w))
+    })
 }
