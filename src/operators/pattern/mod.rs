@@ -16,6 +16,11 @@
 //! batch, and conjuncts that read earlier rows of the match (`b.pid = a.pid`,
 //! `SUM(b.amount) > ...`, `PREV(x)`), evaluated per row for all the threads waiting for that
 //! variable at once, over a batch of their [`Ref`] values.
+//!
+//! The configuration planning builds is `spec.rs` ([`PatternSpec`]); the matcher's step over
+//! one row is `step.rs`, conditions over earlier rows `cross.rs`, deciding and emitting
+//! matches `resolve.rs`, running aggregates `running.rs`, the partitions and their expiry
+//! index `partitions.rs`, snapshots `saved.rs`.
 
 mod cross;
 mod nfa;
