@@ -533,8 +533,7 @@ fn compile_locates_refusals_and_writes_one_program() {
 /// two dimensions, with ties, clusters and far points: the same flags, the same scores.
 #[test]
 fn the_python_outlier_methods_match_saql() {
-    use saql::operators::outlier::detect;
-    use saql::sql::OutlierMethod;
+    use saql::operators::outlier::{detect, OutlierMethod};
     if !Command::new("python3")
         .arg("--version")
         .output()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, BooleanArray};
 use datafusion::arrow::compute::filter_record_batch;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::physical_plan::PhysicalExpr;
 
@@ -19,9 +19,22 @@ pub struct Filter {
 }
 
 impl Filter {
-    /// A filter over batches of `schema`.
-    pub fn new(predicate: Arc<dyn PhysicalExpr>, schema: SchemaRef) -> Self {
-        Filter { predicate, schema }
+    /// A filter over batches of `schema`; 42804 unless `predicate` is boolean over it (or
+    /// NULL, which keeps no row).
+    pub fn try_new(predicate: Arc<dyn PhysicalExpr>, schema: SchemaRef) -> Result<Self> {
+        let t = predicate.data_type(&schema)?;
+        let boolean = |t: &DataType| matches!(t, DataType::Boolean | DataType::Null);
+        let ok = match &t {
+            DataType::Dictionary(_, value) => boolean(value),
+            t => boolean(t),
+        };
+        if !ok {
+            return Err(Error::plan(
+                sqlstate::DATATYPE_MISMATCH,
+                format!("argument of WHERE or HAVING must be type boolean, not type {t}"),
+            ));
+        }
+        Ok(Filter { predicate, schema })
     }
 }
 
@@ -75,7 +88,7 @@ impl Operator for Filter {
 mod tests {
     use super::*;
     use datafusion::arrow::array::Int64Array;
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::datatypes::{Field, Schema};
     use datafusion::logical_expr::Operator as Op;
     use datafusion::physical_expr::expressions::{binary, col, lit};
 
@@ -83,7 +96,7 @@ mod tests {
     fn keeps_true_rows_and_round_trips_snapshot() {
         let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)]));
         let pred = binary(col("x", &schema).unwrap(), Op::Gt, lit(2i64), &schema).unwrap();
-        let mut f = Filter::new(pred, schema.clone());
+        let mut f = Filter::try_new(pred, schema.clone()).unwrap();
         let batch = RecordBatch::try_new(
             schema,
             vec![Arc::new(Int64Array::from(vec![
@@ -105,5 +118,21 @@ mod tests {
         assert!(snap.is_empty(), "a filter keeps no state");
         f.restore(&snap).unwrap();
         assert!(f.restore(&[1]).is_err(), "state it never had is refused");
+    }
+
+    #[test]
+    fn a_predicate_that_is_not_boolean_is_refused() {
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)]));
+        let sum = binary(col("x", &schema).unwrap(), Op::Plus, lit(1i64), &schema).unwrap();
+        let err = Filter::try_new(sum, schema.clone())
+            .err()
+            .expect("x + 1 is refused");
+        assert_eq!(err.sqlstate(), "42804");
+        assert!(err.to_string().contains("not type Int64"), "{err}");
+        let null = lit(datafusion::scalar::ScalarValue::Null);
+        assert!(
+            Filter::try_new(null, schema).is_ok(),
+            "NULL keeps no row but is allowed"
+        );
     }
 }

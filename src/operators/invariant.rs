@@ -26,8 +26,34 @@ use serde::{Deserialize, Serialize};
 
 use super::{snapshot, Operator};
 use crate::error::{Error, Result};
-use crate::sql::{InvariantKind, Training};
 use crate::time::{duration_nanos, Watermark};
+
+/// What an invariant learns of its values: the operator's own form of `INVARIANT SET` and
+/// `INVARIANT RANGE`, which planning converts from the parsed clause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InvariantKind {
+    /// The set of distinct values.
+    Set,
+    /// The minimum and maximum.
+    Range,
+}
+
+/// When an invariant learns (planning converts the parsed clause's training period).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Training {
+    /// The first n windows with results.
+    Windows(u64),
+    /// Until the watermark has advanced this far past the first result.
+    Interval(std::time::Duration),
+    /// A fixed period of event time, `[from, until)` in nanoseconds since the epoch. Rows
+    /// before `from` are neither learned nor checked.
+    Between {
+        /// The first instant learned from; from the first row when absent.
+        from: Option<i64>,
+        /// The first instant checked.
+        until: i64,
+    },
+}
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Learned {

@@ -15,7 +15,43 @@ use datafusion::physical_plan::PhysicalExpr;
 
 use super::Operator;
 use crate::error::Result;
-use crate::sql::OutlierMethod;
+
+/// How outliers are found: the operator's own form of an `OUTLIER` clause's method, which
+/// planning converts from the parsed clause.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum OutlierMethod {
+    /// Density clustering: points not within `eps` of a core point (one with at least
+    /// `min_points` neighbours, itself included) are outliers. Score: distance to the nearest
+    /// core point.
+    Dbscan {
+        /// Neighbourhood radius.
+        eps: f64,
+        /// Neighbours (including the point) that make a core point.
+        min_points: usize,
+    },
+    /// k-means: points farther than `threshold` from their centroid are outliers.
+    Kmeans {
+        /// Number of clusters.
+        k: usize,
+        /// Distance beyond which a point is an outlier.
+        threshold: f64,
+    },
+    /// Largest absolute z-score over the columns above `threshold`.
+    Zscore {
+        /// Score above which a point is an outlier.
+        threshold: f64,
+    },
+    /// Largest robust z-score (0.6745 * |x - median| / MAD) above `threshold`.
+    Mad {
+        /// Score above which a point is an outlier.
+        threshold: f64,
+    },
+    /// Outside [Q1 - factor * IQR, Q3 + factor * IQR].
+    Iqr {
+        /// Fence factor, usually 1.5.
+        factor: f64,
+    },
+}
 
 /// Marks outliers among each window's results.
 pub struct Outlier {

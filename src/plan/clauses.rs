@@ -12,10 +12,15 @@ use datafusion::sql::sqlparser::ast as sq;
 
 use super::catalog::normalize;
 use super::context::PlanContext;
-use super::query::{physical, QueryPlan, WindowSpec};
+use super::expr::physical;
+use super::query::{QueryPlan, WindowSpec};
 use super::spec::{FilterSpec, InvariantSpec, Method, OperatorSpec, OutlierSpec, SuppressSpec};
 use crate::error::{Error, Result};
-use crate::sql::{InvariantClause, InvariantKind, OutlierClause, SuppressClause, Training};
+use crate::operators::invariant;
+use crate::operators::outlier;
+use crate::sql::{
+    self, InvariantClause, InvariantKind, OutlierClause, OutlierMethod, SuppressClause, Training,
+};
 
 /// The result column that places a row in time: window_end, else window_start, else the
 /// stream's event-time column, if the results hold one.
@@ -107,12 +112,12 @@ pub(super) fn add_invariant(plan: &mut QueryPlan, clause: &InvariantClause) -> R
     fields.push(Field::new("violation", DataType::Utf8, false));
     let output = Arc::new(Schema::new(fields));
     plan.specs.push(OperatorSpec::Invariant(InvariantSpec {
-        kind: clause.kind,
+        kind: invariant_kind(clause.kind),
         values,
         values_sql: clause.exprs.clone(),
         keys,
         keys_sql: clause.per.clone(),
-        training: clause.training,
+        training: training(clause.training),
         min_support: clause.min_support,
         online: clause.online,
         time_column,
@@ -199,7 +204,7 @@ pub(super) fn add_outlier(plan: &mut QueryPlan, clause: &OutlierClause) -> Resul
     fields.push(Field::new("outlier_score", DataType::Float64, true));
     let output = Arc::new(Schema::new(fields));
     plan.specs.push(OperatorSpec::Outlier(OutlierSpec {
-        method: Method(clause.method),
+        method: Method(outlier_method(clause.method)),
         on,
         partition,
         partition_sql: clause.partition_by.clone(),
@@ -220,4 +225,33 @@ pub(super) fn add_outlier(plan: &mut QueryPlan, clause: &OutlierClause) -> Resul
         }));
     }
     Ok(())
+}
+
+/// The operator's form of a parsed OUTLIER method.
+fn outlier_method(m: OutlierMethod) -> outlier::OutlierMethod {
+    use outlier::OutlierMethod as O;
+    match m {
+        OutlierMethod::Dbscan { eps, min_points } => O::Dbscan { eps, min_points },
+        OutlierMethod::Kmeans { k, threshold } => O::Kmeans { k, threshold },
+        OutlierMethod::Zscore { threshold } => O::Zscore { threshold },
+        OutlierMethod::Mad { threshold } => O::Mad { threshold },
+        OutlierMethod::Iqr { factor } => O::Iqr { factor },
+    }
+}
+
+/// The operator's form of a parsed INVARIANT kind.
+fn invariant_kind(k: InvariantKind) -> invariant::InvariantKind {
+    match k {
+        InvariantKind::Set => invariant::InvariantKind::Set,
+        InvariantKind::Range => invariant::InvariantKind::Range,
+    }
+}
+
+/// The operator's form of a parsed training period.
+fn training(t: Training) -> invariant::Training {
+    match t {
+        sql::Training::Windows(n) => invariant::Training::Windows(n),
+        sql::Training::Interval(d) => invariant::Training::Interval(d),
+        sql::Training::Between { from, until } => invariant::Training::Between { from, until },
+    }
 }

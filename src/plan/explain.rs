@@ -32,8 +32,9 @@ use super::spec::{
     FilterSpec, HistorySpec, InvariantSpec, MatchRecognizeSpec, OperatorSpec, OutlierSpec,
     ProjectSpec, SessionWindowSpec, SuppressSpec, WindowAggregateSpec,
 };
+use crate::operators::invariant::Training;
+use crate::operators::outlier::OutlierMethod;
 use crate::operators::pattern::{AfterMatch, EmptyMatches, RowsPerMatch};
-use crate::sql::Training;
 
 /// One operator of a plan, for EXPLAIN.
 #[derive(Debug, Clone, PartialEq)]
@@ -292,6 +293,21 @@ fn invariant(s: &InvariantSpec) -> ExplainNode {
         )
 }
 
+/// An outlier method as the OUTLIER clause writes it.
+fn method_text(m: OutlierMethod) -> String {
+    match m {
+        OutlierMethod::Dbscan { eps, min_points } => {
+            format!("DBSCAN(eps => {eps}, min_points => {min_points})")
+        }
+        OutlierMethod::Kmeans { k, threshold } => {
+            format!("KMEANS(k => {k}, threshold => {threshold})")
+        }
+        OutlierMethod::Zscore { threshold } => format!("ZSCORE(threshold => {threshold})"),
+        OutlierMethod::Mad { threshold } => format!("MAD(threshold => {threshold})"),
+        OutlierMethod::Iqr { factor } => format!("IQR(factor => {factor})"),
+    }
+}
+
 fn outlier(s: &OutlierSpec) -> ExplainNode {
     let on: Vec<String> =
         s.on.iter()
@@ -302,7 +318,7 @@ fn outlier(s: &OutlierSpec) -> ExplainNode {
         partition.push(s.schema.field(c).name().clone());
     }
     ExplainNode::new("Outlier")
-        .with("method", s.method.0.to_string())
+        .with("method", method_text(s.method.0))
         .with("on", on)
         .with("partition_by", partition)
         .with(

@@ -29,6 +29,8 @@ use crate::error::{Error, Result};
 use crate::operators::aggregates::AggregateSpec;
 use crate::operators::grouping_sets::GroupingSetsAggregate;
 use crate::operators::history::HistoryColumn;
+use crate::operators::invariant::{InvariantKind, Training};
+use crate::operators::outlier::OutlierMethod;
 use crate::operators::pattern::PatternSpec;
 use crate::operators::session_window::GroupColumn;
 use crate::operators::window_aggregate::{WindowAssigner, WindowedInput};
@@ -37,7 +39,6 @@ use crate::operators::{
     Filter, History, Invariant, Operator, Outlier, PatternMatcher, Project, SessionWindow, Sharded,
     Suppress, WindowAggregate, WindowAssign, WindowRank,
 };
-use crate::sql::{InvariantKind, OutlierMethod, Training};
 
 /// One operator of a planned query: everything its constructor needs, and what EXPLAIN shows.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -363,7 +364,9 @@ impl OperatorSpec {
     /// A fresh operator with empty state.
     pub fn build(&self) -> Result<Box<dyn Operator>> {
         Ok(match self {
-            OperatorSpec::Filter(s) => Box::new(Filter::new(s.predicate.clone(), s.schema.clone())),
+            OperatorSpec::Filter(s) => {
+                Box::new(Filter::try_new(s.predicate.clone(), s.schema.clone())?)
+            }
             OperatorSpec::Project(s) => {
                 Box::new(Project::new(s.exprs.clone(), &s.input, s.schema.clone()))
             }

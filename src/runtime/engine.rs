@@ -125,16 +125,35 @@ impl Subscription {
     }
 }
 
-/// A COPY FROM STDIN in progress: feed it the data, then hand it to [`Engine::finish_copy`].
+/// A COPY FROM STDIN in progress: [`CopyIn::feed`] it the data as it arrives, then hand it
+/// to [`Engine::finish_copy`].
 pub struct CopyIn {
     /// Target stream.
-    pub stream: String,
+    stream: String,
     /// Number of columns per input line.
-    pub columns: usize,
+    columns: usize,
     /// Whether the data is in PostgreSQL's binary format (`FORMAT binary`).
-    pub binary: bool,
+    binary: bool,
     /// Decodes the incoming data.
-    pub decoder: CopyDecoder,
+    decoder: CopyDecoder,
+}
+
+impl CopyIn {
+    /// Number of columns per input line (what the client is told to send).
+    pub fn columns(&self) -> usize {
+        self.columns
+    }
+
+    /// Whether the data is in PostgreSQL's binary format (`FORMAT binary`).
+    pub fn binary(&self) -> bool {
+        self.binary
+    }
+
+    /// Decodes the next chunk of COPY data; an error names the failing line, and nothing of
+    /// the COPY is applied after one.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<()> {
+        self.decoder.feed(chunk)
+    }
 }
 
 /// What a statement produced.

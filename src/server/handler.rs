@@ -363,8 +363,8 @@ impl Connection {
                 &schema, &batches, format, query,
             )?)),
             StatementResult::CopyIn(copy) => {
-                let columns = copy.columns;
-                let format = i8::from(copy.binary);
+                let columns = copy.columns();
+                let format = i8::from(copy.binary());
                 *self.copy.lock().await = Some(PendingCopy {
                     copy,
                     error: None,
@@ -565,7 +565,7 @@ impl CopyHandler for Connection {
         let mut pending = self.copy.lock().await;
         if let Some(p) = pending.as_mut() {
             if p.error.is_none() {
-                if let Err(e) = p.copy.decoder.feed(&copy_data.data) {
+                if let Err(e) = p.copy.feed(&copy_data.data) {
                     p.error = Some(e);
                 }
             }

@@ -3,19 +3,15 @@
 //! A bad value rejects the whole statement, naming its line and column.
 
 use crate::error::sqlstate;
-use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
-use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use datafusion::common::DFSchema;
-use datafusion::scalar::ScalarValue;
-use datafusion::sql::planner::{PlannerContext, SqlToRel};
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast::{self as sq, Expr, SetExpr, Spanned, UnaryOperator, Value};
 
 use super::value::BatchBuilder;
 use crate::error::{Error, Result};
 use crate::plan::catalog::normalize;
-use crate::plan::PlanContext;
+use crate::plan::ConstantEvaluator;
 
 /// The target stream of an INSERT.
 pub fn insert_target(insert: &sq::Insert) -> Result<String> {
@@ -74,7 +70,7 @@ pub fn insert_batch(
     let columns = insert_columns(insert, schema)?;
     let rows = insert_rows(insert)?;
     let mut builder = BatchBuilder::new(schema.clone())?;
-    let mut evaluator: Option<PlanContext> = None;
+    let mut evaluator = ConstantEvaluator::default();
     let mut given = vec![false; schema.fields().len()];
     for &c in &columns {
         given[c] = true;
@@ -110,13 +106,12 @@ fn push_expr(
     column: usize,
     expr: &Expr,
     params: &[Option<String>],
-    evaluator: &mut Option<PlanContext>,
+    evaluator: &mut ConstantEvaluator,
 ) -> Result<()> {
     if let Some(text) = literal_text(expr, params)? {
         return builder.push_text(column, text.as_deref());
     }
-    let ctx = evaluator.get_or_insert_with(PlanContext::new);
-    let value = evaluate_constant(ctx, expr)?;
+    let value = evaluator.evaluate(expr)?;
     builder.push_scalar(column, &value)
 }
 
@@ -164,19 +159,4 @@ fn literal_text(expr: &Expr, params: &[Option<String>]) -> Result<Option<Option<
         },
         _ => None,
     })
-}
-
-fn evaluate_constant(ctx: &PlanContext, expr: &Expr) -> Result<ScalarValue> {
-    let empty = DFSchema::empty();
-    let logical =
-        SqlToRel::new(ctx).sql_to_expr(expr.clone(), &empty, &mut PlannerContext::new())?;
-    let logical = crate::plan::query::simplify(&logical, &empty)?;
-    let physical = ctx.state().create_physical_expr(logical, &empty)?;
-    let batch = RecordBatch::try_new_with_options(
-        Arc::new(Schema::empty()),
-        vec![],
-        &RecordBatchOptions::new().with_row_count(Some(1)),
-    )?;
-    let value = physical.evaluate(&batch)?.into_array(1)?;
-    Ok(ScalarValue::try_from_array(&value, 0)?)
 }

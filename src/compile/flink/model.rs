@@ -22,8 +22,10 @@ use super::ddl::{flink_type, sink_name};
 use super::expr::{self, name_sql};
 use super::select;
 use crate::error::{Error, Result};
+use crate::operators::invariant::{InvariantKind, Training};
+use crate::operators::outlier::OutlierMethod;
 use crate::plan::{OperatorSpec, QueryPlan};
-use crate::sql::{CreateQuery, InvariantKind, OutlierMethod, Training};
+use crate::sql::CreateQuery;
 
 /// A query whose results go through a model before the sink.
 #[derive(Debug, Clone, PartialEq)]
