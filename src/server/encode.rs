@@ -1,6 +1,7 @@
 //! Arrow to Postgres: column types, DataRow encoding (text or binary, as the client asks) and
 //! COPY text lines. Rows exist only here, at the wire.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
@@ -18,6 +19,7 @@ use pgwire::messages::data::DataRow;
 
 use crate::error::Result;
 use crate::sql::CopyOut;
+use crate::text::write_float;
 use crate::time::{write_timestamp, Fraction};
 
 /// The Postgres type a column is sent as.
@@ -135,6 +137,19 @@ fn encode_value(
         DataType::Int64 => {
             encoder.encode_field(&valid.then(|| col.as_primitive::<Int64Type>().value(row)))
         }
+        DataType::Float32 | DataType::Float64 if text => {
+            let text = valid.then(|| {
+                scratch.clear();
+                match col.data_type() {
+                    DataType::Float32 => {
+                        write_float(scratch, col.as_primitive::<Float32Type>().value(row))
+                    }
+                    _ => write_float(scratch, col.as_primitive::<Float64Type>().value(row)),
+                }
+                scratch.as_str()
+            });
+            encoder.encode_field(&text)
+        }
         DataType::Float32 => {
             encoder.encode_field(&valid.then(|| col.as_primitive::<Float32Type>().value(row)))
         }
@@ -174,50 +189,25 @@ pub fn copy_lines(batch: &RecordBatch, format: CopyOut) -> Result<Vec<Vec<u8>>> 
         .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let mut lines = Vec::with_capacity(batch.num_rows());
-    let value = |col: &ArrayRef, f: &ArrayFormatter, row: usize| match col.data_type() {
-        DataType::Timestamp(_, tz) => timestamp_text(
-            col.as_primitive::<TimestampNanosecondType>().value(row),
-            tz.is_some(),
-        ),
-        // PostgreSQL's text form of a boolean.
-        DataType::Boolean => if col.as_boolean().value(row) {
-            "t"
-        } else {
-            "f"
-        }
-        .to_string(),
-        _ => f.value(row).to_string(),
-    };
-    if format != CopyOut::Text {
-        for row in 0..batch.num_rows() {
-            let values: Vec<Option<String>> = columns
-                .iter()
-                .zip(&formatters)
-                .map(|(col, f)| (!col.is_null(row)).then(|| value(col, f, row)))
-                .collect();
-            lines.push(csv_line(values.iter().map(Option::as_deref)));
-        }
-        return Ok(lines);
-    }
+    let mut value = String::new();
     for row in 0..batch.num_rows() {
         let mut line = String::new();
         for (i, (col, f)) in columns.iter().zip(&formatters).enumerate() {
             if i > 0 {
-                line.push('\t');
+                line.push(if format == CopyOut::Text { '\t' } else { ',' });
             }
             if col.is_null(row) {
-                line.push_str("\\N");
+                if format == CopyOut::Text {
+                    line.push_str("\\N");
+                }
                 continue;
             }
-            let value = value(col, f, row);
-            for ch in value.chars() {
-                match ch {
-                    '\\' => line.push_str("\\\\"),
-                    '\t' => line.push_str("\\t"),
-                    '\n' => line.push_str("\\n"),
-                    '\r' => line.push_str("\\r"),
-                    c => line.push(c),
-                }
+            value.clear();
+            write_text(&mut value, col, f, row);
+            if format == CopyOut::Text {
+                push_escaped(&mut line, &value);
+            } else {
+                push_csv_value(&mut line, &value);
             }
         }
         line.push('\n');
@@ -226,23 +216,73 @@ pub fn copy_lines(batch: &RecordBatch, format: CopyOut) -> Result<Vec<Vec<u8>>> 
     Ok(lines)
 }
 
-/// One line of PostgreSQL's CSV output: comma-separated, NULL as nothing, a value quoted
-/// (quotes doubled) when it holds a comma, quote, CR or LF, is empty (so that it differs from
-/// NULL) or is `\.` (the end-of-data marker).
+/// Appends the PostgreSQL text of a non-NULL value of a wire column (see [`wire_columns`]).
+fn write_text(out: &mut String, col: &ArrayRef, f: &ArrayFormatter, row: usize) {
+    match col.data_type() {
+        DataType::Timestamp(_, tz) => {
+            write_timestamp(
+                out,
+                col.as_primitive::<TimestampNanosecondType>().value(row),
+                Fraction::Micros,
+            );
+            if tz.is_some() {
+                out.push_str("+00");
+            }
+        }
+        // PostgreSQL's text form of a boolean.
+        DataType::Boolean => out.push(if col.as_boolean().value(row) {
+            't'
+        } else {
+            'f'
+        }),
+        DataType::Float32 => write_float(out, col.as_primitive::<Float32Type>().value(row)),
+        DataType::Float64 => write_float(out, col.as_primitive::<Float64Type>().value(row)),
+        // Writing to a String cannot fail.
+        _ => drop(write!(out, "{}", f.value(row))),
+    }
+}
+
+/// Appends `value` with COPY text format's backslash escapes.
+fn push_escaped(line: &mut String, value: &str) {
+    for ch in value.chars() {
+        match ch {
+            '\\' => line.push_str("\\\\"),
+            '\t' => line.push_str("\\t"),
+            '\n' => line.push_str("\\n"),
+            '\r' => line.push_str("\\r"),
+            c => line.push(c),
+        }
+    }
+}
+
+/// Appends one CSV value: quoted (quotes doubled) when it holds a comma, quote, CR or LF, is
+/// empty (so that it differs from NULL) or is `\.` (the end-of-data marker).
+fn push_csv_value(line: &mut String, value: &str) {
+    let quote = value.is_empty() || value == "\\." || value.contains([',', '"', '\n', '\r']);
+    if quote {
+        line.push('"');
+        for ch in value.chars() {
+            if ch == '"' {
+                line.push('"');
+            }
+            line.push(ch);
+        }
+        line.push('"');
+    } else {
+        line.push_str(value);
+    }
+}
+
+/// One line of PostgreSQL's CSV output: comma-separated, NULL as nothing, values quoted as
+/// [`push_csv_value`] says.
 pub fn csv_line<'a>(values: impl Iterator<Item = Option<&'a str>>) -> Vec<u8> {
     let mut line = String::new();
     for (i, value) in values.enumerate() {
         if i > 0 {
             line.push(',');
         }
-        let Some(value) = value else { continue };
-        let quote = value.is_empty() || value == "\\." || value.contains([',', '"', '\n', '\r']);
-        if quote {
-            line.push('"');
-            line.push_str(&value.replace('"', "\"\""));
-            line.push('"');
-        } else {
-            line.push_str(value);
+        if let Some(value) = value {
+            push_csv_value(&mut line, value);
         }
     }
     line.push('\n');
