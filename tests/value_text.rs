@@ -2,7 +2,8 @@
 //! One text for every value in every output: the same awkward floats and microsecond
 //! timestamps read through `saql run` (its CSV output), the wire (a simple-query SELECT over a
 //! query's retained rows) and `COPY (SUBSCRIBE ...) TO STDOUT` (CSV) come out as the same
-//! bytes, and those bytes are what PostgreSQL prints for the same values.
+//! bytes, and those bytes are what PostgreSQL prints for the same values. A value the wire
+//! cannot carry is an error.
 
 #[allow(dead_code)]
 #[path = "support/binary.rs"]
@@ -118,4 +119,21 @@ async fn floats_and_timestamps_read_the_same_in_every_output() {
         }
     }
     assert_eq!(wire, EXPECTED, "the wire");
+
+    // PostgreSQL has no unsigned bigint: a UInt64 past i64::MAX is 22003, not a NULL.
+    let e = writer
+        .simple_query("SELECT 18446744073709551615 AS big")
+        .await
+        .expect_err("u64::MAX does not fit a bigint");
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(db.code().code(), "22003", "{db}");
+    assert!(db.message().contains("18446744073709551615"), "{db}");
+    let rows = writer
+        .simple_query("SELECT arrow_cast(9223372036854775807, 'UInt64') AS big")
+        .await
+        .unwrap();
+    let SimpleQueryMessage::Row(row) = &rows[1] else {
+        panic!("{rows:?}")
+    };
+    assert_eq!(row.get(0), Some("9223372036854775807"));
 }

@@ -8,7 +8,7 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
     DataType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Schema, TimeUnit,
-    TimestampNanosecondType,
+    TimestampNanosecondType, UInt64Type,
 };
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -17,7 +17,7 @@ use pgwire::api::Type;
 use pgwire::error::PgWireResult;
 use pgwire::messages::data::DataRow;
 
-use crate::error::Result;
+use crate::error::{sqlstate, Result};
 use crate::sql::CopyOut;
 use crate::text::write_float;
 use crate::time::{write_timestamp, Fraction};
@@ -96,9 +96,27 @@ fn wire_columns(batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
                     Arc::new(datafusion::arrow::array::StringArray::from(values)) as ArrayRef,
                 );
             }
+            if let DataType::UInt64 = c.data_type() {
+                check_bigint(c)?;
+            }
             Ok(cast(c, &target)?)
         })
         .collect()
+}
+
+/// PostgreSQL has no unsigned 64-bit type: a UInt64 above `i64::MAX` cannot be sent as
+/// `bigint`, and is an error (22003) rather than the NULL a cast would make of it.
+fn check_bigint(column: &ArrayRef) -> Result<()> {
+    let values = column.as_primitive::<UInt64Type>();
+    match values.iter().flatten().find(|&v| i64::try_from(v).is_err()) {
+        Some(v) => Err(crate::Error::invalid_input(
+            sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+            format!(
+                "bigint out of range: {v} is above 9223372036854775807; cast it to numeric or text"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Encodes every row of `batch` as a DataRow for `fields`.
