@@ -12,7 +12,8 @@ use datafusion::sql::sqlparser::ast as sq;
 
 use super::catalog::normalize;
 use super::context::PlanContext;
-use super::query::{physical, QueryPlan, WindowSpec};
+use super::expr::physical;
+use super::query::{QueryPlan, WindowSpec};
 use super::spec::{FilterSpec, InvariantSpec, Method, OperatorSpec, OutlierSpec, SuppressSpec};
 use crate::error::{Error, Result};
 use crate::sql::{InvariantClause, InvariantKind, OutlierClause, SuppressClause, Training};

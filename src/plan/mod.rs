@@ -3,12 +3,16 @@
 //! types into a logical plan; we map each of its nodes onto the spec of an operator of ours
 //! ([`OperatorSpec`]), from which the runtime builds the operators.
 
+mod aggregate;
 pub mod catalog;
 mod clauses;
 mod context;
 mod evidence;
 pub mod explain;
+pub(crate) mod expr;
+mod from;
 mod grouping;
+mod history;
 mod pattern;
 
 pub(crate) use context::PlanContext;

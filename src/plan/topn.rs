@@ -14,7 +14,7 @@ use datafusion::logical_expr::{
 };
 
 use super::context::PlanContext;
-use super::query::physical;
+use super::expr::physical;
 use super::spec::{OperatorSpec, WindowRankSpec};
 use crate::error::{Error, Result};
 use crate::operators::window_rank::Numbering;

@@ -170,7 +170,7 @@ fn evaluate_constant(ctx: &PlanContext, expr: &Expr) -> Result<ScalarValue> {
     let empty = DFSchema::empty();
     let logical =
         SqlToRel::new(ctx).sql_to_expr(expr.clone(), &empty, &mut PlannerContext::new())?;
-    let logical = crate::plan::query::simplify(&logical, &empty)?;
+    let logical = crate::plan::expr::simplify(&logical, &empty)?;
     let physical = ctx.state().create_physical_expr(logical, &empty)?;
     let batch = RecordBatch::try_new_with_options(
         Arc::new(Schema::empty()),
