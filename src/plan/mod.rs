@@ -16,6 +16,8 @@ mod history;
 mod pattern;
 
 pub(crate) use context::PlanContext;
+#[cfg(test)]
+mod position_tests;
 pub mod query;
 pub mod rollup;
 pub mod spec;
