@@ -105,18 +105,10 @@ fn write_fixed(out: &mut String, first: &str, rest: &str, exponent: i32) {
 }
 
 /// A float's text on the stack: std writes into it without allocating.
+#[derive(Default)]
 struct StackText {
     bytes: [u8; 32],
     len: usize,
-}
-
-impl Default for StackText {
-    fn default() -> Self {
-        StackText {
-            bytes: [0; 32],
-            len: 0,
-        }
-    }
 }
 
 impl StackText {

@@ -207,7 +207,7 @@ impl Matcher {
         part: &mut Partition,
         cur: &Current,
         verdict: &[bool],
-        seen: &mut Vec<bool>,
+        seen: &mut [bool],
         pcs: &mut Vec<u32>,
         parked: &mut Vec<u64>,
     ) -> bool {

@@ -149,6 +149,9 @@ pub(super) fn plan_variables(
     Ok(variables)
 }
 
+/// A DEFINE condition planned: over the current row, and over earlier rows.
+type DefineParts = (Option<Arc<dyn PhysicalExpr>>, Option<CrossCondition>);
+
 /// One DEFINE condition: the conjuncts over the current row, and those over earlier rows.
 fn plan_define(
     ctx: &PlanContext,
@@ -156,7 +159,7 @@ fn plan_define(
     def: &Expr,
     input: &SchemaRef,
     var: &str,
-) -> Result<(Option<Arc<dyn PhysicalExpr>>, Option<CrossCondition>)> {
+) -> Result<DefineParts> {
     let mut local = Vec::new();
     let mut cross = Vec::new();
     for conjunct in conjuncts(def) {

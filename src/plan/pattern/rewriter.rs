@@ -336,7 +336,7 @@ impl<'a> Rewriter<'a> {
             ));
         }
         let offset = match args.get(1) {
-            Some(a) => offset_arg(a, &name, 0)?,
+            Some(a) => offset_arg(a, name, 0)?,
             None => 0,
         };
         let (var, column) = match arg(0)? {
