@@ -4,18 +4,39 @@
 
 use std::fmt;
 
+use datafusion::sql::sqlparser::tokenizer::Span;
+
 pub mod sqlstate;
 
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Where in a statement an error applies: a 1-based line and column, plus the byte offset.
+/// Where in a statement an error applies: a 1-based line and column, as sqlparser's token
+/// spans count them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Location {
     /// 1-based line.
     pub line: u64,
     /// 1-based column, counted in characters.
     pub column: u64,
+}
+
+impl Location {
+    /// Where sqlparser's `span` starts; None for an empty span (a node built, not parsed).
+    pub fn of_span(span: Span) -> Option<Location> {
+        (span.start.line > 0).then_some(Location {
+            line: span.start.line,
+            column: span.start.column,
+        })
+    }
+
+    /// Where DataFusion's `span` (of a column, a relation, a function call) starts.
+    fn of_datafusion(span: Option<&datafusion::common::Span>) -> Option<Location> {
+        span.filter(|s| s.start.line > 0).map(|s| Location {
+            line: s.start.line,
+            column: s.start.column,
+        })
+    }
 }
 
 /// An error, by the phase that raised it.
@@ -36,6 +57,8 @@ pub enum Error {
         sqlstate: &'static str,
         /// What is wrong.
         message: String,
+        /// Where the statement names the object, when it came from a statement.
+        location: Option<Location>,
     },
     /// The statement parses but cannot be planned (unknown column 42703, type mismatch 42804).
     #[error("{message}")]
@@ -44,6 +67,8 @@ pub enum Error {
         sqlstate: &'static str,
         /// What is wrong.
         message: String,
+        /// Where the offending name or expression starts in the statement, when known.
+        location: Option<Location>,
     },
     /// The statement asks for something saql does not do yet (0A000).
     #[error("{0}")]
@@ -143,6 +168,7 @@ impl Error {
         Error::Catalog {
             sqlstate: sqlstate::UNDEFINED_TABLE,
             message: format!("{kind} \"{name}\" does not exist"),
+            location: None,
         }
     }
 
@@ -151,6 +177,7 @@ impl Error {
         Error::Catalog {
             sqlstate: sqlstate::DUPLICATE_TABLE,
             message: format!("{kind} \"{name}\" already exists"),
+            location: None,
         }
     }
 
@@ -159,6 +186,7 @@ impl Error {
         Error::Plan {
             sqlstate,
             message: message.into(),
+            location: None,
         }
     }
 
@@ -208,26 +236,34 @@ impl Error {
         }
     }
 
-    /// The location of a parse error, when known.
+    /// Where in its statement this error applies, when it does: a syntax error's token, the
+    /// name of an unknown column, function or stream (from the statement's token spans).
     pub fn location(&self) -> Option<Location> {
         match self {
-            Error::Parse { location, .. } => *location,
+            Error::Parse { location, .. }
+            | Error::Catalog { location, .. }
+            | Error::Plan { location, .. } => *location,
             _ => None,
         }
     }
 
-    /// Where in the statement `sql` this error applies: a parse error's location; for an
-    /// error about a named object (an unknown column, a pattern variable named twice, ...) the
-    /// first whole-word, case-insensitive mention in `sql` of the first name its message
-    /// quotes (`column "x"`, `stream "s"`).
-    pub fn location_in(&self, sql: &str) -> Option<Location> {
-        match self {
-            Error::Parse { location, .. } => *location,
-            Error::Catalog { message, .. } | Error::Plan { message, .. } => {
-                find_word(sql, message.split('"').nth(1)?)
+    /// This error placed at `at` in its statement, unless it already has a place (errors
+    /// that do not apply to a statement pass through unchanged).
+    pub fn at(mut self, at: Option<Location>) -> Self {
+        if let Error::Parse { location, .. }
+        | Error::Catalog { location, .. }
+        | Error::Plan { location, .. } = &mut self
+        {
+            if location.is_none() {
+                *location = at;
             }
-            _ => None,
         }
+        self
+    }
+
+    /// This error placed where sqlparser's `span` starts (see [`Error::at`]).
+    pub fn at_span(self, span: Span) -> Self {
+        self.at(Location::of_span(span))
     }
 
     /// A resource or program limit was reached (53xxx, 54xxx).
@@ -257,28 +293,9 @@ impl From<datafusion::error::DataFusionError> for Error {
         use datafusion::error::DataFusionError as D;
         match e {
             D::SQL(e, _) => Error::parse(e.to_string(), None),
-            D::SchemaError(e, _)
-                if matches!(*e, datafusion::common::SchemaError::FieldNotFound { .. }) =>
-            {
-                let datafusion::common::SchemaError::FieldNotFound {
-                    field,
-                    valid_fields,
-                } = *e
-                else {
-                    unreachable!("matched above")
-                };
-                let mut names: Vec<String> = Vec::new();
-                for c in valid_fields {
-                    if !names.contains(&c.name) {
-                        names.push(c.name);
-                    }
-                }
-                let mut message = format!("column \"{}\" does not exist", field.name);
-                if !names.is_empty() {
-                    message.push_str(&format!("; columns are: {}", names.join(", ")));
-                }
-                Error::plan(sqlstate::UNDEFINED_COLUMN, message)
-            }
+            D::SchemaError(e, _) => Error::from(*e),
+            // DataFusion has no typed form of an unknown table or function: its planner
+            // says so in a Plan error (inside a Diagnostic that holds the span, see below).
             D::Plan(m) if m.starts_with("table '") && m.ends_with("' not found") => {
                 let name = m["table '".len()..m.len() - "' not found".len()]
                     .rsplit('.')
@@ -286,15 +303,6 @@ impl From<datafusion::error::DataFusionError> for Error {
                     .unwrap_or_default()
                     .to_string();
                 Error::undefined("stream or query", &name)
-            }
-            D::SchemaError(e, _) => {
-                let message = e.to_string();
-                let sqlstate = if message.contains("not found") || message.contains("No field") {
-                    sqlstate::UNDEFINED_COLUMN
-                } else {
-                    sqlstate::INVALID_COLUMN_REFERENCE
-                };
-                Error::plan(sqlstate, strip_datafusion_prefix(&message))
             }
             D::Plan(m) if m.starts_with("Invalid function '") => {
                 let rest = &m["Invalid function '".len()..];
@@ -309,14 +317,23 @@ impl From<datafusion::error::DataFusionError> for Error {
             D::Plan(m) => Error::plan(sqlstate::DATATYPE_MISMATCH, strip_datafusion_prefix(&m)),
             D::NotImplemented(m) => Error::NotSupported(m),
             D::Context(ctx, inner) => match Error::from(*inner) {
-                Error::Plan { sqlstate, message } => Error::Plan {
+                Error::Plan {
+                    sqlstate,
+                    message,
+                    location,
+                } => Error::Plan {
                     sqlstate,
                     message: format!("{ctx}: {message}"),
+                    location,
                 },
                 other => other,
             },
-            D::Diagnostic(_, inner) => Error::from(*inner),
-            // saql's own errors raised inside DataFusion (table functions).
+            // The span of the column, relation or call the error is about.
+            D::Diagnostic(diagnostic, inner) => {
+                Error::from(*inner).at(Location::of_datafusion(diagnostic.span.as_ref()))
+            }
+            // saql's own errors raised inside DataFusion (table functions, the planning
+            // context's catalog).
             D::External(e) => match e.downcast::<Error>() {
                 Ok(ours) => *ours,
                 Err(e) => Error::Execution(e.to_string()),
@@ -324,6 +341,37 @@ impl From<datafusion::error::DataFusionError> for Error {
             D::ArrowError(e, _) => Error::Execution(e.to_string()),
             other => Error::Execution(strip_datafusion_prefix(&other.to_string())),
         }
+    }
+}
+
+impl From<datafusion::common::SchemaError> for Error {
+    fn from(e: datafusion::common::SchemaError) -> Self {
+        use datafusion::common::SchemaError as S;
+        let (sqlstate, column) = match &e {
+            S::FieldNotFound {
+                field,
+                valid_fields,
+            } => {
+                let mut names: Vec<&str> = Vec::new();
+                for c in valid_fields {
+                    if !names.contains(&c.name.as_str()) {
+                        names.push(&c.name);
+                    }
+                }
+                let mut message = format!("column \"{}\" does not exist", field.name);
+                if !names.is_empty() {
+                    message.push_str(&format!("; columns are: {}", names.join(", ")));
+                }
+                let at = Location::of_datafusion(field.spans().first().as_ref());
+                return Error::plan(sqlstate::UNDEFINED_COLUMN, message).at(at);
+            }
+            S::AmbiguousReference { field } => (sqlstate::AMBIGUOUS_COLUMN, Some(field)),
+            S::DuplicateQualifiedField { .. } | S::DuplicateUnqualifiedField { .. } => {
+                (sqlstate::DUPLICATE_COLUMN, None)
+            }
+        };
+        let at = column.and_then(|c| Location::of_datafusion(c.spans().first().as_ref()));
+        Error::plan(sqlstate, strip_datafusion_prefix(&e.to_string())).at(at)
     }
 }
 
@@ -362,60 +410,8 @@ impl fmt::Display for WithSource<'_> {
     }
 }
 
-/// The location of the first whole-word, case-insensitive (ASCII) occurrence of `word` in
-/// `text`.
-fn find_word(text: &str, word: &str) -> Option<Location> {
-    if word.is_empty() {
-        return None;
-    }
-    // ASCII lowercasing keeps byte offsets.
-    let lower = text.to_ascii_lowercase();
-    let needle = word.to_ascii_lowercase();
-    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
-    let mut from = 0;
-    while let Some(pos) = lower[from..].find(&needle) {
-        let at = from + pos;
-        let before = lower[..at].chars().last();
-        let after = lower[at + needle.len()..].chars().next();
-        if !before.is_some_and(is_ident) && !after.is_some_and(is_ident) {
-            let prefix = &text[..at];
-            let line = prefix.matches('\n').count() as u64 + 1;
-            let column = prefix.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u64 + 1;
-            return Some(Location { line, column });
-        }
-        from = at + needle.len();
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn location_in_points_at_the_quoted_name() {
-        let sql = "SELECT Amount_total, amount\nFROM events WHERE AMOUNT > 1";
-        let e = Error::plan("42703", "column \"amount\" does not exist");
-        // Not inside Amount_total; case-insensitive.
-        assert_eq!(
-            e.location_in(sql),
-            Some(Location {
-                line: 1,
-                column: 22
-            })
-        );
-        let e = Error::plan("42703", "column \"events\" does not exist");
-        assert_eq!(e.location_in(sql), Some(Location { line: 2, column: 6 }));
-        let e = Error::plan("42703", "column \"nowhere\" does not exist");
-        assert_eq!(e.location_in(sql), None);
-        // Errors about input rows do not point into the statement.
-        let e = Error::InvalidInput {
-            sqlstate: "22P02",
-            message: "bad value for column \"amount\"".into(),
-            line: Some(3),
-            column: None,
-        };
-        assert_eq!(e.location_in(sql), None);
-    }
-
     use super::*;
 
     #[test]

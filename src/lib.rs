@@ -60,6 +60,7 @@ pub mod server;
 pub mod sinks;
 pub mod sources;
 pub mod sql;
+pub mod text;
 pub mod time;
 
 pub use error::{Error, Result};

@@ -50,7 +50,7 @@ impl fmt::Display for EventTime {
             EventTime::MAX => f.write_str("infinity"),
             EventTime(n) => {
                 let mut text = String::with_capacity(TIMESTAMP_TEXT_MAX);
-                write_timestamp(&mut text, n, Fraction::Grouped);
+                write_timestamp(&mut text, n, Fraction::Nanos);
                 f.write_str(&text)
             }
         }
@@ -60,13 +60,14 @@ impl fmt::Display for EventTime {
 /// The longest text [`write_timestamp`] writes.
 pub const TIMESTAMP_TEXT_MAX: usize = "2262-04-11 23:47:16.854775807".len();
 
-/// How [`write_timestamp`] writes the fraction of a second (none when it is zero).
+/// How [`write_timestamp`] writes the fraction of a second: PostgreSQL's style, trailing zeros
+/// dropped (`.5`, `.00025`) and none when it is zero, in one of two precisions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fraction {
-    /// 3, 6 or 9 digits, as few as hold it (`.500`, `.000250`): files and messages.
-    Grouped,
-    /// Microseconds, the nanoseconds below cut off (towards the past), trailing zeros dropped
-    /// (`.5`, `.00025`): PostgreSQL's text output, on the wire and in COPY TO.
+    /// Nanoseconds, all that saql holds (`.000000001`): files and messages.
+    Nanos,
+    /// Microseconds, the nanoseconds below cut off (towards the past): PostgreSQL's
+    /// precision, on the wire and in COPY TO.
     Micros,
 }
 
@@ -90,25 +91,16 @@ pub fn write_timestamp(out: &mut String, nanos: i64, fraction: Fraction) {
     buf[16] = b':';
     put_digits(&mut buf[17..19], of_day % 60);
     let mut len = 19;
-    let digits = match fraction {
-        Fraction::Grouped if sub == 0 => 0,
-        Fraction::Grouped if sub.is_multiple_of(1_000_000) => 3,
-        Fraction::Grouped if sub.is_multiple_of(1_000) => 6,
-        Fraction::Grouped => 9,
-        Fraction::Micros => {
-            sub /= 1_000;
-            let mut digits = 6;
-            while digits > 0 && sub.is_multiple_of(10) {
-                sub /= 10;
-                digits -= 1;
-            }
-            digits
-        }
-    };
+    let mut digits = 9;
+    if fraction == Fraction::Micros {
+        sub /= 1_000;
+        digits = 6;
+    }
+    while digits > 0 && sub.is_multiple_of(10) {
+        sub /= 10;
+        digits -= 1;
+    }
     if digits > 0 {
-        if fraction == Fraction::Grouped {
-            sub /= 10u32.pow(9 - digits as u32);
-        }
         buf[19] = b'.';
         put_digits(&mut buf[20..20 + digits], sub);
         len = 20 + digits;
@@ -148,6 +140,21 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 /// Nanoseconds in a duration, saturating at `i64::MAX`.
 pub fn duration_nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// The error for event-time arithmetic that would leave the range of timestamps (about
+/// 1677-09-21 to 2262-04-11): a window bound, a session's end. Names the row's time and the
+/// width that overflowed (22008, PostgreSQL's "datetime field overflow").
+pub fn bound_overflow(nanos: i64, width: i64, what: &str) -> crate::Error {
+    crate::Error::invalid_input(
+        crate::error::sqlstate::DATETIME_FIELD_OVERFLOW,
+        format!(
+            "timestamp {} is too near the end of the timestamp range for {what} of {:?}: \
+             its bounds would fall outside 1677-09-21 .. 2262-04-11",
+            EventTime(nanos),
+            Duration::from_nanos(width.unsigned_abs()),
+        ),
+    )
 }
 
 /// A stream's watermark: the claim that no more rows with an event time before it will arrive.
@@ -219,13 +226,13 @@ mod tests {
     fn displays_as_utc() {
         assert_eq!(
             EventTime(1_500_000_000).to_string(),
-            "1970-01-01 00:00:01.500"
+            "1970-01-01 00:00:01.5"
         );
         assert!(Watermark(EventTime(10)).is_late(EventTime(9)));
         assert_eq!(EventTime::MIN.to_string(), "-infinity");
     }
 
-    /// Every instant, against chrono's `%Y-%m-%d %H:%M:%S%.f`, in both fraction styles.
+    /// Every instant, against chrono's `%Y-%m-%d %H:%M:%S%.9f` trimmed, in both precisions.
     #[test]
     fn timestamps_match_chrono() {
         let mut rng = 0x9E37_79B9_7F4A_7C15u64;
@@ -239,9 +246,10 @@ mod tests {
         }
         for nanos in samples {
             let dt = chrono::DateTime::from_timestamp_nanos(nanos).naive_utc();
-            let mut grouped = String::new();
-            write_timestamp(&mut grouped, nanos, Fraction::Grouped);
-            assert_eq!(grouped, dt.format("%Y-%m-%d %H:%M:%S%.f").to_string());
+            let mut full = String::new();
+            write_timestamp(&mut full, nanos, Fraction::Nanos);
+            let expected = dt.format("%Y-%m-%d %H:%M:%S%.9f").to_string();
+            assert_eq!(full, expected.trim_end_matches('0').trim_end_matches('.'));
             // chrono cannot hold the microsecond before i64::MIN nanoseconds.
             let Some(floor) = nanos.div_euclid(1000).checked_mul(1000) else {
                 continue;

@@ -383,6 +383,31 @@ async fn errors_carry_sqlstate_and_the_server_keeps_serving() {
             sql.find("nope").unwrap() as u32 + 1
         ))
     );
+    // The position is where the statement writes the unknown name, found from its token
+    // span: not the same word earlier in a string or as an alias, and in the second of two
+    // statements sent together, counted from the start of the text sent (as PostgreSQL does).
+    for (sql, before) in [
+        (
+            "CREATE CONTINUOUS QUERY q AS SELECT 'total' AS label, host AS total, total \
+             FROM events",
+            "host AS total, ",
+        ),
+        (
+            "SELECT 1 AS total;\nSELECT host AS total FROM events WHERE total > 1",
+            "WHERE ",
+        ),
+    ] {
+        let err = client.batch_execute(sql).await.unwrap_err();
+        assert_eq!(code(&err), "42703", "{sql}");
+        let at = sql.find(before).unwrap() + before.len();
+        assert_eq!(
+            err.as_db_error().unwrap().position(),
+            Some(&tokio_postgres::error::ErrorPosition::Original(
+                sql[..at].chars().count() as u32 + 1
+            )),
+            "{sql}"
+        );
+    }
 
     // A multi-row INSERT with one bad row applies nothing.
     let err = client

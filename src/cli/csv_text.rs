@@ -16,6 +16,7 @@ use datafusion::arrow::datatypes::{
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use saql::text::write_float;
 use saql::time::{write_timestamp, Fraction};
 
 /// One row as text fields; `None` is SQL NULL.
@@ -230,7 +231,7 @@ impl<'a> ColumnText<'a> {
                     _ => a.as_primitive::<TimestampNanosecondType>().value(row),
                 };
                 let nanos = value.saturating_mul(*per_unit);
-                write_timestamp(out, nanos, Fraction::Grouped);
+                write_timestamp(out, nanos, Fraction::Nanos);
                 Ok(())
             }
             ColumnText::Text(a) => {
@@ -244,18 +245,6 @@ impl<'a> ColumnText<'a> {
             ColumnText::Other(_, f) => write!(out, "{}", f.value(row)),
         };
         true
-    }
-}
-
-/// A float as PostgreSQL prints it: shortest round-trip digits, `NaN`, `Infinity`.
-fn write_float<F: Into<f64> + std::fmt::Display + Copy>(out: &mut String, f: F) {
-    let wide: f64 = f.into();
-    if wide.is_nan() {
-        out.push_str("NaN");
-    } else if wide.is_infinite() {
-        out.push_str(if wide > 0.0 { "Infinity" } else { "-Infinity" });
-    } else {
-        let _ = write!(out, "{f}");
     }
 }
 

@@ -51,9 +51,10 @@ pub fn describe(e: &saql::Error) -> String {
 }
 
 /// Where in a statement an error points: where the error says it applies in the statement's
-/// text ([`saql::Error::location_in`]), else at the statement's start.
+/// text ([`saql::Error::location`], from the statement's token spans), else at the
+/// statement's start.
 pub fn locate(e: &saql::Error, s: &SourceStatement) -> Location {
-    e.location_in(&s.text).map_or(s.start, |l| s.absolute(l))
+    e.location().map_or(s.start, |l| s.absolute(l))
 }
 
 /// One statement of a file: its text and where it starts.

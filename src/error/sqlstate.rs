@@ -45,6 +45,8 @@ pub const SYNTAX_ERROR: &str = "42601";
 pub const NAME_TOO_LONG: &str = "42622";
 /// `42701`.
 pub const DUPLICATE_COLUMN: &str = "42701";
+/// `42702`.
+pub const AMBIGUOUS_COLUMN: &str = "42702";
 /// `42703`.
 pub const UNDEFINED_COLUMN: &str = "42703";
 /// `42803`.

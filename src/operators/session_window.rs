@@ -121,7 +121,10 @@ impl SessionWindow {
         let gap = self.gap;
         let wm = self.watermark.0.nanos();
         let sessions = &mut self.sessions[k];
-        let (lo, hi) = (t, t.saturating_add(gap));
+        let hi = t
+            .checked_add(gap)
+            .ok_or_else(|| crate::time::bound_overflow(t, gap, "a session gap"))?;
+        let lo = t;
         let touching: Vec<usize> = sessions
             .iter()
             .enumerate()

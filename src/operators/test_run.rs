@@ -62,8 +62,8 @@ impl Run {
         }
     }
 
-    /// Feeds rows `(seconds, k, v)`, then advances every operator to `watermark` seconds.
-    pub fn feed(&mut self, rows: &[(i64, i64, Option<i64>)], watermark: i64) {
+    /// A batch of rows `(nanoseconds, k, v)` of `s`.
+    pub fn batch(rows: &[(i64, i64, Option<i64>)]) -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![
             Field::new(
                 "ts",
@@ -73,12 +73,12 @@ impl Run {
             Field::new("k", DataType::Int64, true),
             Field::new("v", DataType::Int64, true),
         ]));
-        let batch = RecordBatch::try_new(
+        RecordBatch::try_new(
             schema,
             vec![
                 Arc::new(
                     datafusion::arrow::array::TimestampNanosecondArray::from_iter_values(
-                        rows.iter().map(|r| r.0 * SEC),
+                        rows.iter().map(|r| r.0),
                     ),
                 ),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
@@ -87,7 +87,26 @@ impl Run {
                 )),
             ],
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// Runs `batch` through every operator; the first error.
+    pub fn try_process(&mut self, batch: RecordBatch) -> crate::Result<()> {
+        let mut batches = vec![batch];
+        for op in self.ops.iter_mut() {
+            let mut next = Vec::new();
+            for b in batches {
+                next.extend(op.process_batch(b)?);
+            }
+            batches = next;
+        }
+        Ok(())
+    }
+
+    /// Feeds rows `(seconds, k, v)`, then advances every operator to `watermark` seconds.
+    pub fn feed(&mut self, rows: &[(i64, i64, Option<i64>)], watermark: i64) {
+        let nanos: Vec<_> = rows.iter().map(|&(t, k, v)| (t * SEC, k, v)).collect();
+        let batch = Run::batch(&nanos);
         self.push(0, vec![batch]);
         let wm = Watermark(EventTime(watermark.saturating_mul(SEC)));
         for i in 0..self.ops.len() {

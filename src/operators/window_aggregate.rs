@@ -113,6 +113,18 @@ impl WindowAssigner {
         self.starts(t).next()
     }
 
+    /// Checks that the bounds of every window of an event at `lo` or `hi` (and so of every
+    /// event between) lie within the range of timestamps: 22008 naming the event otherwise.
+    pub fn check(&self, lo: i64, hi: i64) -> Result<()> {
+        let reach = self.size.max(self.slide);
+        for t in [lo, hi] {
+            if t.checked_sub(reach).is_none() || t.checked_add(reach).is_none() {
+                return Err(crate::time::bound_overflow(t, self.size, "a window"));
+            }
+        }
+        Ok(())
+    }
+
     /// Starts of every window containing `t`, latest first. TUMBLE and HOP only.
     pub fn starts(&self, t: i64) -> impl Iterator<Item = i64> + '_ {
         let last = t.div_euclid(self.slide) * self.slide;
@@ -466,6 +478,9 @@ impl WindowAggregate {
         times: &PrimitiveArray<TimestampNanosecondType>,
         input: Rows,
     ) -> Result<Vec<RecordBatch>> {
+        if let (Some(lo), Some(hi)) = (min(times), max(times)) {
+            self.assigner.check(lo, hi)?;
+        }
         let n = times.len();
         let first_seq = self.next_seq;
         self.next_seq += n as u64;
@@ -812,6 +827,44 @@ mod tests {
     }
 
     use crate::operators::test_run::{Run, SEC};
+
+    /// A row whose windows would end after 2262-04-11 or start before 1677-09-21 (the ends of
+    /// nanosecond timestamps) fails with 22008 naming its time, for every window kind, instead
+    /// of wrapping round or panicking.
+    #[test]
+    fn windows_past_the_ends_of_time_are_an_error() {
+        let queries = [
+            "SELECT window_end, COUNT(*) AS n FROM TUMBLE(s, ts, INTERVAL '1' HOUR) \
+             GROUP BY window_start, window_end",
+            "SELECT window_end, COUNT(*) AS n \
+             FROM HOP(s, ts, INTERVAL '1' MINUTE, INTERVAL '1' HOUR) GROUP BY window_start, window_end",
+            "SELECT window_end, COUNT(*) AS n \
+             FROM CUMULATE(s, ts, INTERVAL '1' MINUTE, INTERVAL '1' HOUR) \
+             GROUP BY window_start, window_end",
+            "SELECT window_end, COUNT(*) AS n FROM SESSION(s, ts, INTERVAL '1' HOUR) \
+             GROUP BY window_start, window_end",
+            "SELECT ts, window_end FROM TUMBLE(s, ts, INTERVAL '1' HOUR)",
+        ];
+        let (last, first) = (i64::MAX - 1, i64::MIN + 1);
+        for sql in queries {
+            for (t, year) in [(last, "2262-04-11"), (first, "1677-09-21")] {
+                // A session starts at its first row: only its end can overflow.
+                if sql.contains("SESSION") && t == first {
+                    continue;
+                }
+                let mut run = Run::new(sql);
+                let e = run
+                    .try_process(Run::batch(&[(t, 1, Some(1))]))
+                    .expect_err(sql);
+                assert_eq!(e.sqlstate(), "22008", "{sql}: {e}");
+                assert!(e.to_string().contains(year), "{sql}: {e}");
+            }
+            // An hour inside the range is fine.
+            let mut run = Run::new(sql);
+            run.try_process(Run::batch(&[(last - 2 * 3600 * SEC, 1, Some(1))]))
+                .expect(sql);
+        }
+    }
 
     #[test]
     fn hop_windows_merge_panes_in_first_seen_order() {

@@ -43,6 +43,7 @@ impl Operator for WindowAssign {
         let (mut rows, mut starts, mut ends) = (Vec::new(), Vec::new(), Vec::new());
         for (i, t) in times.iter().enumerate() {
             let Some(t) = t else { continue };
+            self.assigner.check(t, t)?;
             for (start, end) in self.assigner.windows(t).into_iter().rev() {
                 rows.push(i as u32);
                 starts.push(start);

@@ -168,6 +168,7 @@ pub(super) fn add_outlier(plan: &mut QueryPlan, clause: &OutlierClause) -> Resul
                     "OUTLIER column \"{name}\" is not a result column; name it in the SELECT list"
                 ),
             )
+            .at_span(c.span)
         })?;
         if !f.data_type().is_numeric() {
             return Err(Error::plan(

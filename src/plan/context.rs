@@ -13,7 +13,7 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::planner::{ContextProvider, ExprPlanner};
 use datafusion::logical_expr::{AggregateUDF, HigherOrderUDF, ScalarUDF, TableSource, WindowUDF};
-use datafusion::prelude::SessionContext;
+use datafusion::prelude::{SessionConfig, SessionContext};
 
 /// Tables visible to one planning call, over the default session's functions.
 pub(crate) struct PlanContext {
@@ -24,7 +24,11 @@ pub(crate) struct PlanContext {
 impl PlanContext {
     /// A context with DataFusion's built-in functions and no tables.
     pub(crate) fn new() -> Self {
-        let ctx = SessionContext::new();
+        let mut config = SessionConfig::new();
+        // Columns keep their token spans, so that an unknown one is reported where it is
+        // written.
+        config.options_mut().sql_parser.collect_spans = true;
+        let ctx = SessionContext::new_with_config(config);
         // The frame functions of history (MAD, QUANTILE, EWMA, ...), for planning OVER (...).
         for f in crate::operators::robust::udafs() {
             ctx.register_udaf(f);
@@ -54,7 +58,7 @@ impl PlanContext {
 impl ContextProvider for PlanContext {
     fn get_table_source(&self, name: TableReference) -> DfResult<Arc<dyn TableSource>> {
         self.tables.get(name.table()).cloned().ok_or_else(|| {
-            DataFusionError::Plan(format!("stream \"{}\" does not exist", name.table()))
+            DataFusionError::External(Box::new(crate::Error::undefined("stream", name.table())))
         })
     }
 

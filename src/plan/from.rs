@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::sql::sqlparser::ast::{
-    self as sq, Expr, FunctionArg, FunctionArgExpr, ObjectName, ObjectNamePart, SetExpr,
+    self as sq, Expr, FunctionArg, FunctionArgExpr, ObjectName, ObjectNamePart, SetExpr, Spanned,
     TableFactor,
 };
 
@@ -129,7 +129,7 @@ pub(super) fn resolve_from(
                 "a continuous query cannot read query \"{key}\" yet; read its stream"
             )));
         }
-        return Err(Error::undefined("stream", &key));
+        return Err(Error::undefined("stream", &key).at_span(name.span()));
     };
     let (stream, spec) = window_function(name, &fargs, catalog)?;
     *name = ObjectName(vec![ObjectNamePart::Identifier(sq::Ident::with_quote(
@@ -189,7 +189,10 @@ fn window_function(
             ))
         }
     };
-    let stream = catalog.require_stream(&stream_name)?.clone();
+    let stream = catalog
+        .require_stream(&stream_name)
+        .map_err(|e| e.at_span(exprs[0].span()))?
+        .clone();
     let time_col = time_column_arg(&exprs[1], expected)?;
     let et = event_time(&stream)?;
     let et_name = stream.schema.field(et.column).name();
@@ -201,7 +204,8 @@ fn window_function(
                     "column \"{time_col}\" does not exist in stream \"{}\"",
                     stream.name
                 ),
-            ));
+            )
+            .at_span(exprs[1].span()));
         }
         return Err(Error::NotSupported(format!(
             "windows must use the stream's event-time column \"{et_name}\", not \"{time_col}\""

@@ -21,7 +21,8 @@ mod from;
 mod grouping;
 mod history;
 mod pattern;
-
+#[cfg(test)]
+mod position_tests;
 pub mod query;
 pub mod rollup;
 pub mod spec;

@@ -35,6 +35,8 @@ pub(super) fn context(
         .with_default_catalog_and_schema(pg_catalog::DATABASE, "public");
     // Sessions are in UTC, so `now()` is a timestamptz, as in PostgreSQL.
     config.options_mut().execution.time_zone = Some("+00:00".into());
+    // Columns keep their token spans, so that an unknown one is reported where it is written.
+    config.options_mut().sql_parser.collect_spans = true;
     let ctx = SessionContext::new_with_config(config);
     let mut relations = Vec::new();
     let mut recent = adhoc_windows::Recent::new();

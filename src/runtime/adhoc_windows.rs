@@ -137,6 +137,7 @@ impl TableFunctionImpl for WindowTvf {
             let (mut indices, mut starts, mut ends) = (Vec::new(), Vec::new(), Vec::new());
             for (i, t) in times.iter().enumerate() {
                 let Some(t) = t else { continue };
+                assigner.check(t, t).map_err(fail)?;
                 for (start, end) in assigner.windows(t) {
                     rows += 1;
                     if rows > self.max_rows {

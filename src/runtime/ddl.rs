@@ -261,6 +261,7 @@ impl Engine {
                              drop them first",
                             sinks.join(", ")
                         ),
+                        location: None,
                     });
                 }
                 let seq = logged(self, format!("DROP QUERY {}", quoted(&name)))?;
@@ -328,6 +329,7 @@ fn check_unused(shared: &Shared, name: &str) -> Result<()> {
                  first, or use DROP STREAM {name} CASCADE",
                 sources.join(", ")
             ),
+            location: None,
         });
     }
     let users: Vec<String> = readers(shared, name)
@@ -342,6 +344,7 @@ fn check_unused(shared: &Shared, name: &str) -> Result<()> {
                  or use DROP STREAM {name} CASCADE",
                 users.join(", ")
             ),
+            location: None,
         });
     }
     Ok(())

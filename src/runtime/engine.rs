@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::sql::sqlparser::ast as sq;
+use datafusion::sql::sqlparser::ast::{self as sq, Spanned};
 
 use super::adhoc;
 use super::hub::{Hub, StreamHub};
@@ -725,7 +725,9 @@ impl Engine {
         match stmt {
             sq::Statement::Insert(ins) => {
                 let target = insert::insert_target(&ins)?;
-                let schema = self.stream_schema(&target)?;
+                let schema = self
+                    .stream_schema(&target)
+                    .map_err(|e| e.at_span(ins.table.span()))?;
                 let batch = insert::insert_batch(&ins, &schema, params)?;
                 let engine = self.clone();
                 let stream = target.clone();

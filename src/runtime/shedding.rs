@@ -119,7 +119,10 @@ impl Shedder {
 
     /// Whether the row at `t` is kept: its window's verdict, decided at its first row.
     fn keeps_window(&mut self, t: i64, size: i64, watermark: Watermark) -> bool {
-        let start = t.div_euclid(size) * size;
+        // A window that starts before the range of timestamps is kept: its operator refuses it.
+        let Some(start) = t.div_euclid(size).checked_mul(size) else {
+            return true;
+        };
         if let Some(dropped) = self.verdicts.get(&start) {
             return !dropped;
         }

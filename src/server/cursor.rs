@@ -30,6 +30,7 @@ fn no_cursor(name: &str) -> Error {
     Error::Catalog {
         sqlstate: sqlstate::INVALID_CURSOR_NAME,
         message: format!("cursor \"{name}\" does not exist"),
+        location: None,
     }
 }
 
@@ -40,6 +41,7 @@ impl Cursors {
             return Err(Error::Catalog {
                 sqlstate: sqlstate::DUPLICATE_CURSOR,
                 message: format!("cursor \"{name}\" already exists"),
+                location: None,
             });
         }
         let cursor = match result {

@@ -1,13 +1,14 @@
 //! Arrow to Postgres: column types, DataRow encoding (text or binary, as the client asks) and
 //! COPY text lines. Rows exist only here, at the wire.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
     DataType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Schema, TimeUnit,
-    TimestampNanosecondType,
+    TimestampNanosecondType, UInt64Type,
 };
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -16,8 +17,9 @@ use pgwire::api::Type;
 use pgwire::error::PgWireResult;
 use pgwire::messages::data::DataRow;
 
-use crate::error::Result;
+use crate::error::{sqlstate, Result};
 use crate::sql::CopyOut;
+use crate::text::write_float;
 use crate::time::{write_timestamp, Fraction};
 
 /// The Postgres type a column is sent as.
@@ -94,9 +96,27 @@ fn wire_columns(batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
                     Arc::new(datafusion::arrow::array::StringArray::from(values)) as ArrayRef,
                 );
             }
+            if let DataType::UInt64 = c.data_type() {
+                check_bigint(c)?;
+            }
             Ok(cast(c, &target)?)
         })
         .collect()
+}
+
+/// PostgreSQL has no unsigned 64-bit type: a UInt64 above `i64::MAX` cannot be sent as
+/// `bigint`, and is an error (22003) rather than the NULL a cast would make of it.
+fn check_bigint(column: &ArrayRef) -> Result<()> {
+    let values = column.as_primitive::<UInt64Type>();
+    match values.iter().flatten().find(|&v| i64::try_from(v).is_err()) {
+        Some(v) => Err(crate::Error::invalid_input(
+            sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+            format!(
+                "bigint out of range: {v} is above 9223372036854775807; cast it to numeric or text"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Encodes every row of `batch` as a DataRow for `fields`.
@@ -134,6 +154,19 @@ fn encode_value(
         }
         DataType::Int64 => {
             encoder.encode_field(&valid.then(|| col.as_primitive::<Int64Type>().value(row)))
+        }
+        DataType::Float32 | DataType::Float64 if text => {
+            let text = valid.then(|| {
+                scratch.clear();
+                match col.data_type() {
+                    DataType::Float32 => {
+                        write_float(scratch, col.as_primitive::<Float32Type>().value(row))
+                    }
+                    _ => write_float(scratch, col.as_primitive::<Float64Type>().value(row)),
+                }
+                scratch.as_str()
+            });
+            encoder.encode_field(&text)
         }
         DataType::Float32 => {
             encoder.encode_field(&valid.then(|| col.as_primitive::<Float32Type>().value(row)))
@@ -174,50 +207,25 @@ pub fn copy_lines(batch: &RecordBatch, format: CopyOut) -> Result<Vec<Vec<u8>>> 
         .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let mut lines = Vec::with_capacity(batch.num_rows());
-    let value = |col: &ArrayRef, f: &ArrayFormatter, row: usize| match col.data_type() {
-        DataType::Timestamp(_, tz) => timestamp_text(
-            col.as_primitive::<TimestampNanosecondType>().value(row),
-            tz.is_some(),
-        ),
-        // PostgreSQL's text form of a boolean.
-        DataType::Boolean => if col.as_boolean().value(row) {
-            "t"
-        } else {
-            "f"
-        }
-        .to_string(),
-        _ => f.value(row).to_string(),
-    };
-    if format != CopyOut::Text {
-        for row in 0..batch.num_rows() {
-            let values: Vec<Option<String>> = columns
-                .iter()
-                .zip(&formatters)
-                .map(|(col, f)| (!col.is_null(row)).then(|| value(col, f, row)))
-                .collect();
-            lines.push(csv_line(values.iter().map(Option::as_deref)));
-        }
-        return Ok(lines);
-    }
+    let mut value = String::new();
     for row in 0..batch.num_rows() {
         let mut line = String::new();
         for (i, (col, f)) in columns.iter().zip(&formatters).enumerate() {
             if i > 0 {
-                line.push('\t');
+                line.push(if format == CopyOut::Text { '\t' } else { ',' });
             }
             if col.is_null(row) {
-                line.push_str("\\N");
+                if format == CopyOut::Text {
+                    line.push_str("\\N");
+                }
                 continue;
             }
-            let value = value(col, f, row);
-            for ch in value.chars() {
-                match ch {
-                    '\\' => line.push_str("\\\\"),
-                    '\t' => line.push_str("\\t"),
-                    '\n' => line.push_str("\\n"),
-                    '\r' => line.push_str("\\r"),
-                    c => line.push(c),
-                }
+            value.clear();
+            write_text(&mut value, col, f, row);
+            if format == CopyOut::Text {
+                push_escaped(&mut line, &value);
+            } else {
+                push_csv_value(&mut line, &value);
             }
         }
         line.push('\n');
@@ -226,23 +234,73 @@ pub fn copy_lines(batch: &RecordBatch, format: CopyOut) -> Result<Vec<Vec<u8>>> 
     Ok(lines)
 }
 
-/// One line of PostgreSQL's CSV output: comma-separated, NULL as nothing, a value quoted
-/// (quotes doubled) when it holds a comma, quote, CR or LF, is empty (so that it differs from
-/// NULL) or is `\.` (the end-of-data marker).
+/// Appends the PostgreSQL text of a non-NULL value of a wire column (see [`wire_columns`]).
+fn write_text(out: &mut String, col: &ArrayRef, f: &ArrayFormatter, row: usize) {
+    match col.data_type() {
+        DataType::Timestamp(_, tz) => {
+            write_timestamp(
+                out,
+                col.as_primitive::<TimestampNanosecondType>().value(row),
+                Fraction::Micros,
+            );
+            if tz.is_some() {
+                out.push_str("+00");
+            }
+        }
+        // PostgreSQL's text form of a boolean.
+        DataType::Boolean => out.push(if col.as_boolean().value(row) {
+            't'
+        } else {
+            'f'
+        }),
+        DataType::Float32 => write_float(out, col.as_primitive::<Float32Type>().value(row)),
+        DataType::Float64 => write_float(out, col.as_primitive::<Float64Type>().value(row)),
+        // Writing to a String cannot fail.
+        _ => drop(write!(out, "{}", f.value(row))),
+    }
+}
+
+/// Appends `value` with COPY text format's backslash escapes.
+fn push_escaped(line: &mut String, value: &str) {
+    for ch in value.chars() {
+        match ch {
+            '\\' => line.push_str("\\\\"),
+            '\t' => line.push_str("\\t"),
+            '\n' => line.push_str("\\n"),
+            '\r' => line.push_str("\\r"),
+            c => line.push(c),
+        }
+    }
+}
+
+/// Appends one CSV value: quoted (quotes doubled) when it holds a comma, quote, CR or LF, is
+/// empty (so that it differs from NULL) or is `\.` (the end-of-data marker).
+fn push_csv_value(line: &mut String, value: &str) {
+    let quote = value.is_empty() || value == "\\." || value.contains([',', '"', '\n', '\r']);
+    if quote {
+        line.push('"');
+        for ch in value.chars() {
+            if ch == '"' {
+                line.push('"');
+            }
+            line.push(ch);
+        }
+        line.push('"');
+    } else {
+        line.push_str(value);
+    }
+}
+
+/// One line of PostgreSQL's CSV output: comma-separated, NULL as nothing, values quoted as
+/// [`push_csv_value`] says.
 pub fn csv_line<'a>(values: impl Iterator<Item = Option<&'a str>>) -> Vec<u8> {
     let mut line = String::new();
     for (i, value) in values.enumerate() {
         if i > 0 {
             line.push(',');
         }
-        let Some(value) = value else { continue };
-        let quote = value.is_empty() || value == "\\." || value.contains([',', '"', '\n', '\r']);
-        if quote {
-            line.push('"');
-            line.push_str(&value.replace('"', "\"\""));
-            line.push('"');
-        } else {
-            line.push_str(value);
+        if let Some(value) = value {
+            push_csv_value(&mut line, value);
         }
     }
     line.push('\n');

@@ -186,7 +186,7 @@ fn param_text(bytes: &[u8], binary: bool, ty: &Type) -> Result<String, Error> {
                 .and_then(|m| m.checked_mul(1000))
                 .ok_or_else(bad)?;
             let mut text = String::with_capacity(TIMESTAMP_TEXT_MAX + 1);
-            write_timestamp(&mut text, nanos, Fraction::Grouped);
+            write_timestamp(&mut text, nanos, Fraction::Nanos);
             text.push('Z');
             text
         }

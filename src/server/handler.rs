@@ -52,7 +52,7 @@ pub(super) const HEARTBEAT: Duration = Duration::from_secs(1);
 /// place in `query` (a syntax error, an unknown name), the 1-based character position.
 pub fn pg_error(e: &Error, query: &str) -> PgWireError {
     let mut info = ErrorInfo::new("ERROR".into(), e.sqlstate().into(), e.to_string());
-    match e.location_in(query) {
+    match e.location() {
         Some(loc) => {
             info.position = Some(char_position(query, loc.line, loc.column).to_string());
         }

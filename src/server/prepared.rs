@@ -21,6 +21,7 @@ fn undefined(name: &str) -> Error {
     Error::Catalog {
         sqlstate: sqlstate::INVALID_SQL_STATEMENT_NAME,
         message: format!("prepared statement \"{name}\" does not exist"),
+        location: None,
     }
 }
 
@@ -31,6 +32,7 @@ impl PreparedStatements {
             return Err(Error::Catalog {
                 sqlstate: sqlstate::DUPLICATE_PSTATEMENT,
                 message: format!("prepared statement \"{name}\" already exists"),
+                location: None,
             });
         }
         self.by_name.insert(name, statement);

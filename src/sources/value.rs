@@ -20,6 +20,7 @@ use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::scalar::ScalarValue;
 
 use crate::error::{Error, Result};
+use crate::text::{write_float, FLOAT_TEXT_MAX};
 
 /// The SQL types a column may have, resolved once per schema so each value is a plain match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -394,9 +395,18 @@ impl Column {
             }
             ColumnBuilder::Utf8(b) => match value {
                 ScalarValue::Boolean(Some(v)) => b.append_value(if *v { "true" } else { "false" }),
+                ScalarValue::Float32(Some(v)) => {
+                    let mut text = String::with_capacity(FLOAT_TEXT_MAX);
+                    write_float(&mut text, *v);
+                    b.append_value(text)
+                }
                 _ => match (int_value(value), float_from_scalar(value)) {
                     (Some(i), _) => b.append_value(i.to_string()),
-                    (None, Some(f)) => b.append_value(float_text(f)),
+                    (None, Some(f)) => {
+                        let mut text = String::with_capacity(FLOAT_TEXT_MAX);
+                        write_float(&mut text, f);
+                        b.append_value(text)
+                    }
                     (None, None) => return Err(mismatch()),
                 },
             },
@@ -771,17 +781,6 @@ fn timestamp_from_scalar(value: &ScalarValue) -> Option<Result<i64>> {
     Some(v.checked_mul(nanos_per_unit).ok_or_else(|| {
         Error::invalid_input(sqlstate::DATETIME_FIELD_OVERFLOW, "timestamp out of range")
     }))
-}
-
-/// A float as PostgreSQL prints it: shortest round-trip digits, `NaN`, `Infinity`.
-fn float_text(f: f64) -> String {
-    if f.is_nan() {
-        "NaN".to_string()
-    } else if f.is_infinite() {
-        if f > 0.0 { "Infinity" } else { "-Infinity" }.to_string()
-    } else {
-        f.to_string()
-    }
 }
 
 /// A data type by its SQL name where saql has one, else Arrow's.

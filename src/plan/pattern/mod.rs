@@ -180,6 +180,7 @@ fn partition_columns(stream: &StreamDef, partition_by: &[Expr]) -> Result<Vec<us
                             stream.name
                         ),
                     )
+                    .at_span(id.span)
                 })?;
                 partition_cols.push(c);
             }

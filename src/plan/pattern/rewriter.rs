@@ -101,6 +101,7 @@ impl<'a> Rewriter<'a> {
                         self.names.join(", ")
                     ),
                 )
+                .at_span(id.span)
             })
     }
 
@@ -114,6 +115,7 @@ impl<'a> Rewriter<'a> {
                     self.stream
                 ),
             )
+            .at_span(id.span)
         })
     }
 
