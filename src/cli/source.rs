@@ -168,8 +168,13 @@ mod tests {
             stmts[1].absolute(Location { line: 1, column: 6 }),
             Location { line: 4, column: 8 }
         );
-        // An error about the stream "s" points at the word s, not at the s of "SELECT".
-        let missing = saql::Error::plan("42P01", "stream \"s\" does not exist");
+        // An error that carries its place in the statement (the planner's, from the token
+        // spans: the word s) is placed in the file; one without points at the statement.
+        let missing =
+            saql::Error::plan("42P01", "stream \"s\" does not exist").at(Some(Location {
+                line: 1,
+                column: 19,
+            }));
         assert_eq!(
             locate(&missing, &stmts[0]),
             Location {
