@@ -265,6 +265,53 @@ fn compare(path: &str, names: &[String], rows: &[Row], lines: &[Line]) -> Result
     Err(details)
 }
 
+/// A row as one CSV line, timestamps in their shortest form (`05.910` and `05.91` are one
+/// value), so that an expected line compares by value however its fraction is written.
 fn text_of(row: &Row) -> String {
-    record_text(row.iter().map(|f| f.as_deref()))
+    record_text(row.iter().map(|f| f.as_deref().map(shortest_timestamp)))
+}
+
+/// `field` without the trailing zeros of its fraction of a second if it is a timestamp
+/// (`YYYY-MM-DD hh:mm:ss.fff`), else as it is.
+fn shortest_timestamp(field: &str) -> &str {
+    let b = field.as_bytes();
+    let is_timestamp = b.len() > 20
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && (b[10] == b' ' || b[10] == b'T')
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'.'
+        && b[20..].iter().all(u8::is_ascii_digit);
+    match is_timestamp {
+        true => field.trim_end_matches('0').trim_end_matches('.'),
+        false => field,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shortest_timestamp;
+
+    #[test]
+    fn timestamps_compare_by_value() {
+        assert_eq!(
+            shortest_timestamp("2020-10-18 23:50:05.910"),
+            "2020-10-18 23:50:05.91"
+        );
+        assert_eq!(
+            shortest_timestamp("2020-10-18T23:50:05.000"),
+            "2020-10-18T23:50:05"
+        );
+        assert_eq!(
+            shortest_timestamp("2020-10-18 23:50:05"),
+            "2020-10-18 23:50:05"
+        );
+        // Not timestamps: left alone.
+        assert_eq!(shortest_timestamp("10.500"), "10.500");
+        assert_eq!(
+            shortest_timestamp("2020-10-18 23:50:05.9x0"),
+            "2020-10-18 23:50:05.9x0"
+        );
+    }
 }
