@@ -63,6 +63,10 @@ pub struct SinkRuntime {
     started: AtomicBool,
     stop: AtomicBool,
     status: Mutex<SinkStatus>,
+    /// Where a sink without saved progress starts: fixed when its task is started (by the
+    /// CREATE SINK statement itself), so that results produced before the task first attaches
+    /// are delivered, or counted as a gap, not skipped unseen.
+    first_from: std::sync::OnceLock<u64>,
 }
 
 impl SinkRuntime {
@@ -78,6 +82,7 @@ impl SinkRuntime {
                 state: "starting".into(),
                 ..SinkStatus::default()
             }),
+            first_from: std::sync::OnceLock::new(),
         }
     }
 
@@ -194,6 +199,9 @@ impl Engine {
             if rt.started.swap(true, Ordering::SeqCst) {
                 continue;
             }
+            if let Ok(from) = self.first_from(&rt) {
+                let _ = rt.first_from.set(from);
+            }
             super::sink_loop::spawn(self.downgrade(), rt)?;
         }
         Ok(())
@@ -202,6 +210,22 @@ impl Engine {
     /// Where sinks keep their progress files.
     pub(super) fn sink_dir(&self) -> Option<PathBuf> {
         self.config.data_dir.as_ref().map(|d| d.join("sinks"))
+    }
+
+    /// Where a sink starts that has delivered nothing: after the oldest retained result, or
+    /// after the latest with `start = 'end'`.
+    fn first_from(&self, rt: &SinkRuntime) -> Result<u64> {
+        let (hub, _) = self.query_hub(&rt.spec.query)?;
+        let hub = hub.lock();
+        let q = hub
+            .queries
+            .get(&rt.spec.query)
+            .ok_or_else(|| Error::undefined("query", &rt.spec.query))?;
+        let output = QueryOutput::lock(&q.output);
+        Ok(match rt.spec.start_at_end {
+            true => output.rows_out(),
+            false => output.retained_after(),
+        })
     }
 
     /// Attaches a sink to its query: the retained rows after `delivered` (`None`: a first
@@ -215,7 +239,7 @@ impl Engine {
             .get(&rt.spec.query)
             .ok_or_else(|| Error::undefined("query", &rt.spec.query))?;
         let mut output = QueryOutput::lock(&q.output);
-        let from = match delivered {
+        let from = match delivered.or_else(|| rt.first_from.get().copied()) {
             Some(d) => d,
             None if rt.spec.start_at_end => output.rows_out(),
             None => output.retained_after(),
