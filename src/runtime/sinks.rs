@@ -212,26 +212,12 @@ impl Engine {
         self.config.data_dir.as_ref().map(|d| d.join("sinks"))
     }
 
-    /// Where a sink starts that has delivered nothing: after the oldest retained result, or
-    /// after the latest with `start = 'end'`.
-    fn first_from(&self, rt: &SinkRuntime) -> Result<u64> {
-        let (hub, _) = self.query_hub(&rt.spec.query)?;
-        let hub = hub.lock();
-        let q = hub
-            .queries
-            .get(&rt.spec.query)
-            .ok_or_else(|| Error::undefined("query", &rt.spec.query))?;
-        let output = QueryOutput::lock(&q.output);
-        Ok(match rt.spec.start_at_end {
-            true => output.rows_out(),
-            false => output.retained_after(),
-        })
-    }
-
-    /// Attaches a sink to its query: the retained rows after `delivered` (`None`: a first
-    /// start, from the oldest retained row, or from now with `start = 'end'`) and a live
-    /// subscription, taken under the query's lock so that no row falls between them.
-    pub(super) fn attach_sink(&self, rt: &SinkRuntime, delivered: Option<u64>) -> Result<Attached> {
+    /// Runs `f` on the output of the sink's query, under the query's lock.
+    fn with_output<R>(
+        &self,
+        rt: &SinkRuntime,
+        f: impl FnOnce(&mut QueryOutput) -> Result<R>,
+    ) -> Result<R> {
         let (hub, _) = self.query_hub(&rt.spec.query)?;
         let hub = hub.lock();
         let q = hub
@@ -239,19 +225,43 @@ impl Engine {
             .get(&rt.spec.query)
             .ok_or_else(|| Error::undefined("query", &rt.spec.query))?;
         let mut output = QueryOutput::lock(&q.output);
-        let from = match delivered.or_else(|| rt.first_from.get().copied()) {
-            Some(d) => d,
-            None if rt.spec.start_at_end => output.rows_out(),
-            None => output.retained_after(),
+        f(&mut output)
+    }
+
+    /// Where a sink starts that has delivered nothing: after the oldest retained result, or
+    /// after the latest with `start = 'end'`.
+    fn first_from(&self, rt: &SinkRuntime) -> Result<u64> {
+        self.with_output(rt, |output| {
+            Ok(match rt.spec.start_at_end {
+                true => output.rows_out(),
+                false => output.retained_after(),
+            })
+        })
+    }
+
+    /// Attaches a sink to its query: the retained rows after `delivered` (`None`: where
+    /// [`Engine::first_from`] put it when it was started) and a live subscription, taken under
+    /// the query's lock so that no row falls between them.
+    pub(super) fn attach_sink(&self, rt: &SinkRuntime, delivered: Option<u64>) -> Result<Attached> {
+        let first = match (delivered, rt.first_from.get()) {
+            (Some(d), _) => Some(d),
+            (None, Some(&f)) => Some(f),
+            (None, None) => None,
         };
-        let (gap, backlog) = output.retained_after_seq(from)?;
-        let events = output.subscribe(None, true, self.config.subscriber_buffer_bytes, None)?;
-        Ok(Attached {
-            schema: output.subscriber_schema(false),
-            from: from + gap,
-            gap,
-            backlog,
-            events,
+        let from = match first {
+            Some(from) => from,
+            None => self.first_from(rt)?,
+        };
+        self.with_output(rt, |output| {
+            let (gap, backlog) = output.retained_after_seq(from)?;
+            let events = output.subscribe(None, true, self.config.subscriber_buffer_bytes, None)?;
+            Ok(Attached {
+                schema: output.subscriber_schema(false),
+                from: from + gap,
+                gap,
+                backlog,
+                events,
+            })
         })
     }
 }
