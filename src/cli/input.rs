@@ -304,10 +304,7 @@ impl ChunkDecoder {
         };
         let error = |e: &saql::Error| InputError {
             path: self.path.clone(),
-            line: match e {
-                saql::Error::InvalidInput { line, .. } => *line,
-                _ => None,
-            },
+            line: line_of(e),
             message: input_message(e),
         };
         let decoder = CopyDecoder::new(self.schema.clone(), columns.clone(), CopyOptions::csv())
@@ -630,11 +627,7 @@ impl Input {
 
     /// An error of the decoder, at the line it names.
     fn input_error(&self, e: &saql::Error) -> InputError {
-        let line = match e {
-            saql::Error::InvalidInput { line, .. } => *line,
-            _ => None,
-        };
-        self.error(line, input_message(e))
+        self.error(line_of(e), input_message(e))
     }
 
     fn next_json_batch(
@@ -855,6 +848,14 @@ impl Input {
             line,
             message,
         }
+    }
+}
+
+/// The input line an error names, if it names one.
+fn line_of(e: &saql::Error) -> Option<u64> {
+    match e {
+        saql::Error::InvalidInput { line, .. } => *line,
+        _ => None,
     }
 }
 

@@ -243,12 +243,7 @@ impl Engine {
     /// [`Engine::first_from`] put it when it was started) and a live subscription, taken under
     /// the query's lock so that no row falls between them.
     pub(super) fn attach_sink(&self, rt: &SinkRuntime, delivered: Option<u64>) -> Result<Attached> {
-        let first = match (delivered, rt.first_from.get()) {
-            (Some(d), _) => Some(d),
-            (None, Some(&f)) => Some(f),
-            (None, None) => None,
-        };
-        let from = match first {
+        let from = match delivered.or(rt.first_from.get().copied()) {
             Some(from) => from,
             None => self.first_from(rt)?,
         };
