@@ -406,6 +406,14 @@ async fn a_sink_behind_the_retained_results_counts_the_gap_and_goes_on() {
             i % 4
         );
         engine.execute(&sql).await.unwrap();
+        if i == 2 {
+            // The first two results are in; the sink's first batch holds them from seq 1
+            // once its first request is made. Under load its task may start later than the
+            // inserts, so wait for it: the head asserted below starts at seq 1.
+            while hook.requests.load(Ordering::SeqCst) < 1 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
     }
     while hook.requests.load(Ordering::SeqCst) < 3 {
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -5,9 +5,12 @@
 #   EVENTS=200000 RUNS=1 benches/flink/run.sh    # quick check
 #   SAQL_BENCH_MATCH=1 benches/flink/run.sh      # also the MATCH_RECOGNIZE query (hook)
 #
-# Sets up what it needs: a venv with apache-flink in benches/flink/.venv (Java 17 must be on
-# PATH), the release saql binary (cargo build --release, CARGO_TARGET_DIR defaults to the
-# shared /root/.cache/saql-target), the events CSV under benches/.scratch/ (both gitignored).
+#   SAQL_BIN=/tmp/saql benches/flink/run.sh      # a given saql binary instead of building one
+#
+# Sets up what it needs: the venv with apache-flink that tests/flink/setup.sh installs
+# (~/.cache/saql-flink-venv; Java 17 must be on PATH), the release saql binary (cargo build
+# --release, CARGO_TARGET_DIR defaults to the shared /root/.cache/saql-target), the events CSV
+# under benches/.scratch/ (gitignored).
 # Everything binds to 127.0.0.1; bench.py checks the Flink jobs' listeners with ss while they run.
 set -euo pipefail
 trap 'echo "run.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
@@ -27,16 +30,13 @@ if [[ -z "$java_major" || "$java_major" -lt 17 ]]; then
   exit 2
 fi
 
-venv=$here/.venv
-if ! "$venv/bin/python" -c "import pyflink" 2>/dev/null; then
-  echo "setting up $venv with apache-flink==$flink_version ..."
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --upgrade pip
-  "$venv/bin/pip" install --quiet "apache-flink==$flink_version"
-fi
+flink_python=$(FLINK_VERSION=$flink_version "$repo/tests/flink/setup.sh")
 
-echo "building the release saql binary ..."
-(cd "$repo" && cargo build --release --bin saql --quiet)
+if [[ -z "${SAQL_BIN:-}" ]]; then
+  echo "building the release saql binary ..."
+  (cd "$repo" && cargo build --release --bin saql --quiet)
+  SAQL_BIN=$CARGO_TARGET_DIR/release/saql
+fi
 
 match=()
 if [[ -n "${SAQL_BENCH_MATCH:-}" ]]; then
@@ -46,5 +46,5 @@ fi
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), nproc: $(nproc), load: $(cut -d' ' -f1-3 /proc/loadavg)"
 exec python3 "$here/bench.py" \
   --events "$events" --runs "$runs" --parallelism "$parallelism" "${match[@]}" \
-  --saql "$CARGO_TARGET_DIR/release/saql" --flink-python "$venv/bin/python" \
+  --saql "$SAQL_BIN" --flink-python "$flink_python" \
   --scratch "$scratch"

@@ -7,6 +7,10 @@
 #
 #   benches/wire/run.sh                         # 2,000,000 events, 3 runs each
 #   EVENTS=200000 RUNS=1 benches/wire/run.sh    # quick check
+#   SAQL_BIN=/tmp/saql-old POLICIES=interval benches/wire/run.sh   # a given binary, one policy
+#
+# For saql it also reports the server's peak resident set (VmHWM) after each load, less its
+# resident set once started: what a COPY of EVENTS rows costs the server in memory.
 #
 # Starts and stops everything itself, on 127.0.0.1 only: a throwaway PostgreSQL cluster
 # (initdb in a temp dir, as the postgres user when run as root, on a free port; PostgreSQL is
@@ -33,16 +37,22 @@ fi
 pg=$(pg_bin)
 command -v psql >/dev/null || { echo "run.sh: psql not found" >&2; exit 2; }
 
-echo "building the release saql binary ..."
-(cd "$repo" && cargo build --release --bin saql --quiet)
+if [[ -z "${SAQL_BIN:-}" ]]; then
+  echo "building the release saql binary ..."
+  (cd "$repo" && cargo build --release --bin saql --quiet)
+fi
 # Run a copy, taken at once: other checkouts that share CARGO_TARGET_DIR build to the same
 # release/saql path (cargo links this checkout's binary there on every build, even when fresh).
 saql_copy=$(mktemp /tmp/saql-wire-bin.XXXXXX)
 trap 'rm -f "$saql_copy"' EXIT
-cp "$saql" "$saql_copy"
+cp "${SAQL_BIN:-$saql}" "$saql_copy"
 chmod 755 "$saql_copy"
 saql=$saql_copy
-echo "saql binary: built from $repo at $(cd "$repo" && git rev-parse --short HEAD)$(cd "$repo" && git diff --quiet HEAD -- src Cargo.toml || echo ' plus uncommitted changes')"
+if [[ -n "${SAQL_BIN:-}" ]]; then
+  echo "saql binary: $SAQL_BIN ($("$saql" --version 2>/dev/null || echo 'no --version'))"
+else
+  echo "saql binary: built from $repo at $(cd "$repo" && git rev-parse --short HEAD)$(cd "$repo" && git diff --quiet HEAD -- src Cargo.toml || echo ' plus uncommitted changes')"
+fi
 
 mkdir -p "$scratch"
 csv=$scratch/events-$events.csv
@@ -101,7 +111,10 @@ start_saql() { # fsync policy
   done
   [[ -n "$up" ]] || { echo "run.sh: saql serve did not answer on 127.0.0.1:$saql_port within 30 s" >&2; exit 2; }
   check_listeners
+  saql_rss_start=$(rss_kib VmRSS)
 }
+# The saql server's resident set (VmRSS) or its peak so far (VmHWM), in KiB.
+rss_kib() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$saql_pid/status"; }
 stop_saql() {
   kill "$saql_pid"
   wait "$saql_pid" || true
@@ -129,7 +142,9 @@ check_listeners() {
 
 # --- the loads -----------------------------------------------------------------------------
 results=$tmp/results
+memory=$tmp/memory
 : >"$results"
+: >"$memory"
 load() { # name, table, setup SQL, psql command...
   local name=$1 table=$2 setup=$3
   shift 3
@@ -147,6 +162,12 @@ load() { # name, table, setup SQL, psql command...
     echo "$name $run $start $end" | tee -a "$results" | awk -v n="$events" \
       '{ printf "%-42s run %s: %6.2f s, %12.0f rows/s\n", $1, $2, $4 - $3, n / ($4 - $3) }'
   done
+  if [[ "$name" == saql* ]]; then
+    local peak
+    peak=$(rss_kib VmHWM)
+    echo "$name $peak $saql_rss_start" >>"$memory"
+    echo "$name: server peak RSS $((peak / 1024)) MiB, $(((peak - saql_rss_start) / 1024)) MiB above its start"
+  fi
 }
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), nproc: $(nproc), load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "file system of $tmp: $(df -T "$tmp" | awk 'NR == 2 { print $2 " on " $1 }')"
@@ -156,7 +177,7 @@ load "PostgreSQL(LOGGED)" events_logged "TRUNCATE events_logged" "${pg_psql[@]}"
 "${pg_psql[@]}" -At -c "SELECT 'rows: ' || (SELECT count(*) FROM events) || ' unlogged, ' ||
   (SELECT count(*) FROM events_logged) || ' logged'"
 
-for policy in always interval off; do
+for policy in ${POLICIES:-always interval off}; do
   start_saql "$policy"
   load "saql(fsync=$policy,stream)" events "DROP STREAM IF EXISTS events; $stream_ddl" "${saql_psql[@]}"
   load "saql(fsync=$policy,stream+tumble-query)" events \
@@ -170,8 +191,12 @@ for policy in always interval off; do
 done
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$results" "$events" <<'EOF'
+python3 - "$results" "$events" "$memory" <<'EOF'
 import statistics, sys
+peak = {}
+for line in open(sys.argv[3]):
+    name, hwm, start = line.split()
+    peak[name] = (int(hwm) / 1024, (int(hwm) - int(start)) / 1024)
 runs = {}
 for line in open(sys.argv[1]):
     name, _, start, end = line.split()
@@ -180,10 +205,11 @@ events = int(sys.argv[2])
 unlogged = statistics.median(runs["PostgreSQL(UNLOGGED)"])
 logged = statistics.median(runs["PostgreSQL(LOGGED)"])
 print("\n| target | rows | median s | rows/s | speed vs PostgreSQL UNLOGGED "
-      "| speed vs PostgreSQL LOGGED | all runs (s) |")
-print("|---|---:|---:|---:|---:|---:|---|")
+      "| speed vs PostgreSQL LOGGED | server peak RSS, above start (MiB) | all runs (s) |")
+print("|---|---:|---:|---:|---:|---:|---:|---|")
 for name, secs in runs.items():
     m = statistics.median(secs)
+    mem = f"{peak[name][0]:.0f}, {peak[name][1]:.0f}" if name in peak else ""
     print(f"| {name} | {events:,} | {m:.2f} | {events / m:,.0f} | {unlogged / m:.2f}x "
-          f"| {logged / m:.2f}x | {', '.join(f'{s:.2f}' for s in secs)} |")
+          f"| {logged / m:.2f}x | {mem} | {', '.join(f'{s:.2f}' for s in secs)} |")
 EOF

@@ -19,7 +19,7 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray, UInt32Arra
 use datafusion::arrow::compute::{cast, concat_batches, take_record_batch};
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::physical_plan::PhysicalExpr;
 use serde::{Deserialize, Serialize};
@@ -260,6 +260,79 @@ fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<
         .collect::<datafusion::error::Result<Vec<_>>>()?)
 }
 
+/// A batch's values in the form an invariant compares them.
+enum Observed {
+    /// SET: each row's value tuple in Arrow row format.
+    Set(Rows),
+    /// RANGE: each value expression's column as numbers (timestamps as nanoseconds).
+    Range(Vec<Vec<Option<f64>>>),
+}
+
+/// How a RANGE value broke what was learned.
+enum RangeBreak {
+    Outside(f64, f64),
+    NothingLearned,
+}
+
+impl Learned {
+    /// SET: learns value tuple `v` in training (or when `online`), or checks it. Returns how
+    /// many values were known when a checked `v` was not among them.
+    fn see_value(&mut self, v: &[u8], training: bool, online: bool, support: u32) -> Option<usize> {
+        if !training && !self.candidates.is_empty() {
+            self.candidates = HashMap::new();
+        }
+        if training && support > 1 && !self.set.contains(v) {
+            // Learned only once seen often enough; until then not normal.
+            let seen = self.candidates.entry(v.to_vec()).or_insert(0);
+            *seen += 1;
+            if *seen >= support {
+                self.candidates.remove(v);
+                self.set.insert(v.to_vec());
+            }
+            None
+        } else if training || online {
+            let new = !self.set.contains(v) && self.set.insert(v.to_vec());
+            (!training && new).then(|| self.set.len() - 1)
+        } else if self.set.contains(v) {
+            None
+        } else {
+            Some(self.set.len())
+        }
+    }
+
+    /// RANGE: learns row `row` of each column of `numbers` in training (or when `online`), or
+    /// checks it. Returns the columns that broke the learned range, and how.
+    fn see_numbers(
+        &mut self,
+        numbers: &[Vec<Option<f64>>],
+        row: usize,
+        training: bool,
+        online: bool,
+    ) -> Vec<(usize, RangeBreak)> {
+        if self.range.is_empty() {
+            self.range = vec![None; numbers.len()];
+        }
+        let mut broken = Vec::new();
+        for (i, col) in numbers.iter().enumerate() {
+            let Some(x) = col[row] else { continue };
+            match self.range[i] {
+                Some((lo, hi)) if !training && (x < lo || x > hi) => {
+                    broken.push((i, RangeBreak::Outside(lo, hi)))
+                }
+                None if !training => broken.push((i, RangeBreak::NothingLearned)),
+                _ => {}
+            }
+            if training || online {
+                self.range[i] = Some(match self.range[i] {
+                    Some((lo, hi)) => (lo.min(x), hi.max(x)),
+                    None => (x, x),
+                });
+            }
+        }
+        broken
+    }
+}
+
 impl Invariant {
     /// Learns from and checks rows in the order given; returns the violating ones.
     fn check(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
@@ -268,34 +341,8 @@ impl Invariant {
             return Ok(vec![]);
         }
         let values = evaluate(&self.values, &batch)?;
-        let mut keys = evaluate(&self.keys, &batch)?;
-        if keys.is_empty() {
-            // One invariant for all rows; Arrow's row format needs a column.
-            keys.push(Arc::new(datafusion::arrow::array::BooleanArray::from(
-                vec![true; n],
-            )));
-        }
-        let key_rows = Self::converter(&mut self.key_rows, &keys)?.convert_columns(&keys)?;
-        let value_rows = match self.kind {
-            InvariantKind::Set => {
-                Some(Self::converter(&mut self.value_rows, &values)?.convert_columns(&values)?)
-            }
-            InvariantKind::Range => None,
-        };
-        let numbers: Vec<Vec<Option<f64>>> = match self.kind {
-            InvariantKind::Set => vec![],
-            InvariantKind::Range => values
-                .iter()
-                .map(|v| {
-                    let as_int = match v.data_type() {
-                        DataType::Timestamp(_, _) => cast(v, &DataType::Int64)?,
-                        _ => v.clone(),
-                    };
-                    let f = cast(&as_int, &DataType::Float64)?;
-                    Ok(f.as_primitive::<Float64Type>().iter().collect())
-                })
-                .collect::<Result<_>>()?,
-        };
+        let key_rows = self.key_rows(&batch)?;
+        let observed = self.observe(&values)?;
         let times = self.times(&batch)?;
         let formatters: Vec<ArrayFormatter> = values
             .iter()
@@ -305,8 +352,8 @@ impl Invariant {
             .collect::<std::result::Result<_, _>>()?;
         let mut violating = Vec::new();
         let mut messages = Vec::new();
-        for row in 0..n {
-            let training = match self.phase(times[row]) {
+        for (row, &time) in times.iter().enumerate() {
+            let training = match self.phase(time) {
                 Phase::Before => continue,
                 Phase::Training => true,
                 Phase::Checking => false,
@@ -321,30 +368,10 @@ impl Invariant {
             let Some(learned) = self.state.learned.get_mut(key.as_ref()) else {
                 continue;
             };
-            let violation = match (&self.kind, &value_rows) {
-                (InvariantKind::Set, Some(rows)) => {
-                    let v = rows.row(row);
-                    if !training && !learned.candidates.is_empty() {
-                        learned.candidates = HashMap::new();
-                    }
-                    if training && self.min_support > 1 && !learned.set.contains(v.as_ref()) {
-                        // Learned only once seen often enough; until then not normal.
-                        let seen = learned.candidates.entry(v.as_ref().to_vec()).or_insert(0);
-                        *seen += 1;
-                        if *seen >= self.min_support {
-                            learned.candidates.remove(v.as_ref());
-                            learned.set.insert(v.as_ref().to_vec());
-                        }
-                        None
-                    } else if training || self.online {
-                        let new = !learned.set.contains(v.as_ref())
-                            && learned.set.insert(v.as_ref().to_vec());
-                        (!training && new).then(|| learned.set.len() - 1)
-                    } else if learned.set.contains(v.as_ref()) {
-                        None
-                    } else {
-                        Some(learned.set.len())
-                    }
+            let (online, names) = (self.online, &self.value_names);
+            let violation = match &observed {
+                Observed::Set(rows) => learned
+                    .see_value(rows.row(row).as_ref(), training, online, self.min_support)
                     .map(|known| {
                         let shown: Vec<String> = formatters
                             .iter()
@@ -352,39 +379,27 @@ impl Invariant {
                             .collect();
                         format!(
                             "({}) = ({}) was not among the {known} values learned",
-                            self.value_names.join(", "),
+                            names.join(", "),
                             shown.join(", ")
                         )
-                    })
-                }
-                _ => {
-                    if learned.range.is_empty() {
-                        learned.range = vec![None; numbers.len()];
-                    }
-                    let mut broken = Vec::new();
-                    for (i, col) in numbers.iter().enumerate() {
-                        let Some(x) = col[row] else { continue };
-                        let shown = formatters[i].value(row).to_string();
-                        match learned.range[i] {
-                            Some((lo, hi)) if !training && (x < lo || x > hi) => {
-                                broken.push(format!(
+                    }),
+                Observed::Range(numbers) => {
+                    let broken: Vec<String> = learned
+                        .see_numbers(numbers, row, training, online)
+                        .into_iter()
+                        .map(|(i, how)| {
+                            let shown = formatters[i].value(row);
+                            match how {
+                                RangeBreak::Outside(lo, hi) => format!(
                                     "{} = {shown} outside the learned range [{lo}, {hi}]",
-                                    self.value_names[i]
-                                ))
+                                    names[i]
+                                ),
+                                RangeBreak::NothingLearned => {
+                                    format!("{} = {shown} with nothing learned", names[i])
+                                }
                             }
-                            None if !training => broken.push(format!(
-                                "{} = {shown} with nothing learned",
-                                self.value_names[i]
-                            )),
-                            _ => {}
-                        }
-                        if training || self.online {
-                            learned.range[i] = Some(match learned.range[i] {
-                                Some((lo, hi)) => (lo.min(x), hi.max(x)),
-                                None => (x, x),
-                            });
-                        }
-                    }
+                        })
+                        .collect();
                     (!broken.is_empty()).then(|| broken.join("; "))
                 }
             };
@@ -400,6 +415,40 @@ impl Invariant {
         let mut cols = picked.columns().to_vec();
         cols.push(Arc::new(StringArray::from(messages)));
         Ok(vec![RecordBatch::try_new(self.schema.clone(), cols)?])
+    }
+
+    /// Each row's key in Arrow row format (one constant column when the invariant has no key:
+    /// the row format needs a column).
+    fn key_rows(&mut self, batch: &RecordBatch) -> Result<Rows> {
+        let mut keys = evaluate(&self.keys, batch)?;
+        if keys.is_empty() {
+            keys.push(Arc::new(datafusion::arrow::array::BooleanArray::from(
+                vec![true; batch.num_rows()],
+            )));
+        }
+        Ok(Self::converter(&mut self.key_rows, &keys)?.convert_columns(&keys)?)
+    }
+
+    /// `values` in the form this invariant's kind compares them.
+    fn observe(&mut self, values: &[ArrayRef]) -> Result<Observed> {
+        Ok(match self.kind {
+            InvariantKind::Set => Observed::Set(
+                Self::converter(&mut self.value_rows, values)?.convert_columns(values)?,
+            ),
+            InvariantKind::Range => Observed::Range(
+                values
+                    .iter()
+                    .map(|v| {
+                        let as_int = match v.data_type() {
+                            DataType::Timestamp(_, _) => cast(v, &DataType::Int64)?,
+                            _ => v.clone(),
+                        };
+                        let f = cast(&as_int, &DataType::Float64)?;
+                        Ok(f.as_primitive::<Float64Type>().iter().collect())
+                    })
+                    .collect::<Result<_>>()?,
+            ),
+        })
     }
 }
 

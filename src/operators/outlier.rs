@@ -179,121 +179,147 @@ fn distance(a: &[f64], b: &[f64]) -> f64 {
 
 /// `(is_outlier, score)` for each point.
 pub fn detect(method: OutlierMethod, points: &[&[f64]]) -> Vec<(bool, f64)> {
-    let n = points.len();
-    if n == 0 {
+    if points.is_empty() {
         return vec![];
     }
-    let dims = points[0].len();
     match method {
         OutlierMethod::Zscore { threshold } => {
-            let mut score = vec![0.0f64; n];
-            for d in 0..dims {
-                let mean = points.iter().map(|p| p[d]).sum::<f64>() / n as f64;
-                let var = points.iter().map(|p| (p[d] - mean).powi(2)).sum::<f64>() / n as f64;
-                let sd = var.sqrt();
-                for (s, p) in score.iter_mut().zip(points) {
-                    let z = if sd > 0.0 {
-                        (p[d] - mean).abs() / sd
-                    } else {
-                        0.0
-                    };
-                    *s = s.max(z);
-                }
-            }
-            score.into_iter().map(|s| (s > threshold, s)).collect()
+            flag_above(per_dimension_max(points, zscore_scores), threshold)
         }
         OutlierMethod::Mad { threshold } => {
-            let mut score = vec![0.0f64; n];
-            for d in 0..dims {
-                let values: Vec<f64> = points.iter().map(|p| p[d]).collect();
-                let med = median(&values);
-                let deviations: Vec<f64> = values.iter().map(|v| (v - med).abs()).collect();
-                let mad = median(&deviations);
-                for (s, v) in score.iter_mut().zip(&values) {
-                    let z = if mad > 0.0 {
-                        0.6745 * (v - med).abs() / mad
-                    } else if *v == med {
-                        0.0
-                    } else {
-                        f64::INFINITY
-                    };
-                    *s = s.max(z);
-                }
-            }
-            score.into_iter().map(|s| (s > threshold, s)).collect()
+            flag_above(per_dimension_max(points, mad_scores), threshold)
         }
         OutlierMethod::Iqr { factor } => {
-            let mut score = vec![0.0f64; n];
-            for d in 0..dims {
-                let mut values: Vec<f64> = points.iter().map(|p| p[d]).collect();
-                values.sort_by(f64::total_cmp);
-                let (q1, q3) = (quantile(&values, 0.25), quantile(&values, 0.75));
-                let iqr = q3 - q1;
-                let (lo, hi) = (q1 - factor * iqr, q3 + factor * iqr);
-                for (s, p) in score.iter_mut().zip(points) {
-                    let beyond = if p[d] < lo {
-                        lo - p[d]
-                    } else if p[d] > hi {
-                        p[d] - hi
-                    } else {
-                        0.0
-                    };
-                    let z = if beyond == 0.0 {
-                        0.0
-                    } else if iqr > 0.0 {
-                        beyond / iqr
-                    } else {
-                        f64::INFINITY
-                    };
-                    *s = s.max(z);
-                }
-            }
-            score.into_iter().map(|s| (s > 0.0, s)).collect()
+            flag_above(per_dimension_max(points, |v| iqr_scores(v, factor)), 0.0)
         }
-        OutlierMethod::Dbscan { eps, min_points } => {
-            let neighbours: Vec<usize> = points
-                .iter()
-                .map(|p| points.iter().filter(|q| distance(p, q) <= eps).count())
-                .collect();
-            let core: Vec<usize> = (0..n).filter(|&i| neighbours[i] >= min_points).collect();
-            (0..n)
-                .map(|i| {
-                    let nearest_core = core
-                        .iter()
-                        .map(|&c| distance(points[i], points[c]))
-                        .fold(f64::INFINITY, f64::min);
-                    if nearest_core <= eps {
-                        (false, nearest_core)
-                    } else {
-                        // Noise. Its score is the distance to the nearest core point, or to the
-                        // nearest other point when there is no cluster at all.
-                        let score = if core.is_empty() {
-                            (0..n)
-                                .filter(|&j| j != i)
-                                .map(|j| distance(points[i], points[j]))
-                                .fold(f64::INFINITY, f64::min)
-                        } else {
-                            nearest_core
-                        };
-                        (true, if score.is_finite() { score } else { 0.0 })
-                    }
-                })
-                .collect()
-        }
+        OutlierMethod::Dbscan { eps, min_points } => dbscan(points, eps, min_points),
         OutlierMethod::Kmeans { k, threshold } => {
             let centroids = kmeans(points, k);
-            points
+            let scores = points
                 .iter()
                 .map(|p| {
-                    let d = centroids
+                    centroids
                         .iter()
                         .map(|c| distance(p, c))
-                        .fold(f64::INFINITY, f64::min);
-                    (d > threshold, d)
+                        .fold(f64::INFINITY, f64::min)
                 })
-                .collect()
+                .collect();
+            flag_above(scores, threshold)
         }
     }
+}
+
+/// Each score paired with whether it is above `threshold`.
+fn flag_above(scores: Vec<f64>, threshold: f64) -> Vec<(bool, f64)> {
+    scores.into_iter().map(|s| (s > threshold, s)).collect()
+}
+
+/// Each point's largest score over its dimensions, `score` giving the scores of one dimension's
+/// values.
+fn per_dimension_max(points: &[&[f64]], score: impl Fn(&[f64]) -> Vec<f64>) -> Vec<f64> {
+    let mut max = vec![0.0f64; points.len()];
+    for d in 0..points[0].len() {
+        let values: Vec<f64> = points.iter().map(|p| p[d]).collect();
+        for (m, s) in max.iter_mut().zip(score(&values)) {
+            *m = m.max(s);
+        }
+    }
+    max
+}
+
+/// Distance from the mean in standard deviations (0 when all values are equal).
+fn zscore_scores(values: &[f64]) -> Vec<f64> {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let sd = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+    values
+        .iter()
+        .map(|v| if sd > 0.0 { (v - mean).abs() / sd } else { 0.0 })
+        .collect()
+}
+
+/// The modified z-score: 0.6745 times the distance from the median over the median absolute
+/// deviation (infinite for a value off a median that no other value deviates from).
+fn mad_scores(values: &[f64]) -> Vec<f64> {
+    let med = median(values);
+    let deviations: Vec<f64> = values.iter().map(|v| (v - med).abs()).collect();
+    let mad = median(&deviations);
+    values
+        .iter()
+        .map(|v| {
+            if mad > 0.0 {
+                0.6745 * (v - med).abs() / mad
+            } else if *v == med {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect()
+}
+
+/// How far beyond Tukey's fences `[q1 - factor*iqr, q3 + factor*iqr]` a value lies, in IQRs
+/// (0 inside them, infinite outside fences of zero width).
+fn iqr_scores(values: &[f64], factor: f64) -> Vec<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let (q1, q3) = (quantile(&sorted, 0.25), quantile(&sorted, 0.75));
+    let iqr = q3 - q1;
+    let (lo, hi) = (q1 - factor * iqr, q3 + factor * iqr);
+    values
+        .iter()
+        .map(|&v| {
+            let beyond = if v < lo {
+                lo - v
+            } else if v > hi {
+                v - hi
+            } else {
+                0.0
+            };
+            if beyond == 0.0 {
+                0.0
+            } else if iqr > 0.0 {
+                beyond / iqr
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect()
+}
+
+/// DBSCAN's noise points are the outliers: points neither core (`min_points` within `eps`,
+/// themselves included) nor within `eps` of a core point. A point's score is its distance to
+/// the nearest core point, or to the nearest other point when there is no cluster at all.
+fn dbscan(points: &[&[f64]], eps: f64, min_points: usize) -> Vec<(bool, f64)> {
+    let n = points.len();
+    let core: Vec<usize> = (0..n)
+        .filter(|&i| {
+            points
+                .iter()
+                .filter(|q| distance(points[i], q) <= eps)
+                .count()
+                >= min_points
+        })
+        .collect();
+    let nearest = |i: usize, among: &mut dyn Iterator<Item = usize>| {
+        among
+            .map(|j| distance(points[i], points[j]))
+            .fold(f64::INFINITY, f64::min)
+    };
+    (0..n)
+        .map(|i| {
+            let nearest_core = nearest(i, &mut core.iter().copied());
+            if nearest_core <= eps {
+                return (false, nearest_core);
+            }
+            let score = if core.is_empty() {
+                nearest(i, &mut (0..n).filter(|&j| j != i))
+            } else {
+                nearest_core
+            };
+            (true, if score.is_finite() { score } else { 0.0 })
+        })
+        .collect()
 }
 
 fn median(values: &[f64]) -> f64 {
