@@ -1,14 +1,19 @@
 //! SQL-level prepared statements of one session: `PREPARE name [(types)] AS statement`,
 //! `EXECUTE name [(constants)]`, `DEALLOCATE [PREPARE] name | ALL` (psycopg 3 sends
 //! `DEALLOCATE ALL` after DDL). The arguments of EXECUTE bind `$1`, `$2`, ... as the
-//! parameters of the extended protocol do.
+//! parameters of the extended protocol do: quoted literals as text of unknown type, other
+//! constants as typed values ([`Param`]).
 
 use crate::error::sqlstate;
 use std::collections::HashMap;
 
-use datafusion::sql::sqlparser::ast::{self as sq, Expr, UnaryOperator, Value};
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{self as sq, Expr, Value};
 
 use crate::error::{Error, Result};
+use crate::plan::ConstantEvaluator;
+use crate::sources::param::Param;
 use crate::sql::Statement;
 
 /// The prepared statements of a session, by name.
@@ -66,52 +71,50 @@ pub fn is_all(name: &sq::Ident) -> bool {
     name.quote_style.is_none() && name.value.eq_ignore_ascii_case("all")
 }
 
-/// The arguments of `EXECUTE name (a, b, ...)` as parameter text (`None` for NULL). Only
+/// The arguments of `EXECUTE name (a, b, ...)` as parameters. A quoted literal is text
+/// whose type the statement decides, as in PostgreSQL; another constant expression (`1`,
+/// `-2.5`, `'2024-01-01'::timestamp`, `now()`) is evaluated to a typed value. Only
 /// constants are taken, as PostgreSQL takes them in practice.
-pub fn arguments(args: &[Expr]) -> Result<Vec<Option<String>>> {
-    args.iter().map(constant_text).collect()
+pub fn arguments(args: &[Expr]) -> Result<Vec<Param>> {
+    let mut evaluator = ConstantEvaluator::default();
+    args.iter().map(|e| argument(e, &mut evaluator)).collect()
 }
 
-fn constant_text(e: &Expr) -> Result<Option<String>> {
-    Ok(match e {
-        Expr::Value(v) => match &v.value {
-            Value::Null => None,
+fn argument(e: &Expr, evaluator: &mut ConstantEvaluator) -> Result<Param> {
+    if let Expr::Nested(inner) = e {
+        return argument(inner, evaluator);
+    }
+    if let Expr::Value(v) = e {
+        match &v.value {
+            Value::Null => return Ok(Param::Null),
             Value::SingleQuotedString(s)
             | Value::EscapedStringLiteral(s)
-            | Value::DoubleQuotedString(s) => Some(s.clone()),
-            Value::Number(n, _) => Some(n.to_string()),
-            Value::Boolean(b) => Some(b.to_string()),
-            other => {
-                return Err(Error::NotSupported(format!(
-                    "EXECUTE argument {other} is not supported; pass a constant"
-                )))
-            }
-        },
-        Expr::UnaryOp {
-            op: UnaryOperator::Minus,
-            expr,
-        } => constant_text(expr)?.map(|s| format!("-{s}")),
-        Expr::UnaryOp {
-            op: UnaryOperator::Plus,
-            expr,
-        } => constant_text(expr)?,
-        Expr::Cast { expr, .. } | Expr::Nested(expr) => constant_text(expr)?,
-        other => {
-            return Err(Error::NotSupported(format!(
-                "EXECUTE argument {other} is not supported; pass a constant"
-            )))
+            | Value::DoubleQuotedString(s) => return Ok(Param::Text(s.clone())),
+            _ => {}
         }
-    })
+    }
+    let reads_a_name = sq::visit_expressions(e, |e| match e {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    });
+    if reads_a_name.is_break() {
+        return Err(Error::NotSupported(format!(
+            "EXECUTE argument {e} is not supported; pass a constant"
+        )));
+    }
+    Ok(Param::from(evaluator.evaluate(e)?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::scalar::ScalarValue;
 
     #[test]
     fn arguments_are_constants() {
-        let stmt = crate::sql::parse_one("EXECUTE p('a', 1, -2.5, NULL, '2024-01-01'::timestamp)")
-            .unwrap();
+        let stmt =
+            crate::sql::parse_one("EXECUTE p('a', 1, -2.5, NULL, '2024-01-01'::timestamp, (2))")
+                .unwrap();
         let Statement::Sql(s) = stmt else {
             panic!("EXECUTE is plain SQL")
         };
@@ -121,12 +124,25 @@ mod tests {
         assert_eq!(
             arguments(&parameters).unwrap(),
             vec![
-                Some("a".to_string()),
-                Some("1".to_string()),
-                Some("-2.5".to_string()),
-                None,
-                Some("2024-01-01".to_string()),
+                Param::Text("a".into()),
+                Param::Value(ScalarValue::Int64(Some(1))),
+                Param::Value(ScalarValue::Float64(Some(-2.5))),
+                Param::Null,
+                Param::Value(ScalarValue::TimestampNanosecond(
+                    Some(1_704_067_200_000_000_000),
+                    None
+                )),
+                Param::Value(ScalarValue::Int64(Some(2))),
             ]
         );
+        let stmt = crate::sql::parse_one("EXECUTE p(x + 1)").unwrap();
+        let Statement::Sql(s) = stmt else {
+            panic!("EXECUTE is plain SQL")
+        };
+        let sq::Statement::Execute { parameters, .. } = *s else {
+            panic!("not an EXECUTE: {s}")
+        };
+        let e = arguments(&parameters).unwrap_err();
+        assert_eq!(e.sqlstate(), sqlstate::FEATURE_NOT_SUPPORTED, "{e}");
     }
 }
