@@ -1644,6 +1644,22 @@ async fn text_parameters_of_unknown_type_take_the_type_of_their_place() {
             .unwrap(),
     );
     assert_eq!(rows, vec![vec![Some("b".into())]]);
+    // Its numbers are typed as PostgreSQL types them: 2.5 is an exact numeric, which an
+    // assignment to BIGINT rounds away from zero.
+    client
+        .batch_execute(
+            "PREPARE ins AS INSERT INTO typed (ts, n) VALUES ($1, $2); \
+             EXECUTE ins('2024-01-01 00:00:05', 2.5)",
+        )
+        .await
+        .unwrap();
+    let rows = data_rows(
+        &client
+            .simple_query("SELECT n FROM typed WHERE ts = '2024-01-01 00:00:05'")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rows, vec![vec![Some("3".into())]]);
     server.stop().await;
 }
 

@@ -9,7 +9,9 @@ use std::collections::HashMap;
 
 use std::ops::ControlFlow;
 
-use datafusion::sql::sqlparser::ast::{self as sq, Expr, Value};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::scalar::ScalarValue;
+use datafusion::sql::sqlparser::ast::{self as sq, Expr, UnaryOperator, Value};
 
 use crate::error::{Error, Result};
 use crate::plan::ConstantEvaluator;
@@ -81,17 +83,27 @@ pub fn arguments(args: &[Expr]) -> Result<Vec<Param>> {
 }
 
 fn argument(e: &Expr, evaluator: &mut ConstantEvaluator) -> Result<Param> {
-    if let Expr::Nested(inner) = e {
-        return argument(inner, evaluator);
-    }
-    if let Expr::Value(v) = e {
-        match &v.value {
+    match e {
+        Expr::Nested(inner) => return argument(inner, evaluator),
+        Expr::Value(v) => match &v.value {
             Value::Null => return Ok(Param::Null),
             Value::SingleQuotedString(s)
             | Value::EscapedStringLiteral(s)
             | Value::DoubleQuotedString(s) => return Ok(Param::Text(s.clone())),
+            Value::Number(n, _) => return Ok(number(n, false)),
             _ => {}
+        },
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr: inner,
+        } => {
+            if let Expr::Value(v) = inner.as_ref() {
+                if let Value::Number(n, _) = &v.value {
+                    return Ok(number(n, true));
+                }
+            }
         }
+        _ => {}
     }
     let reads_a_name = sq::visit_expressions(e, |e| match e {
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) => ControlFlow::Break(()),
@@ -105,16 +117,47 @@ fn argument(e: &Expr, evaluator: &mut ConstantEvaluator) -> Result<Param> {
     Ok(Param::from(evaluator.evaluate(e)?))
 }
 
+/// A numeric literal as PostgreSQL types it: a BIGINT when it is an integer that fits, else
+/// an exact NUMERIC (so that `2.5` rounds to 3 in a BIGINT column, as in PostgreSQL), else
+/// (an exponent, too many digits) a DOUBLE PRECISION.
+fn number(text: &str, negative: bool) -> Param {
+    let text = if negative {
+        format!("-{text}")
+    } else {
+        text.to_string()
+    };
+    if let Ok(n) = text.parse::<i64>() {
+        return Param::Value(ScalarValue::Int64(Some(n)));
+    }
+    let scale = text
+        .split_once('.')
+        .map_or(0, |(_, fraction)| fraction.len());
+    let exact = i8::try_from(scale)
+        .ok()
+        .filter(|&s| s <= 38 && !text.contains(['e', 'E']))
+        .and_then(|s| {
+            ScalarValue::Utf8(Some(text.clone()))
+                .cast_to(&DataType::Decimal128(38, s))
+                .ok()
+        });
+    match exact {
+        Some(value) => Param::Value(value),
+        None => text.parse::<f64>().map_or(Param::Text(text), |f| {
+            Param::Value(ScalarValue::Float64(Some(f)))
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::scalar::ScalarValue;
 
     #[test]
     fn arguments_are_constants() {
-        let stmt =
-            crate::sql::parse_one("EXECUTE p('a', 1, -2.5, NULL, '2024-01-01'::timestamp, (2))")
-                .unwrap();
+        let stmt = crate::sql::parse_one(
+            "EXECUTE p('a', 1, -2.5, NULL, '2024-01-01'::timestamp, (2), 1e3)",
+        )
+        .unwrap();
         let Statement::Sql(s) = stmt else {
             panic!("EXECUTE is plain SQL")
         };
@@ -126,13 +169,14 @@ mod tests {
             vec![
                 Param::Text("a".into()),
                 Param::Value(ScalarValue::Int64(Some(1))),
-                Param::Value(ScalarValue::Float64(Some(-2.5))),
+                Param::Value(ScalarValue::Decimal128(Some(-25), 38, 1)),
                 Param::Null,
                 Param::Value(ScalarValue::TimestampNanosecond(
                     Some(1_704_067_200_000_000_000),
                     None
                 )),
                 Param::Value(ScalarValue::Int64(Some(2))),
+                Param::Value(ScalarValue::Float64(Some(1000.0))),
             ]
         );
         let stmt = crate::sql::parse_one("EXECUTE p(x + 1)").unwrap();
