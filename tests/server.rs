@@ -1557,14 +1557,17 @@ async fn binary_parameters_go_in_and_compare_by_value() {
             None
         ]
     );
-    // SELECT with typed binary parameters: each compares by value.
+    // SELECT with typed binary parameters: each compares by value. The statement describes
+    // each parameter with the type of its place, as PostgreSQL does, so the client needs no
+    // declared types.
     let select = client
-        .prepare_typed(
-            "SELECT host FROM typed WHERE n = $1 AND x < $2 AND ts >= $3 AND ok = $4",
-            &[Type::INT8, Type::FLOAT8, Type::TIMESTAMP, Type::BOOL],
-        )
+        .prepare("SELECT host FROM typed WHERE n = $1 AND x < $2 AND ts >= $3 AND ok = $4")
         .await
         .unwrap();
+    assert_eq!(
+        select.params(),
+        &[Type::INT8, Type::FLOAT8, Type::TIMESTAMP, Type::BOOL]
+    );
     let row = client
         .query_one(&select, &[&i64::MAX, &0.5f64, &t0, &true])
         .await
@@ -1698,10 +1701,11 @@ async fn bad_parameters_fail_with_their_sqlstate_and_number() {
     assert_eq!(code(&e), "22P02", "{e:?}");
     assert!(message(&e).contains("parameter $2"), "{e:?}");
     // Text for a SELECT's BIGINT placeholder.
-    let e = client
-        .query("SELECT host FROM typed WHERE n = $1", &[&"x"])
+    let select = client
+        .prepare_typed("SELECT host FROM typed WHERE n = $1", &[Type::TEXT])
         .await
-        .unwrap_err();
+        .unwrap();
+    let e = client.query(&select, &[&"x"]).await.unwrap_err();
     assert_eq!(code(&e), "22P02", "{e:?}");
     assert!(message(&e).contains("parameter $1"), "{e:?}");
     // The server goes on serving.

@@ -8,7 +8,7 @@
 use crate::error::sqlstate;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::logical_expr::LogicalPlan;
@@ -132,14 +132,29 @@ pub(super) async fn select(
     Ok(StatementResult::Rows { schema, batches })
 }
 
-/// The result schema of a `SELECT`, without running it.
-pub(super) async fn select_schema(ctx: SessionContext, stmt: &sq::Statement) -> Result<SchemaRef> {
+/// The result schema of a `SELECT` and the types of its `$1`, `$2`, ... as DataFusion
+/// infers them from their places (`ts > $1`: a timestamp), TEXT where nothing says, without
+/// running it.
+pub(super) async fn describe_select(
+    ctx: SessionContext,
+    stmt: &sq::Statement,
+) -> Result<(SchemaRef, Vec<DataType>)> {
     let mut stmt = stmt.clone();
     pg_rewrite::rewrite(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
     let names = pg_column_names(&stmt);
+    let count = count_placeholders(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
     let plan = ctx.state().statement_to_plan(df_stmt).await?;
-    Ok(rename(plan.schema().as_arrow(), &names))
+    let mut inferred = plan.get_parameter_types()?;
+    let params = (1..=count)
+        .map(|n| {
+            inferred
+                .remove(&format!("${n}"))
+                .flatten()
+                .unwrap_or(DataType::Utf8)
+        })
+        .collect();
+    Ok((rename(plan.schema().as_arrow(), &names), params))
 }
 
 /// The names PostgreSQL gives the result columns of a `SELECT` whose select list has no
@@ -244,7 +259,7 @@ fn bind(plan: LogicalPlan, params: &[Param]) -> Result<LogicalPlan> {
 }
 
 /// The highest `$n` in a statement.
-pub(super) fn count_placeholders(stmt: &sq::Statement) -> usize {
+fn count_placeholders(stmt: &sq::Statement) -> usize {
     let mut max = 0;
     let _ = sq::visit_expressions(stmt, |e| {
         if let Some(n) = placeholder_number(e) {

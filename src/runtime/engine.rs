@@ -704,13 +704,14 @@ impl Engine {
                     None
                 }
                 sq::Statement::Query(_) => {
-                    params.resize(adhoc::count_placeholders(s), DataType::Utf8);
                     let ctx = adhoc::context(
                         &self.read(),
                         &SessionInfo::default(),
                         self.config.max_result_rows,
                     )?;
-                    Some(adhoc::select_schema(ctx, s).await?)
+                    let (schema, types) = adhoc::describe_select(ctx, s).await?;
+                    params = types;
+                    Some(schema)
                 }
                 sq::Statement::ShowVariable { variable } => Some(show::show_schema(variable)),
                 _ => None,
