@@ -1600,9 +1600,99 @@ async fn binary_parameters_go_in_and_compare_by_value() {
     server.stop().await;
 }
 
+/// Parse (parameter types by oid, 0 for none), Bind (text parameters), Execute and Sync of
+/// the unnamed statement: the replies, to ReadyForQuery.
+async fn run_with_text_params(
+    socket: &mut tokio::net::TcpStream,
+    query: &str,
+    oids: &[u32],
+    params: &[&str],
+) -> Vec<(u8, Vec<u8>)> {
+    use tokio::io::AsyncWriteExt;
+    let mut parse = format!("\0{query}\0").into_bytes();
+    parse.extend_from_slice(&(oids.len() as i16).to_be_bytes());
+    for oid in oids {
+        parse.extend_from_slice(&oid.to_be_bytes());
+    }
+    let mut bind = b"\0\0\0\0".to_vec();
+    bind.extend_from_slice(&(params.len() as i16).to_be_bytes());
+    for p in params {
+        bind.extend_from_slice(&(p.len() as i32).to_be_bytes());
+        bind.extend_from_slice(p.as_bytes());
+    }
+    bind.extend_from_slice(b"\0\0");
+    let mut out = frame(b'P', &parse);
+    out.extend(frame(b'B', &bind));
+    out.extend(frame(b'E', b"\0\0\0\0\0"));
+    out.extend(frame(b'S', b""));
+    socket.write_all(&out).await.unwrap();
+    read_until_ready(socket).await
+}
+
+/// The SQLSTATE and message of an ErrorResponse body.
+fn error_fields(body: &[u8]) -> (String, String) {
+    let field = |tag: u8| {
+        body.split(|b| *b == 0)
+            .find(|f| f.first() == Some(&tag))
+            .map(|f| String::from_utf8_lossy(&f[1..]).into_owned())
+            .unwrap_or_default()
+    };
+    (field(b'C'), field(b'M'))
+}
+
+#[tokio::test]
+async fn text_parameters_with_a_declared_type_are_read_as_that_type() {
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(TYPED).await.unwrap();
+    let (mut socket, _) = raw_connect(server.addr).await;
+    // $2 declared int8, the others left to the columns; text keeps its `''` as sent.
+    let insert = "INSERT INTO typed (ts, n, host) VALUES ($1, $2, $3)";
+    let replies = run_with_text_params(
+        &mut socket,
+        insert,
+        &[0, 20, 0],
+        &["2024-01-01 00:00:09", "12", "a''b"],
+    )
+    .await;
+    let tags: String = replies.iter().map(|(t, _)| *t as char).collect();
+    assert_eq!(tags, "12CZ", "{replies:?}");
+    let rows = data_rows(
+        &client
+            .simple_query("SELECT n, host FROM typed")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rows, vec![vec![Some("12".into()), Some("a''b".into())]]);
+    // Text that is not an int8 fails as PostgreSQL's int8 input does, naming the parameter.
+    let replies = run_with_text_params(
+        &mut socket,
+        insert,
+        &[0, 20, 0],
+        &["2024-01-01 00:00:09", "12x", "c"],
+    )
+    .await;
+    let error = replies.iter().find(|(t, _)| *t == b'E').expect("an error");
+    let (code, message) = error_fields(&error.1);
+    assert_eq!(code, "22P02", "{message}");
+    assert!(message.contains("(parameter $2)"), "{message}");
+    // A binary timestamptz is an instant: it goes into TIMESTAMPTZ as UTC.
+    client
+        .batch_execute("CREATE STREAM zoned (ts TIMESTAMPTZ NOT NULL, n BIGINT)")
+        .await
+        .unwrap();
+    let at = chrono::DateTime::parse_from_rfc3339("2026-01-01T14:00:00.5+02:00").unwrap();
+    client
+        .execute("INSERT INTO zoned VALUES ($1, 1)", &[&at])
+        .await
+        .unwrap();
+    let rows = data_rows(&client.simple_query("SELECT ts FROM zoned").await.unwrap());
+    assert_eq!(rows, vec![vec![Some("2026-01-01 12:00:00.5+00".into())]]);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn text_parameters_of_unknown_type_take_the_type_of_their_place() {
-    use tokio::io::AsyncWriteExt;
     let server = Server::start(None).await;
     let client = server.connect().await;
     client.batch_execute(TYPED).await.unwrap();
@@ -1616,21 +1706,13 @@ async fn text_parameters_of_unknown_type_take_the_type_of_their_place() {
     // Parse with no parameter types, Bind text values: the timestamp and the number are
     // read as the types of the columns they are compared with.
     let (mut socket, _) = raw_connect(server.addr).await;
-    let mut out = frame(
-        b'P',
-        b"\0SELECT host FROM typed WHERE ts > $1 AND n < $2\0\0\0",
-    );
-    let mut bind = b"\0\0\0\0\0\x02".to_vec();
-    for p in ["2024-01-01 00:00:02", "100"] {
-        bind.extend_from_slice(&(p.len() as i32).to_be_bytes());
-        bind.extend_from_slice(p.as_bytes());
-    }
-    bind.extend_from_slice(b"\0\0");
-    out.extend(frame(b'B', &bind));
-    out.extend(frame(b'E', b"\0\0\0\0\0"));
-    out.extend(frame(b'S', b""));
-    socket.write_all(&out).await.unwrap();
-    let replies = read_until_ready(&mut socket).await;
+    let replies = run_with_text_params(
+        &mut socket,
+        "SELECT host FROM typed WHERE ts > $1 AND n < $2",
+        &[],
+        &["2024-01-01 00:00:02", "100"],
+    )
+    .await;
     let tags: String = replies.iter().map(|(t, _)| *t as char).collect();
     assert_eq!(tags, "12DCZ", "{replies:?}");
     // DataRow: one column of 1 byte, "b".
