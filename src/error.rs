@@ -236,6 +236,24 @@ impl Error {
         }
     }
 
+    /// Name the bound parameter `$n` in an input error (other errors pass through unchanged).
+    pub fn for_parameter(self, n: usize) -> Self {
+        match self {
+            Error::InvalidInput {
+                sqlstate,
+                message,
+                line,
+                column,
+            } => Error::InvalidInput {
+                sqlstate,
+                message: format!("{message} (parameter ${n})"),
+                line,
+                column,
+            },
+            other => other,
+        }
+    }
+
     /// Where in its statement this error applies, when it does: a syntax error's token, the
     /// name of an unknown column, function or stream (from the statement's token spans).
     pub fn location(&self) -> Option<Location> {

@@ -5,7 +5,9 @@
 //! it against the catalog into a chain of incremental [`operators`], and [`runtime`] feeds each
 //! stream's Arrow batches through the queries that read it, advancing watermarks and handing
 //! result batches to subscribers. [`sources`] decodes INSERT and COPY input and generates demo
-//! events; `server` (feature `server`, on by default) serves it all over pgwire.
+//! events; `server` (feature `server`, on by default) serves it all over pgwire. Values bound
+//! to `$n` placeholders are [`Param`]s, typed or text of unknown type, over the wire
+//! (Bind, `EXECUTE`) as through [`Engine::execute_with_params`].
 //!
 //! The library needs no network and no async runtime: build it with
 //! `saql = { default-features = false }` to embed the parser, planner and [`Engine`].
@@ -66,6 +68,7 @@ pub mod time;
 pub use error::{Error, Result};
 pub use plan::{Catalog, QueryPlan};
 pub use runtime::engine::{Engine, EngineConfig, StatementResult, Subscription};
+pub use sources::param::Param;
 
 /// Parses extended SQL (one or more statements separated by `;`).
 ///

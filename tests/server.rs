@@ -1475,3 +1475,328 @@ async fn ad_hoc_windows_agree_with_the_continuous_query() {
     }
     server.stop().await;
 }
+
+const TYPED: &str = "CREATE STREAM typed (ts TIMESTAMP NOT NULL, n BIGINT, small INT, x DOUBLE, \
+                     ok BOOLEAN, host TEXT)";
+
+/// A BIGINT parameter whose binary value is 4 bytes long, as a broken driver sends it.
+#[derive(Debug)]
+struct ShortInt8;
+
+impl tokio_postgres::types::ToSql for ShortInt8 {
+    fn to_sql(
+        &self,
+        _: &tokio_postgres::types::Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(&7i32.to_be_bytes());
+        Ok(tokio_postgres::types::IsNull::No)
+    }
+
+    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+        *ty == tokio_postgres::types::Type::INT8
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+#[tokio::test]
+async fn binary_parameters_go_in_and_compare_by_value() {
+    use tokio_postgres::types::Type;
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(TYPED).await.unwrap();
+    // tokio-postgres sends every parameter in binary, typed as the statement describes it.
+    let insert = client
+        .prepare("INSERT INTO typed VALUES ($1, $2, $3, $4, $5, $6)")
+        .await
+        .unwrap();
+    let t0 = chrono::NaiveDate::from_ymd_opt(2024, 1, 1)
+        .unwrap()
+        .and_hms_micro_opt(0, 0, 1, 250_000)
+        .unwrap();
+    client
+        .execute(&insert, &[&t0, &(i64::MAX), &7i32, &0.1f64, &true, &"a''b"])
+        .await
+        .unwrap();
+    let none: Option<i64> = None;
+    let t1 = t0 + chrono::Duration::seconds(1);
+    client
+        .execute(
+            &insert,
+            &[&t1, &none, &None::<i32>, &-2.5f64, &false, &None::<&str>],
+        )
+        .await
+        .unwrap();
+    let rows = data_rows(
+        &client
+            .simple_query("SELECT ts, n, small, x, ok, host FROM typed ORDER BY ts")
+            .await
+            .unwrap(),
+    );
+    let text = |v: &[&str]| v.iter().map(|s| Some(s.to_string())).collect::<Vec<_>>();
+    assert_eq!(
+        rows[0],
+        text(&[
+            "2024-01-01 00:00:01.25",
+            "9223372036854775807",
+            "7",
+            "0.1",
+            "t",
+            "a''b"
+        ])
+    );
+    assert_eq!(
+        rows[1],
+        vec![
+            Some("2024-01-01 00:00:02.25".into()),
+            None,
+            None,
+            Some("-2.5".into()),
+            Some("f".into()),
+            None
+        ]
+    );
+    // SELECT with typed binary parameters: each compares by value. The statement describes
+    // each parameter with the type of its place, as PostgreSQL does, so the client needs no
+    // declared types.
+    let select = client
+        .prepare("SELECT host FROM typed WHERE n = $1 AND x < $2 AND ts >= $3 AND ok = $4")
+        .await
+        .unwrap();
+    assert_eq!(
+        select.params(),
+        &[Type::INT8, Type::FLOAT8, Type::TIMESTAMP, Type::BOOL]
+    );
+    let row = client
+        .query_one(&select, &[&i64::MAX, &0.5f64, &t0, &true])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "a''b");
+    // A float compared with a BIGINT column stays a float (not truncated to the column's
+    // type), as in PostgreSQL: 1.5 < 7 but 7.5 > 7.
+    let between = client
+        .prepare_typed(
+            "SELECT count(*) FROM typed WHERE small > $1",
+            &[Type::FLOAT8],
+        )
+        .await
+        .unwrap();
+    let count = |row: tokio_postgres::Row| row.get::<_, i64>(0);
+    assert_eq!(
+        count(client.query_one(&between, &[&6.5f64]).await.unwrap()),
+        1
+    );
+    assert_eq!(
+        count(client.query_one(&between, &[&7.5f64]).await.unwrap()),
+        0
+    );
+    // A NULL parameter compares as NULL.
+    let by_n = client
+        .prepare_typed("SELECT count(*) FROM typed WHERE n = $1", &[Type::INT8])
+        .await
+        .unwrap();
+    assert_eq!(count(client.query_one(&by_n, &[&none]).await.unwrap()), 0);
+    server.stop().await;
+}
+
+/// Parse (parameter types by oid, 0 for none), Bind (text parameters), Execute and Sync of
+/// the unnamed statement: the replies, to ReadyForQuery.
+async fn run_with_text_params(
+    socket: &mut tokio::net::TcpStream,
+    query: &str,
+    oids: &[u32],
+    params: &[&str],
+) -> Vec<(u8, Vec<u8>)> {
+    use tokio::io::AsyncWriteExt;
+    let mut parse = format!("\0{query}\0").into_bytes();
+    parse.extend_from_slice(&(oids.len() as i16).to_be_bytes());
+    for oid in oids {
+        parse.extend_from_slice(&oid.to_be_bytes());
+    }
+    let mut bind = b"\0\0\0\0".to_vec();
+    bind.extend_from_slice(&(params.len() as i16).to_be_bytes());
+    for p in params {
+        bind.extend_from_slice(&(p.len() as i32).to_be_bytes());
+        bind.extend_from_slice(p.as_bytes());
+    }
+    bind.extend_from_slice(b"\0\0");
+    let mut out = frame(b'P', &parse);
+    out.extend(frame(b'B', &bind));
+    out.extend(frame(b'E', b"\0\0\0\0\0"));
+    out.extend(frame(b'S', b""));
+    socket.write_all(&out).await.unwrap();
+    read_until_ready(socket).await
+}
+
+/// The SQLSTATE and message of an ErrorResponse body.
+fn error_fields(body: &[u8]) -> (String, String) {
+    let field = |tag: u8| {
+        body.split(|b| *b == 0)
+            .find(|f| f.first() == Some(&tag))
+            .map(|f| String::from_utf8_lossy(&f[1..]).into_owned())
+            .unwrap_or_default()
+    };
+    (field(b'C'), field(b'M'))
+}
+
+#[tokio::test]
+async fn text_parameters_with_a_declared_type_are_read_as_that_type() {
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(TYPED).await.unwrap();
+    let (mut socket, _) = raw_connect(server.addr).await;
+    // $2 declared int8, the others left to the columns; text keeps its `''` as sent.
+    let insert = "INSERT INTO typed (ts, n, host) VALUES ($1, $2, $3)";
+    let replies = run_with_text_params(
+        &mut socket,
+        insert,
+        &[0, 20, 0],
+        &["2024-01-01 00:00:09", "12", "a''b"],
+    )
+    .await;
+    let tags: String = replies.iter().map(|(t, _)| *t as char).collect();
+    assert_eq!(tags, "12CZ", "{replies:?}");
+    let rows = data_rows(
+        &client
+            .simple_query("SELECT n, host FROM typed")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rows, vec![vec![Some("12".into()), Some("a''b".into())]]);
+    // Text that is not an int8 fails as PostgreSQL's int8 input does, naming the parameter.
+    let replies = run_with_text_params(
+        &mut socket,
+        insert,
+        &[0, 20, 0],
+        &["2024-01-01 00:00:09", "12x", "c"],
+    )
+    .await;
+    let error = replies.iter().find(|(t, _)| *t == b'E').expect("an error");
+    let (code, message) = error_fields(&error.1);
+    assert_eq!(code, "22P02", "{message}");
+    assert!(message.contains("(parameter $2)"), "{message}");
+    // A binary timestamptz is an instant: it goes into TIMESTAMPTZ as UTC.
+    client
+        .batch_execute("CREATE STREAM zoned (ts TIMESTAMPTZ NOT NULL, n BIGINT)")
+        .await
+        .unwrap();
+    let at = chrono::DateTime::parse_from_rfc3339("2026-01-01T14:00:00.5+02:00").unwrap();
+    client
+        .execute("INSERT INTO zoned VALUES ($1, 1)", &[&at])
+        .await
+        .unwrap();
+    let rows = data_rows(&client.simple_query("SELECT ts FROM zoned").await.unwrap());
+    assert_eq!(rows, vec![vec![Some("2026-01-01 12:00:00.5+00".into())]]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn text_parameters_of_unknown_type_take_the_type_of_their_place() {
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(TYPED).await.unwrap();
+    client
+        .batch_execute(
+            "INSERT INTO typed VALUES ('2024-01-01 00:00:01', 5, 1, 1.5, true, 'a'), \
+             ('2024-01-01 00:00:03', 50, 2, 2.5, false, 'b')",
+        )
+        .await
+        .unwrap();
+    // Parse with no parameter types, Bind text values: the timestamp and the number are
+    // read as the types of the columns they are compared with.
+    let (mut socket, _) = raw_connect(server.addr).await;
+    let replies = run_with_text_params(
+        &mut socket,
+        "SELECT host FROM typed WHERE ts > $1 AND n < $2",
+        &[],
+        &["2024-01-01 00:00:02", "100"],
+    )
+    .await;
+    let tags: String = replies.iter().map(|(t, _)| *t as char).collect();
+    assert_eq!(tags, "12DCZ", "{replies:?}");
+    // DataRow: one column of 1 byte, "b".
+    assert_eq!(replies[2].1, b"\0\x01\0\0\0\x01b");
+    // EXECUTE's quoted arguments are text of unknown type too.
+    client
+        .batch_execute("PREPARE later AS SELECT host FROM typed WHERE ts > $1 AND x > $2")
+        .await
+        .unwrap();
+    let rows = data_rows(
+        &client
+            .simple_query("EXECUTE later('2024-01-01 00:00:00', '2')")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rows, vec![vec![Some("b".into())]]);
+    // Its numbers are typed as PostgreSQL types them: 2.5 is an exact numeric, which an
+    // assignment to BIGINT rounds away from zero.
+    client
+        .batch_execute(
+            "PREPARE ins AS INSERT INTO typed (ts, n) VALUES ($1, $2); \
+             EXECUTE ins('2024-01-01 00:00:05', 2.5)",
+        )
+        .await
+        .unwrap();
+    let rows = data_rows(
+        &client
+            .simple_query("SELECT n FROM typed WHERE ts = '2024-01-01 00:00:05'")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rows, vec![vec![Some("3".into())]]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_parameters_fail_with_their_sqlstate_and_number() {
+    use tokio_postgres::types::Type;
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(TYPED).await.unwrap();
+    // A binary BIGINT 4 bytes long.
+    let e = client
+        .execute(
+            "INSERT INTO typed (ts, n) VALUES ('2024-01-01', $1)",
+            &[&ShortInt8],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "22P03", "{e:?}");
+    assert!(message(&e).contains("parameter 1"), "{e:?}");
+    let insert = client
+        .prepare_typed(
+            "INSERT INTO typed (ts, small, n) VALUES ('2024-01-01', $1, $2)",
+            &[Type::INT8, Type::TEXT],
+        )
+        .await
+        .unwrap();
+    // A BIGINT too large for an INT column.
+    let e = client
+        .execute(&insert, &[&(1i64 << 40), &"1"])
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "22003", "{e:?}");
+    assert!(message(&e).contains("parameter $1"), "{e:?}");
+    // Text that is not a BIGINT.
+    let e = client.execute(&insert, &[&1i64, &"x"]).await.unwrap_err();
+    assert_eq!(code(&e), "22P02", "{e:?}");
+    assert!(message(&e).contains("parameter $2"), "{e:?}");
+    // Text for a SELECT's BIGINT placeholder.
+    let select = client
+        .prepare_typed("SELECT host FROM typed WHERE n = $1", &[Type::TEXT])
+        .await
+        .unwrap();
+    let e = client.query(&select, &[&"x"]).await.unwrap_err();
+    assert_eq!(code(&e), "22P02", "{e:?}");
+    assert!(message(&e).contains("parameter $1"), "{e:?}");
+    // The server goes on serving.
+    let rows = data_rows(
+        &client
+            .simple_query("SELECT count(*) FROM typed")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rows, vec![vec![Some("0".into())]]);
+    server.stop().await;
+}

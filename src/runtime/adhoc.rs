@@ -1,16 +1,19 @@
 //! Ad hoc `SELECT`: a normal DataFusion batch query over each stream's recent rows and each
 //! continuous query's retained results, with enough of `pg_catalog` for psql's listings, and
-//! the `$n` placeholders of prepared statements. Result columns are named as PostgreSQL
+//! the `$n` placeholders of prepared statements: planned as DataFusion placeholders, each
+//! bound value resolved to the type DataFusion infers for it ([`Param::resolve`]), then
+//! substituted into the plan. Result columns are named as PostgreSQL
 //! names them (`?column?`, `count`, `min`), and the session functions drivers call are there.
 
 use crate::error::sqlstate;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion::sql::sqlparser::ast::{self as sq, Expr, Value, VisitMut, VisitorMut};
+use datafusion::sql::sqlparser::ast::{self as sq, Expr};
 use futures::StreamExt;
 
 use super::adhoc_windows;
@@ -20,6 +23,7 @@ use super::pg_catalog::{self, RelKind, Relation};
 use super::pg_functions::{self, SessionInfo};
 use super::pg_rewrite;
 use crate::error::{Error, Result};
+use crate::sources::param::{placeholder_number, Param};
 
 /// A DataFusion session whose tables are the streams' recent rows and the queries' retained
 /// results, as they are now, with the session functions answering for `session`.
@@ -85,13 +89,10 @@ pub(super) fn context(
 pub(super) async fn select(
     ctx: SessionContext,
     mut stmt: sq::Statement,
-    params: &[Option<String>],
+    params: &[Param],
     max_rows: usize,
     max_bytes: usize,
 ) -> Result<StatementResult> {
-    if !params.is_empty() {
-        bind_placeholders(&mut stmt, params);
-    }
     pg_rewrite::rewrite(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
     let catalog_query = pg_rewrite::reads_catalog(&stmt);
     let names = pg_column_names(&stmt);
@@ -106,6 +107,7 @@ pub(super) async fn select(
         }
         Err(e) => return Err(e.into()),
     };
+    let plan = bind(plan, params)?;
     let df = ctx.execute_logical_plan(plan).await?;
     let schema = rename(df.schema().as_arrow(), &names);
     let mut stream = df.execute_stream().await?;
@@ -130,14 +132,29 @@ pub(super) async fn select(
     Ok(StatementResult::Rows { schema, batches })
 }
 
-/// The result schema of a `SELECT`, without running it.
-pub(super) async fn select_schema(ctx: SessionContext, stmt: &sq::Statement) -> Result<SchemaRef> {
+/// The result schema of a `SELECT` and the types of its `$1`, `$2`, ... as DataFusion
+/// infers them from their places (`ts > $1`: a timestamp), TEXT where nothing says, without
+/// running it.
+pub(super) async fn describe_select(
+    ctx: SessionContext,
+    stmt: &sq::Statement,
+) -> Result<(SchemaRef, Vec<DataType>)> {
     let mut stmt = stmt.clone();
     pg_rewrite::rewrite(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
     let names = pg_column_names(&stmt);
+    let count = count_placeholders(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
     let plan = ctx.state().statement_to_plan(df_stmt).await?;
-    Ok(rename(plan.schema().as_arrow(), &names))
+    let mut inferred = plan.get_parameter_types()?;
+    let params = (1..=count)
+        .map(|n| {
+            inferred
+                .remove(&format!("${n}"))
+                .flatten()
+                .unwrap_or(DataType::Utf8)
+        })
+        .collect();
+    Ok((rename(plan.schema().as_arrow(), &names), params))
 }
 
 /// The names PostgreSQL gives the result columns of a `SELECT` whose select list has no
@@ -211,50 +228,44 @@ fn rename(schema: &Schema, names: &[Option<String>]) -> SchemaRef {
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
-/// The number `n` of a `$n` placeholder.
-pub(super) fn placeholder_index(e: &Expr) -> Option<usize> {
-    match e {
-        Expr::Value(v) => match &v.value {
-            Value::Placeholder(p) => p.trim_start_matches('$').parse().ok().filter(|&n| n > 0),
-            _ => None,
-        },
-        _ => None,
+/// `plan` with its placeholders replaced by `params`, each resolved to the type DataFusion
+/// inferred for its place (42P02 for a placeholder without a value).
+fn bind(plan: LogicalPlan, params: &[Param]) -> Result<LogicalPlan> {
+    let types = plan.get_parameter_types()?;
+    if types.is_empty() {
+        return Ok(plan);
     }
-}
-
-struct Placeholders<'a> {
-    params: &'a [Option<String>],
-    max: usize,
-}
-
-impl VisitorMut for Placeholders<'_> {
-    type Break = ();
-    fn post_visit_expr(&mut self, expr: &mut Expr) -> std::ops::ControlFlow<()> {
-        if let Some(n) = placeholder_index(expr) {
-            self.max = self.max.max(n);
-            if let Some(value) = self.params.get(n - 1) {
-                *expr = Expr::value(match value {
-                    Some(v) => Value::SingleQuotedString(v.clone()),
-                    None => Value::Null,
-                });
-            }
-        }
-        std::ops::ControlFlow::Continue(())
+    let mut values = Vec::with_capacity(params.len());
+    for (i, param) in params.iter().enumerate() {
+        let n = i + 1;
+        let target = types.get(&format!("${n}")).cloned().flatten();
+        values.push(
+            param
+                .resolve(target.as_ref())
+                .map_err(|e| e.for_parameter(n))?,
+        );
     }
+    if let Some(missing) = types
+        .keys()
+        .filter_map(|id| id.strip_prefix('$')?.parse::<usize>().ok())
+        .find(|&n| n == 0 || n > params.len())
+    {
+        return Err(Error::plan(
+            sqlstate::UNDEFINED_PARAMETER,
+            format!("there is no parameter ${missing}"),
+        ));
+    }
+    Ok(plan.with_param_values(values)?)
 }
 
 /// The highest `$n` in a statement.
-pub(super) fn count_placeholders(stmt: &sq::Statement) -> usize {
-    let mut stmt = stmt.clone();
-    let mut v = Placeholders {
-        params: &[],
-        max: 0,
-    };
-    let _ = stmt.visit(&mut v);
-    v.max
-}
-
-fn bind_placeholders(stmt: &mut sq::Statement, params: &[Option<String>]) {
-    let mut v = Placeholders { params, max: 0 };
-    let _ = stmt.visit(&mut v);
+fn count_placeholders(stmt: &sq::Statement) -> usize {
+    let mut max = 0;
+    let _ = sq::visit_expressions(stmt, |e| {
+        if let Some(n) = placeholder_number(e) {
+            max = max.max(n);
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    max
 }

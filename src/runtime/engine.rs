@@ -33,6 +33,7 @@ use crate::plan::catalog::{normalize, normalize_object};
 use crate::plan::{plan_continuous, Catalog};
 use crate::sources::csv::{CopyDecoder, CopyFormat, CopyOptions};
 use crate::sources::insert;
+use crate::sources::param::{placeholder_number, Param};
 use crate::sql::{self, CopyFrom, ExplainTarget, Statement, Subscribe};
 use crate::time::Watermark;
 
@@ -384,11 +385,29 @@ impl Engine {
         futures::executor::block_on(self.execute(sql))
     }
 
-    /// Executes statements whose `$n` placeholders take the text values in `params`.
+    /// Executes statements whose `$n` placeholders take the values in `params` (text, read
+    /// as the type its place needs, or typed values: see [`Param`]).
+    ///
+    /// ```
+    /// # use saql::{Engine, EngineConfig, Param, StatementResult};
+    /// # use futures::executor::block_on;
+    /// # use datafusion::arrow::array::Int64Array;
+    /// let engine = Engine::open(EngineConfig::default())?;
+    /// engine.execute_blocking("CREATE STREAM s (ts TIMESTAMP NOT NULL, host TEXT, n BIGINT)")?;
+    /// let insert = "INSERT INTO s VALUES ($1, $2, $3)";
+    /// let params = ["2024-01-01 00:00:00".into(), Param::Null, 42i64.into()];
+    /// block_on(engine.execute_with_params(insert, &params))?;
+    /// let select = "SELECT count(*) FROM s WHERE n > $1";
+    /// let result = block_on(engine.execute_with_params(select, &[41.5.into()]))?;
+    /// let StatementResult::Rows { batches, .. } = &result[0] else { unreachable!() };
+    /// let count = batches[0].column(0).as_any().downcast_ref::<Int64Array>();
+    /// assert_eq!(count.map(|c| c.value(0)), Some(1));
+    /// # Ok::<(), saql::Error>(())
+    /// ```
     pub async fn execute_with_params(
         &self,
         sql: &str,
-        params: &[Option<String>],
+        params: &[Param],
     ) -> Result<Vec<StatementResult>> {
         let mut out = Vec::new();
         for stmt in sql::parse(sql)? {
@@ -401,7 +420,7 @@ impl Engine {
     pub async fn execute_statement(
         &self,
         stmt: Statement,
-        params: &[Option<String>],
+        params: &[Param],
     ) -> Result<StatementResult> {
         self.execute_statement_for(stmt, params, &SessionInfo::default())
             .await
@@ -412,7 +431,7 @@ impl Engine {
     pub async fn execute_statement_for(
         &self,
         stmt: Statement,
-        params: &[Option<String>],
+        params: &[Param],
         session: &SessionInfo,
     ) -> Result<StatementResult> {
         match stmt {
@@ -674,7 +693,7 @@ impl Engine {
                     let cols = insert::insert_columns(ins, &schema)?;
                     for row in insert::insert_rows(ins)? {
                         for (e, &c) in row.iter().zip(&cols) {
-                            if let Some(n) = adhoc::placeholder_index(e) {
+                            if let Some(n) = placeholder_number(e) {
                                 if params.len() < n {
                                     params.resize(n, DataType::Utf8);
                                 }
@@ -685,13 +704,14 @@ impl Engine {
                     None
                 }
                 sq::Statement::Query(_) => {
-                    params.resize(adhoc::count_placeholders(s), DataType::Utf8);
                     let ctx = adhoc::context(
                         &self.read(),
                         &SessionInfo::default(),
                         self.config.max_result_rows,
                     )?;
-                    Some(adhoc::select_schema(ctx, s).await?)
+                    let (schema, types) = adhoc::describe_select(ctx, s).await?;
+                    params = types;
+                    Some(schema)
                 }
                 sq::Statement::ShowVariable { variable } => Some(show::show_schema(variable)),
                 _ => None,
@@ -719,7 +739,7 @@ impl Engine {
     async fn execute_sql(
         &self,
         stmt: sq::Statement,
-        params: &[Option<String>],
+        params: &[Param],
         session: &SessionInfo,
     ) -> Result<StatementResult> {
         match stmt {

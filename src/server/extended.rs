@@ -3,7 +3,6 @@
 //! describe as their cursor's rows, and Execute with a row limit suspends live portals over a
 //! subscription ([`super::portal`]); finite results are suspended by pgwire itself.
 
-use crate::error::sqlstate;
 use std::fmt::Debug;
 use std::sync::Arc;
 
@@ -26,12 +25,13 @@ use pgwire::messages::extendedquery::{
 };
 use pgwire::messages::PgWireBackendMessage;
 
+use super::bind;
 use super::encode::{data_rows, field_infos, pg_type};
 use super::handler::{heartbeat, pg_error, session_info, Connection, HEARTBEAT};
 use crate::error::Error;
 use crate::plan::catalog::{normalize, normalize_object};
+use crate::sources::param::Param;
 use crate::sql::{self, Statement};
-use crate::time::{write_timestamp, Fraction, TIMESTAMP_TEXT_MAX};
 
 /// Most rows one Execute returns before the portal is suspended (above the default
 /// `--max-result-rows`, so a result within the bounds is not cut short).
@@ -79,16 +79,29 @@ impl Connection {
             .params
             .iter()
             .enumerate()
-            .map(|(i, t)| {
-                declared
-                    .get(i)
-                    .cloned()
-                    .flatten()
-                    .filter(|t| *t != Type::UNKNOWN)
-                    .unwrap_or_else(|| pg_type(t))
-            })
+            .map(|(i, t)| bind::declared_type(declared, i).unwrap_or_else(|| pg_type(t)))
             .collect();
         Ok((params, desc.schema.map(|s| field_infos(&s, format))))
+    }
+
+    /// The portal's parameters as the engine takes them ([`bind`]). A binary parameter whose
+    /// type the client left open takes the type the statement gives it, so the statement is
+    /// described only then.
+    async fn bound_params(&self, portal: &Portal<String>) -> Result<Vec<Param>, Error> {
+        let declared = &portal.statement.parameter_types;
+        let mut inferred = None;
+        let mut params = Vec::with_capacity(portal.parameters.len());
+        for i in 0..portal.parameters.len() {
+            let mut ty = bind::declared_type(declared, i);
+            if ty.is_none() && portal.parameter_format.is_binary(i) {
+                if inferred.is_none() {
+                    inferred = Some(self.engine.describe(&portal.statement.statement).await?);
+                }
+                ty = inferred.as_ref().and_then(|d| d.params.get(i)).map(pg_type);
+            }
+            params.push(bind::bound_param(portal, i, ty.as_ref())?);
+        }
+        Ok(params)
     }
 
     /// Sends `max_rows` rows of the live portal `name` once that many exist (all waiting rows,
@@ -146,54 +159,6 @@ impl Connection {
     }
 }
 
-/// Decodes one bound parameter into the text form the engine parses.
-fn param_text(bytes: &[u8], binary: bool, ty: &Type) -> Result<String, Error> {
-    let bad = || {
-        Error::invalid_input(
-            sqlstate::INVALID_BINARY_REPRESENTATION,
-            format!("incorrect binary data format in parameter of type {ty}"),
-        )
-    };
-    if !binary {
-        return String::from_utf8(bytes.to_vec()).map_err(|_| bad());
-    }
-    let int = |n: usize| -> Result<i64, Error> {
-        let raw: [u8; 8] = {
-            let mut buf = [0u8; 8];
-            if bytes.len() != n {
-                return Err(bad());
-            }
-            let sign = if bytes[0] & 0x80 != 0 { 0xff } else { 0 };
-            buf[..8 - n].fill(sign);
-            buf[8 - n..].copy_from_slice(bytes);
-            buf
-        };
-        Ok(i64::from_be_bytes(raw))
-    };
-    Ok(match *ty {
-        Type::BOOL => (bytes.first().ok_or_else(bad)? != &0).to_string(),
-        Type::INT2 => int(2)?.to_string(),
-        Type::INT4 => int(4)?.to_string(),
-        Type::INT8 => int(8)?.to_string(),
-        Type::FLOAT4 => f32::from_bits(int(4)? as u32).to_string(),
-        Type::FLOAT8 => f64::from_bits(int(8)? as u64).to_string(),
-        Type::TIMESTAMP | Type::TIMESTAMPTZ => {
-            // Microseconds since 2000-01-01 00:00:00 UTC.
-            let micros = int(8)?;
-            let epoch_2000 = 946_684_800_000_000i64;
-            let nanos = micros
-                .checked_add(epoch_2000)
-                .and_then(|m| m.checked_mul(1000))
-                .ok_or_else(bad)?;
-            let mut text = String::with_capacity(TIMESTAMP_TEXT_MAX + 1);
-            write_timestamp(&mut text, nanos, Fraction::Nanos);
-            text.push('Z');
-            text
-        }
-        _ => String::from_utf8(bytes.to_vec()).map_err(|_| bad())?,
-    })
-}
-
 #[async_trait]
 impl ExtendedQueryHandler for Connection {
     type Statement = String;
@@ -215,37 +180,10 @@ impl ExtendedQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let query = &portal.statement.statement;
-        let types = if portal.parameters.is_empty() {
-            vec![]
-        } else {
-            let desc = self
-                .engine
-                .describe(query)
-                .await
-                .map_err(|e| pg_error(&e, query))?;
-            (0..portal.parameters.len())
-                .map(|i| {
-                    portal
-                        .statement
-                        .parameter_types
-                        .get(i)
-                        .cloned()
-                        .flatten()
-                        .filter(|t| *t != Type::UNKNOWN)
-                        .unwrap_or_else(|| desc.params.get(i).map(pg_type).unwrap_or(Type::TEXT))
-                })
-                .collect()
-        };
-        let mut params = Vec::with_capacity(portal.parameters.len());
-        for (i, p) in portal.parameters.iter().enumerate() {
-            params.push(match p {
-                None => None,
-                Some(bytes) => Some(
-                    param_text(bytes, portal.parameter_format.is_binary(i), &types[i])
-                        .map_err(|e| pg_error(&e, query))?,
-                ),
-            });
-        }
+        let params = self
+            .bound_params(portal)
+            .await
+            .map_err(|e| pg_error(&e, query))?;
         let mut stmts = sql::parse(query).map_err(|e| pg_error(&e, query))?;
         if stmts.len() != 1 {
             let e =

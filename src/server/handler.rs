@@ -41,6 +41,7 @@ use crate::plan::catalog::{normalize, normalize_object};
 use crate::runtime::engine::{CopyIn, StatementResult, Subscription};
 use crate::runtime::pg_functions::SessionInfo;
 use crate::runtime::SubscriptionEvent;
+use crate::sources::param::Param;
 use crate::sql::{self, CopyOut, Statement};
 use crate::Engine;
 
@@ -167,7 +168,7 @@ impl Connection {
         &self,
         client: &mut C,
         stmt: Statement,
-        params: &[Option<String>],
+        params: &[Param],
         query: &str,
         format: &(dyn Fn(usize) -> FieldFormat + Sync),
         extended: bool,
@@ -314,7 +315,7 @@ impl Connection {
     async fn execute_timed(
         &self,
         stmt: Statement,
-        params: &[Option<String>],
+        params: &[Param],
         session: &SessionInfo,
     ) -> Result<StatementResult, Error> {
         let timeout = self.session.timeout_for(&stmt);

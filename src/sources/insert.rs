@@ -1,6 +1,8 @@
 //! `INSERT INTO stream [(cols)] VALUES (...), ...` into one Arrow batch. Literals take the
-//! same text path as COPY; anything else (`now()`, `1 + 2`) is evaluated by DataFusion.
-//! A bad value rejects the whole statement, naming its line and column.
+//! same text path as COPY; a bound parameter goes into its column by value ([`Param`]: text
+//! by the column type's input rules, a typed value converted as an assignment converts it);
+//! anything else (`now()`, `1 + 2`) is evaluated by DataFusion. A bad value rejects the whole
+//! statement, naming its line and column (and the parameter's number).
 
 use crate::error::sqlstate;
 
@@ -8,6 +10,7 @@ use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast::{self as sq, Expr, SetExpr, Spanned, UnaryOperator, Value};
 
+use super::param::{placeholder_number, Param};
 use super::value::BatchBuilder;
 use crate::error::{Error, Result};
 use crate::plan::catalog::normalize;
@@ -65,7 +68,7 @@ pub fn insert_rows(insert: &sq::Insert) -> Result<Vec<&[Expr]>> {
 pub fn insert_batch(
     insert: &sq::Insert,
     schema: &SchemaRef,
-    params: &[Option<String>],
+    params: &[Param],
 ) -> Result<RecordBatch> {
     let columns = insert_columns(insert, schema)?;
     let rows = insert_rows(insert)?;
@@ -105,10 +108,24 @@ fn push_expr(
     builder: &mut BatchBuilder,
     column: usize,
     expr: &Expr,
-    params: &[Option<String>],
+    params: &[Param],
     evaluator: &mut ConstantEvaluator,
 ) -> Result<()> {
-    if let Some(text) = literal_text(expr, params)? {
+    if let Some(n) = placeholder_number(expr) {
+        let param = n
+            .checked_sub(1)
+            .and_then(|i| params.get(i))
+            .ok_or_else(|| {
+                Error::plan(
+                    sqlstate::UNDEFINED_PARAMETER,
+                    format!("there is no parameter ${n}"),
+                )
+            })?;
+        return param
+            .push_into(builder, column)
+            .map_err(|e| e.for_parameter(n));
+    }
+    if let Some(text) = literal_text(expr) {
         return builder.push_text(column, text.as_deref());
     }
     let value = evaluator.evaluate(expr)?;
@@ -116,47 +133,29 @@ fn push_expr(
 }
 
 /// The text of a literal, `Some(None)` for NULL, `None` if `expr` is not a plain literal.
-fn literal_text(expr: &Expr, params: &[Option<String>]) -> Result<Option<Option<String>>> {
-    Ok(match expr {
+fn literal_text(expr: &Expr) -> Option<Option<String>> {
+    match expr {
         Expr::Value(v) => match &v.value {
             Value::Number(n, _) => Some(Some(n.clone())),
             Value::SingleQuotedString(s) | Value::EscapedStringLiteral(s) => Some(Some(s.clone())),
             Value::Boolean(b) => Some(Some(b.to_string())),
             Value::Null => Some(None),
-            Value::Placeholder(p) => {
-                let n: usize = p.trim_start_matches('$').parse().map_err(|_| {
-                    Error::plan(
-                        sqlstate::UNDEFINED_PARAMETER,
-                        format!("invalid parameter reference {p}"),
-                    )
-                })?;
-                let value = n
-                    .checked_sub(1)
-                    .and_then(|i| params.get(i))
-                    .ok_or_else(|| {
-                        Error::plan(
-                            sqlstate::UNDEFINED_PARAMETER,
-                            format!("there is no parameter {p}"),
-                        )
-                    })?;
-                Some(value.clone())
-            }
             _ => None,
         },
         Expr::UnaryOp {
             op: UnaryOperator::Minus,
             expr: inner,
-        } => match literal_text(inner, params)? {
+        } => match literal_text(inner) {
             Some(Some(n)) if matches!(inner.as_ref(), Expr::Value(v) if matches!(v.value, Value::Number(..))) => {
                 Some(Some(format!("-{n}")))
             }
             _ => None,
         },
-        Expr::Nested(inner) => literal_text(inner, params)?,
+        Expr::Nested(inner) => literal_text(inner),
         Expr::TypedString(ts) => match &ts.value.value {
             Value::SingleQuotedString(s) => Some(Some(s.clone())),
             _ => None,
         },
         _ => None,
-    })
+    }
 }

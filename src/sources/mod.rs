@@ -11,6 +11,7 @@ pub mod insert;
 pub mod json;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+pub mod param;
 pub mod records;
 pub mod spec;
 pub mod value;
