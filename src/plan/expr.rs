@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
@@ -20,7 +21,7 @@ use datafusion::sql::planner::{PlannerContext, SqlToRel};
 use datafusion::sql::sqlparser::ast::Expr as SqlExpr;
 
 use super::context::PlanContext;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// `e` simplified and compiled against `schema`.
 pub(super) fn physical(
@@ -40,9 +41,40 @@ pub(super) fn physical(
 /// without escaping the backslashes (DataFusion 55): `image ~ '\\lsass\.exe$'` became
 /// `image LIKE '%\lsass.exe'`, where `\l` means `l`, so it matched `notlsass.exe` too. Such
 /// matches are held out of its reach and stay regular expressions.
+///
+/// A continuous query cannot read the clock (`now()`, `current_date`, `current_time`): its
+/// results would depend on when rows were processed, so a replay or a recovery would change
+/// them. That is refused with 0A000.
 pub(super) fn simplify(e: &LExpr, schema: &DFSchema) -> Result<LExpr> {
+    let mut clock = None;
+    e.apply(|e| {
+        if let LExpr::ScalarFunction(f) = e {
+            if CLOCK_FUNCTIONS.contains(&f.name()) {
+                clock = Some(f.name().to_string());
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    if let Some(name) = clock {
+        return Err(Error::NotSupported(format!(
+            "{name}() in a continuous query: its results would depend on when rows are \
+             processed, and change on replay or recovery; compare with the event time instead \
+             (a window, WITHIN, or the watermark)"
+        )));
+    }
+    simplify_at(e, schema, None)
+}
+
+/// DataFusion's functions that read the clock (aliases such as `current_timestamp` and
+/// `today` plan to these).
+const CLOCK_FUNCTIONS: [&str; 3] = ["now", "current_date", "current_time"];
+
+/// [`simplify`], with `now()` and the other current-time functions folded to `now` when given.
+fn simplify_at(e: &LExpr, schema: &DFSchema, now: Option<DateTime<Utc>>) -> Result<LExpr> {
     let info = SimplifyContext::builder()
         .with_schema(Arc::new(schema.clone()))
+        .with_query_execution_start_time(now)
         .build();
     let simplifier = ExprSimplifier::new(info);
     let mut held = Vec::new();
@@ -127,13 +159,13 @@ pub struct ConstantEvaluator {
 }
 
 impl ConstantEvaluator {
-    /// The value of `expr`, which reads no column.
+    /// The value of `expr`, which reads no column; `now()` is the time of the call.
     pub fn evaluate(&mut self, expr: &SqlExpr) -> Result<ScalarValue> {
         let ctx = self.ctx.get_or_insert_with(PlanContext::new);
         let empty = DFSchema::empty();
         let logical =
             SqlToRel::new(ctx).sql_to_expr(expr.clone(), &empty, &mut PlannerContext::new())?;
-        let logical = simplify(&logical, &empty)?;
+        let logical = simplify_at(&logical, &empty, Some(Utc::now()))?;
         let physical = ctx.state().create_physical_expr(logical, &empty)?;
         let batch = RecordBatch::try_new_with_options(
             Arc::new(Schema::empty()),
@@ -142,5 +174,36 @@ impl ConstantEvaluator {
         )?;
         let value = physical.evaluate(&batch)?.into_array(1)?;
         Ok(ScalarValue::try_from_array(&value, 0)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+
+    fn constant(sql: &str) -> Result<ScalarValue> {
+        let expr = Parser::new(&PostgreSqlDialect {})
+            .try_with_sql(sql)
+            .and_then(|mut p| p.parse_expr())
+            .expect("an expression");
+        ConstantEvaluator::default().evaluate(&expr)
+    }
+
+    #[test]
+    fn now_is_the_time_of_the_evaluation() {
+        let before = Utc::now().timestamp_nanos_opt().unwrap();
+        let value = constant("now() - INTERVAL '1' HOUR").unwrap();
+        let after = Utc::now().timestamp_nanos_opt().unwrap();
+        let ScalarValue::TimestampNanosecond(Some(t), _) = value else {
+            panic!("a timestamp, got {value:?}")
+        };
+        let hour = 3_600_000_000_000;
+        assert!(
+            before - hour <= t && t <= after - hour,
+            "{before} {t} {after}"
+        );
+        assert_eq!(constant("1 + 2").unwrap(), ScalarValue::Int64(Some(3)));
     }
 }
