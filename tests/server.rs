@@ -1748,6 +1748,30 @@ async fn text_parameters_of_unknown_type_take_the_type_of_their_place() {
     server.stop().await;
 }
 
+/// Drivers' catalog queries pass names as parameters where PostgreSQL reads them as
+/// literals (SQLAlchemy's inspector): a name cast to REGCLASS, a LIKE pattern with another
+/// escape character.
+#[tokio::test]
+async fn catalog_queries_read_text_parameters_as_literals() {
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(TYPED).await.unwrap();
+    let (mut socket, _) = raw_connect(server.addr).await;
+    let replies = run_with_text_params(
+        &mut socket,
+        "SELECT c.relname FROM pg_catalog.pg_class c \
+         WHERE c.oid = CAST($1 AS REGCLASS) AND c.relname NOT LIKE $2::VARCHAR || '%' ESCAPE '/'",
+        &[],
+        &["typed", "pg/_"],
+    )
+    .await;
+    let tags: String = replies.iter().map(|(t, _)| *t as char).collect();
+    assert_eq!(tags, "12DCZ", "{replies:?}");
+    // DataRow: one column of 5 bytes, "typed".
+    assert_eq!(replies[2].1, b"\0\x01\0\0\0\x05typed");
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn bad_parameters_fail_with_their_sqlstate_and_number() {
     use tokio_postgres::types::Type;

@@ -93,8 +93,15 @@ pub(super) async fn select(
     max_rows: usize,
     max_bytes: usize,
 ) -> Result<StatementResult> {
-    pg_rewrite::rewrite(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
+    let exists = |t: &str| ctx.table_exist(t).unwrap_or(true);
+    let unbound = (!params.is_empty()).then(|| stmt.clone());
+    pg_rewrite::rewrite(&mut stmt, exists);
     let catalog_query = pg_rewrite::reads_catalog(&stmt);
+    if let Some(unbound) = unbound.filter(|_| catalog_query) {
+        stmt = unbound;
+        bind_literals(&mut stmt, params);
+        pg_rewrite::rewrite(&mut stmt, exists);
+    }
     let names = pg_column_names(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
     let plan = match ctx.state().statement_to_plan(df_stmt).await {
@@ -256,6 +263,39 @@ fn bind(plan: LogicalPlan, params: &[Param]) -> Result<LogicalPlan> {
         ));
     }
     Ok(plan.with_param_values(values)?)
+}
+
+/// Puts each bound value into a catalog query as a literal, before [`pg_rewrite`] reads it:
+/// drivers' catalog queries pass names where the rewrite needs literals (SQLAlchemy's
+/// `CAST($1 AS REGCLASS)`, `LIKE $1 || '%' ESCAPE '/'`, which DataFusion's LIKE cannot take
+/// with a parameter for a pattern). Text goes in as a string, as PostgreSQL reads a value of
+/// unknown type; typed values as their literals.
+fn bind_literals(stmt: &mut sq::Statement, params: &[Param]) {
+    let _ = sq::visit_expressions_mut(stmt, |e| {
+        if let Some(param) = placeholder_number(e).and_then(|n| params.get(n - 1)) {
+            *e = literal(param);
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+}
+
+/// A bound value as a SQL literal.
+fn literal(param: &Param) -> Expr {
+    use datafusion::scalar::ScalarValue as S;
+    let value = match param {
+        Param::Null => sq::Value::Null,
+        Param::Text(text) => sq::Value::SingleQuotedString(text.clone()),
+        Param::Value(v) => match v {
+            S::Boolean(Some(b)) => sq::Value::Boolean(*b),
+            S::Int8(Some(_)) | S::Int16(Some(_)) | S::Int32(Some(_)) | S::Int64(Some(_)) => {
+                sq::Value::Number(v.to_string(), false)
+            }
+            S::Float32(Some(f)) if f.is_finite() => sq::Value::Number(v.to_string(), false),
+            S::Float64(Some(f)) if f.is_finite() => sq::Value::Number(v.to_string(), false),
+            other => sq::Value::SingleQuotedString(other.to_string()),
+        },
+    };
+    Expr::value(value)
 }
 
 /// The highest `$n` in a statement.

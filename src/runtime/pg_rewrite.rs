@@ -138,7 +138,8 @@ fn rewrite_expr(e: &mut Expr, catalog: bool) {
             let name = data_type.to_string().to_lowercase();
             let name = name.strip_prefix("pg_catalog.").unwrap_or(&name);
             match name {
-                // `'name'::regclass` is the relation's oid; saql's oids are plain numbers.
+                // `'name'::regclass` is the relation's oid; saql's oids are plain numbers. A
+                // parameter cast so is a name too (SQLAlchemy's `CAST($1 AS REGCLASS)`).
                 "regclass" if is_string(expr) => {
                     *e = call(
                         "to_regclass",
@@ -370,8 +371,10 @@ fn plain_type(name: &ObjectName) -> Option<DataType> {
     })
 }
 
+/// A string literal, or a `$n` parameter (whose text a cast to a name type reads as a name).
 fn is_string(e: &Expr) -> bool {
-    matches!(e, Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_)))
+    matches!(e, Expr::Value(v)
+        if matches!(v.value, Value::SingleQuotedString(_) | Value::Placeholder(_)))
 }
 
 fn call(name: &str, arg: Expr) -> Expr {
@@ -493,6 +496,10 @@ mod tests {
         assert_eq!(
             rewritten("SELECT 'x'::regclass, a::regtype::pg_catalog.text FROM pg_user"),
             "SELECT to_regclass('x'), a::TEXT FROM pg_user"
+        );
+        assert_eq!(
+            rewritten("SELECT CAST($1 AS REGCLASS), $2::regtype, b::regclass FROM pg_user"),
+            "SELECT to_regclass($1), to_regtype($2), b FROM pg_user"
         );
     }
 
