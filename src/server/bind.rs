@@ -9,12 +9,12 @@
 use crate::error::sqlstate;
 
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
-use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::scalar::ScalarValue;
 use pgwire::api::portal::Portal;
 use pgwire::api::Type;
 use tokio_postgres::types::FromSqlOwned;
 
+use super::encode::arrow_type;
 use crate::error::{Error, Result};
 use crate::sources::param::Param;
 use crate::sources::value::{check_text, parse_scalar};
@@ -52,25 +52,10 @@ pub fn bound_param(portal: &Portal<String>, i: usize, ty: Option<&Type>) -> Resu
 
 /// A text parameter: parsed as `ty` when saql stores that type, else text for its place.
 fn text_param(text: &str, ty: Option<&Type>) -> Result<Param> {
-    match ty.and_then(stored_type) {
+    match ty.and_then(arrow_type) {
         Some(data_type) => Ok(Param::Value(parse_scalar(text, &data_type)?)),
         None => Ok(Param::Text(check_text(text)?.to_string())),
     }
-}
-
-/// The Arrow type saql stores values of the non-text type `ty` as.
-fn stored_type(ty: &Type) -> Option<DataType> {
-    Some(match *ty {
-        Type::BOOL => DataType::Boolean,
-        Type::INT2 => DataType::Int16,
-        Type::INT4 => DataType::Int32,
-        Type::INT8 => DataType::Int64,
-        Type::FLOAT4 => DataType::Float32,
-        Type::FLOAT8 => DataType::Float64,
-        Type::TIMESTAMP => DataType::Timestamp(TimeUnit::Nanosecond, None),
-        Type::TIMESTAMPTZ => DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
-        _ => return None,
-    })
 }
 
 /// A binary parameter of type `ty`: 22P03 when its bytes are not a value of that type,

@@ -39,7 +39,13 @@ pub fn pg_type(t: &DataType) -> Type {
 
 /// The Arrow type values of `t` are converted to before encoding.
 fn wire_arrow_type(t: &DataType) -> DataType {
-    match pg_type(t) {
+    arrow_type(&pg_type(t)).unwrap_or(DataType::Utf8)
+}
+
+/// The Arrow type saql holds values of the PostgreSQL type `ty` as, for the types it stores
+/// other than text.
+pub(super) fn arrow_type(ty: &Type) -> Option<DataType> {
+    Some(match *ty {
         Type::BOOL => DataType::Boolean,
         Type::INT2 => DataType::Int16,
         Type::INT4 => DataType::Int32,
@@ -48,8 +54,8 @@ fn wire_arrow_type(t: &DataType) -> DataType {
         Type::FLOAT8 => DataType::Float64,
         Type::TIMESTAMP => DataType::Timestamp(TimeUnit::Nanosecond, None),
         Type::TIMESTAMPTZ => DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
-        _ => DataType::Utf8,
-    }
+        _ => return None,
+    })
 }
 
 /// Field descriptions for a schema; `format` per the client's Bind (text when unknown).
