@@ -31,17 +31,23 @@ pub(super) fn show_value(variable: &[sq::Ident]) -> String {
     super::pg_functions::setting(&name)
 }
 
-fn text_column(values: Vec<String>) -> ArrayRef {
+/// A text column of `values`.
+pub(super) fn text_column(values: Vec<String>) -> ArrayRef {
     Arc::new(StringArray::from(values))
 }
 
-fn int_column(values: Vec<u64>) -> ArrayRef {
+/// A BIGINT column of `values`.
+pub(super) fn int_column(values: Vec<u64>) -> ArrayRef {
     Arc::new(Int64Array::from(
         values.into_iter().map(|v| v as i64).collect::<Vec<_>>(),
     ))
 }
 
-fn rows_result(fields: Vec<(&str, DataType)>, columns: Vec<ArrayRef>) -> StatementResult {
+/// One batch of `columns` named and typed by `fields` (no rows if they do not fit).
+pub(super) fn rows_result(
+    fields: Vec<(&str, DataType)>,
+    columns: Vec<ArrayRef>,
+) -> StatementResult {
     let schema = Arc::new(Schema::new(
         fields
             .into_iter()

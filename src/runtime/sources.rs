@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use super::engine::{Engine, Shared, StatementResult, WeakEngine};
+use super::show::{int_column, rows_result, text_column};
 use super::wal::Record;
 use crate::error::{Error, Result};
 use crate::sources::file::{FileTail, Poll};
@@ -465,61 +465,48 @@ fn decoder_schema(
 
 /// `SHOW SOURCES`: each source's kind, stream, state, counters, position and last error.
 pub(super) fn show_sources(shared: &Shared) -> StatementResult {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("name", DataType::Utf8, true),
-        Field::new("kind", DataType::Utf8, true),
-        Field::new("stream", DataType::Utf8, true),
-        Field::new("state", DataType::Utf8, true),
-        Field::new("rows", DataType::Int64, true),
-        Field::new("bytes", DataType::Int64, true),
-        Field::new("bad_records", DataType::Int64, true),
-        Field::new("position", DataType::Utf8, true),
-        Field::new("error", DataType::Utf8, true),
-        Field::new("definition", DataType::Utf8, true),
-    ]));
-    let mut cols: [Vec<String>; 7] = Default::default();
-    let mut nums: [Vec<i64>; 3] = Default::default();
+    let mut text: [Vec<String>; 7] = Default::default();
+    let mut nums: [Vec<u64>; 3] = Default::default();
     for (name, rt) in &shared.sources {
         let st = rt.status();
-        cols[0].push(name.clone());
-        cols[1].push(rt.spec.kind().into());
-        cols[2].push(rt.spec.stream.clone());
-        cols[3].push(st.state.clone());
-        nums[0].push(st.progress.rows as i64);
-        nums[1].push(st.progress.bytes as i64);
-        nums[2].push(st.progress.bad as i64);
-        cols[4].push(
-            st.progress
-                .position
-                .as_ref()
-                .map(|p| p.to_string())
-                .unwrap_or_default(),
-        );
-        cols[5].push(st.error.clone().unwrap_or_default());
-        cols[6].push(rt.spec.ddl.to_string());
+        let position = st.progress.position.as_ref().map(|p| p.to_string());
+        let row = [
+            name.clone(),
+            rt.spec.kind().into(),
+            rt.spec.stream.clone(),
+            st.state.clone(),
+            position.unwrap_or_default(),
+            st.error.clone().unwrap_or_default(),
+            rt.spec.ddl.to_string(),
+        ];
+        for (col, value) in text.iter_mut().zip(row) {
+            col.push(value);
+        }
+        for (col, value) in
+            nums.iter_mut()
+                .zip([st.progress.rows, st.progress.bytes, st.progress.bad])
+        {
+            col.push(value);
+        }
     }
-    let text = |v: &Vec<String>| -> ArrayRef { Arc::new(StringArray::from(v.clone())) };
-    let int = |v: &Vec<i64>| -> ArrayRef { Arc::new(Int64Array::from(v.clone())) };
-    let columns = vec![
-        text(&cols[0]),
-        text(&cols[1]),
-        text(&cols[2]),
-        text(&cols[3]),
-        int(&nums[0]),
-        int(&nums[1]),
-        int(&nums[2]),
-        text(&cols[4]),
-        text(&cols[5]),
-        text(&cols[6]),
-    ];
-    match RecordBatch::try_new(schema.clone(), columns) {
-        Ok(b) => StatementResult::Rows {
-            schema,
-            batches: vec![b],
-        },
-        Err(_) => StatementResult::Rows {
-            schema,
-            batches: vec![],
-        },
-    }
+    let [name, kind, stream, state, position, error, definition] = text.map(text_column);
+    let [rows, bytes, bad] = nums.map(int_column);
+    let (t, i) = (DataType::Utf8, DataType::Int64);
+    rows_result(
+        vec![
+            ("name", t.clone()),
+            ("kind", t.clone()),
+            ("stream", t.clone()),
+            ("state", t.clone()),
+            ("rows", i.clone()),
+            ("bytes", i.clone()),
+            ("bad_records", i),
+            ("position", t.clone()),
+            ("error", t.clone()),
+            ("definition", t),
+        ],
+        vec![
+            name, kind, stream, state, rows, bytes, bad, position, error, definition,
+        ],
+    )
 }
