@@ -18,6 +18,7 @@ mod pg_rewrite;
 mod predicates;
 mod recovery;
 mod retained;
+mod shared_keys;
 mod shedding;
 #[cfg(test)]
 mod shedding_tests;
