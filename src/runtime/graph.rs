@@ -455,7 +455,7 @@ impl Operator for Stopped {
 mod tests {
     use std::sync::Arc;
 
-    use datafusion::arrow::array::{Int64Array, TimestampNanosecondArray};
+    use datafusion::arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
 
     use super::*;
     use crate::plan::{plan_query, Catalog};
@@ -464,7 +464,7 @@ mod tests {
 
     fn catalog() -> Catalog {
         Catalog::from_sql(
-            "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
+            "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, host TEXT, \
              WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)",
         )
         .unwrap()
@@ -506,6 +506,10 @@ mod tests {
                 )),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+                // The host is named after k.
+                Arc::new(StringArray::from_iter_values(
+                    rows.iter().map(|r| format!("h{}", r.1)),
+                )),
             ],
         )
         .unwrap()
@@ -594,13 +598,16 @@ mod tests {
         assert_eq!(live(&g), 0);
     }
 
-    /// Aggregates grouping by the same column below different filters share one key
-    /// dictionary; their state snapshots and restores as without it.
+    /// Aggregates grouping by the same text column below different filters share one key
+    /// dictionary; their state snapshots and restores as without it. A number key has none.
     #[test]
     fn aggregates_by_the_same_keys_share_a_dictionary_and_restore_exactly() {
-        const COUNT: &str =
-            "SELECT k, window_end, COUNT(*) AS n FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
-             WHERE v > 2 GROUP BY k, window_start, window_end";
+        const SUM: &str = "SELECT host, window_end, SUM(v) AS total \
+                           FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
+                           WHERE v > 1 GROUP BY host, window_start, window_end";
+        const COUNT: &str = "SELECT host, window_end, COUNT(*) AS n \
+                             FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
+                             WHERE v > 2 GROUP BY host, window_start, window_end";
         let first = batch(&[(0, 1, 5), (1, 2, 7), (2, 1, 1), (3, 3, 4), (12, 2, 3)]);
         let second = batch(&[(13, 1, 9), (14, 4, 2), (25, 2, 8), (26, 1, 3)]);
         let run = |g: &mut OperatorGraph, b: &RecordBatch, seconds: i64| {
@@ -643,6 +650,8 @@ mod tests {
         );
         assert!(whole_rows.iter().all(|r| r.len() == 3), "{whole_rows:?}");
 
+        let (by_number, _) = attach(&mut whole, "by_number", super::tests::SUM);
+        assert_eq!(whole.node(by_number[1]).key_set, None);
         whole.detach("sum", &sum);
         whole.detach("count", &count);
         assert!(

@@ -25,8 +25,21 @@ pub struct SharedKeys {
 
 impl SharedKeys {
     /// Registers a user of the dictionary of `columns` of `stream`, sharing one with equal
-    /// columns. None if the columns cannot be numbered.
+    /// columns. None if the columns cannot be numbered, or if they are all of fixed width
+    /// (numbers, timestamps): their values cost no more to hash in each group table than to
+    /// number once, and many distinct ones (10,000 keys a minute in `benches/concurrency`)
+    /// keep every new pane looking them up again, so a dictionary only adds its own pass
+    /// (measured: slower). Text keys are what it saves copying and hashing for.
     pub fn register(&mut self, columns: Vec<usize>, stream: &Schema) -> Option<usize> {
+        let fixed_width = |c: &usize| {
+            stream
+                .fields()
+                .get(*c)
+                .is_some_and(|f| f.data_type().is_primitive() || f.data_type().is_null())
+        };
+        if columns.iter().all(fixed_width) {
+            return None;
+        }
         let same = self.live().find(|(_, s)| s.dictionary.columns() == columns);
         if let Some((id, _)) = same {
             if let Some(set) = self.sets[id].as_mut() {
