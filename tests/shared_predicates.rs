@@ -4,9 +4,8 @@
 //! DataFusion running the same query over the rows inserted while it was registered: random
 //! queries (rows, or a tumbling aggregate by a column or by a computed key) built
 //! from a pool of conjuncts (text equalities answered by one lookup, comparisons, IN, LIKE,
-//! IS NULL, OR/NOT of them, and conjuncts that are not shared), aggregates grouped by one
-//! or two plain columns (whose keys are numbered once per batch for all of them,
-//! `src/runtime/shared_keys.rs`), rows with NULLs in random
+//! IS NULL, OR/NOT of them, and conjuncts that are not shared), aggregates grouped by a
+//! number column or by two text columns, rows with NULLs in random
 //! batches, and queries dropped and added midway so that shared conjuncts are released and
 //! registered again.
 

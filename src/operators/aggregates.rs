@@ -18,7 +18,6 @@ use datafusion::physical_plan::aggregates::order::GroupOrdering;
 use datafusion::physical_plan::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 
-use super::group_ids::{GroupIds, IdGroups};
 use crate::error::{Error, Result};
 
 /// One aggregate of a query: the function with its arguments, and its `FILTER (WHERE ...)`.
@@ -292,8 +291,6 @@ pub struct GroupTable {
     first_seen: Vec<u64>,
     /// Group index of each input row, reused between calls.
     indices: Vec<usize>,
-    /// The groups that ids of a shared key dictionary name (see [`super::group_ids`]).
-    by_id: IdGroups,
 }
 
 /// The exported content of a [`GroupTable`]: key columns, aggregate state columns (as
@@ -328,7 +325,6 @@ impl GroupTable {
             aggs: AggregateSet::try_new(specs)?,
             first_seen: Vec::new(),
             indices: Vec::new(),
-            by_id: IdGroups::default(),
         })
     }
 
@@ -343,7 +339,6 @@ impl GroupTable {
         self.keys.size()
             + self.aggs.size_bytes()
             + (self.first_seen.capacity() + self.indices.capacity()) * 8
-            + self.by_id.size_bytes()
     }
 
     /// Adds rows: `keys` and `inputs` are their key columns and aggregate inputs; row `i` has
@@ -366,43 +361,6 @@ impl GroupTable {
             }
         }
         self.aggs.update(inputs, &self.indices, total)
-    }
-
-    /// Adds rows whose keys are numbered by a shared key dictionary: row `i` has the id
-    /// `ids.ids[i]`; `keys_at` gives the key columns of the rows at some positions, for the
-    /// ids the table has not seen yet. Otherwise as [`GroupTable::update`].
-    pub fn update_ids(
-        &mut self,
-        ids: &GroupIds,
-        keys_at: impl FnOnce(&[u32]) -> Result<Vec<ArrayRef>>,
-        inputs: &AggregateInputs,
-        seq: impl Fn(usize) -> u64,
-    ) -> Result<()> {
-        let before = self.first_seen.len();
-        let row_ids = ids.ids.values();
-        let misses = self.by_id.misses(ids.generation, ids.distinct, row_ids);
-        if !misses.is_empty() {
-            let interned = keys_at(&misses).and_then(|keys| {
-                self.keys.intern(&keys, &mut self.indices)?;
-                Ok(())
-            });
-            if let Err(e) = interned {
-                // The misses were marked pending.
-                self.by_id.clear();
-                return Err(e);
-            }
-            self.by_id.learn(row_ids, &misses, &self.indices);
-            let total = self.keys.len();
-            self.first_seen.resize(total, u64::MAX);
-            // A new group's first row is the first row of its id.
-            for (&at, &g) in misses.iter().zip(&self.indices) {
-                if g >= before && self.first_seen[g] == u64::MAX {
-                    self.first_seen[g] = seq(at as usize);
-                }
-            }
-        }
-        self.by_id.groups_of(row_ids, &mut self.indices);
-        self.aggs.update(inputs, &self.indices, self.keys.len())
     }
 
     /// Merges exported partials into this table's groups.
@@ -452,7 +410,6 @@ impl GroupTable {
         let groups = self.keys.len();
         let keys = self.keys.emit(EmitTo::All)?;
         self.keys.clear_shrink(groups);
-        self.by_id.clear();
         Ok(keys)
     }
 }
@@ -631,11 +588,7 @@ mod tests {
             .map(|i| {
                 format!(
                     "{}={}",
-                    if k.is_null(i) {
-                        "NULL".into()
-                    } else {
-                        k.value(i).to_string()
-                    },
+                    k.value(i),
                     if v.is_null(i) {
                         "NULL".into()
                     } else {
@@ -674,78 +627,6 @@ mod tests {
         feed(&mut merged, &specs, 10, &[(4, Some(1))]);
         let (keys, values) = merged.finish().unwrap();
         assert_eq!(rows(&keys, &values), ["4=1"]);
-    }
-
-    /// Rows fed by key ids (the memo learning ids, forgetting them when the dictionary's
-    /// generation changes or the table is emptied) give what rows fed by key values give.
-    #[test]
-    fn rows_by_key_ids_aggregate_as_rows_by_keys() {
-        use super::super::group_ids::KeyDictionary;
-        use datafusion::arrow::datatypes::{DataType, Field, Schema};
-        let specs = sum_of_v();
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int64, true),
-            Field::new("v", DataType::Int64, true),
-        ]));
-        let batches: Vec<RecordBatch> = [
-            vec![(Some(3), 1), (None, 2), (Some(3), 4), (Some(5), 8)],
-            vec![(Some(5), 16), (Some(7), 32), (None, 64)],
-            vec![(Some(7), 128), (Some(3), 256)],
-        ]
-        .iter()
-        .map(|rows| {
-            let k: ArrayRef = Arc::new(Int64Array::from(
-                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
-            ));
-            let v: ArrayRef = Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1)));
-            RecordBatch::try_new(schema.clone(), vec![k, v]).unwrap()
-        })
-        .collect();
-        let key_schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
-        let mut by_keys = GroupTable::try_new(key_schema.clone(), specs.clone()).unwrap();
-        let mut by_ids = GroupTable::try_new(key_schema, specs.clone()).unwrap();
-        let mut dictionary = KeyDictionary::try_new(vec![0], &schema).unwrap();
-        let mut seq = 0;
-        let mut results = Vec::new();
-        for (i, b) in batches.iter().enumerate() {
-            if i == 2 {
-                // A new dictionary: ids of another generation.
-                dictionary = KeyDictionary::try_new(vec![0], &schema).unwrap();
-            }
-            let values = RecordBatch::try_from_iter([("v", b.column(1).clone())]).unwrap();
-            let inputs = evaluate_inputs(&specs, &values).unwrap();
-            let first = seq;
-            by_keys
-                .update(&[b.column(0).clone()], &inputs, |r| first + r as u64)
-                .unwrap();
-            let ids = dictionary.ids(b).unwrap();
-            let keys_at = |at: &[u32]| -> Result<Vec<ArrayRef>> {
-                Ok(take_all(
-                    &[b.column(0).clone()],
-                    &UInt32Array::from(at.to_vec()),
-                )?)
-            };
-            by_ids
-                .update_ids(&ids, keys_at, &inputs, |r| first + r as u64)
-                .unwrap();
-            seq += b.num_rows() as u64;
-            if i == 0 {
-                // Emptied tables forget the ids they knew.
-                let (k, v) = by_keys.finish().unwrap();
-                results.push((rows(&k, &v), rows_of(&mut by_ids)));
-            }
-        }
-        let (k, v) = by_keys.finish().unwrap();
-        results.push((rows(&k, &v), rows_of(&mut by_ids)));
-        for (want, got) in &results {
-            assert_eq!(got, want);
-        }
-        assert_eq!(results[0].0, ["3=5", "NULL=2", "5=8"]);
-    }
-
-    fn rows_of(t: &mut GroupTable) -> Vec<String> {
-        let (k, v) = t.finish().unwrap();
-        rows(&k, &v)
     }
 
     #[test]

@@ -6,7 +6,6 @@ pub mod aggregates;
 pub mod event_order;
 pub mod evidence;
 pub mod filter;
-pub mod group_ids;
 pub mod grouping_sets;
 pub mod history;
 pub mod invariant;
@@ -128,23 +127,6 @@ pub trait Operator: Send {
         &mut self,
         _batch: &RecordBatch,
         _selected: &BooleanArray,
-    ) -> Option<Result<Vec<RecordBatch>>> {
-        None
-    }
-    /// The input columns this operator groups its rows by, when its keys are just those
-    /// columns and it can take their values numbered by a shared dictionary
-    /// ([`Operator::process_grouped`]).
-    fn group_columns(&self) -> Option<Vec<usize>> {
-        None
-    }
-    /// As [`Operator::process_selected`], with the ids of every row's key
-    /// ([`Operator::group_columns`]) in a dictionary shared with other operators. None: it
-    /// cannot use them.
-    fn process_grouped(
-        &mut self,
-        _batch: &RecordBatch,
-        _selected: &BooleanArray,
-        _ids: &group_ids::GroupIds,
     ) -> Option<Result<Vec<RecordBatch>>> {
         None
     }

@@ -18,9 +18,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Int64Array, PrimitiveArray, UInt32Array,
 };
 use datafusion::arrow::compute::kernels::aggregate::{max, min};
-use datafusion::arrow::compute::{
-    prep_null_mask_filter, take, take_record_batch, FilterBuilder, FilterPredicate,
-};
+use datafusion::arrow::compute::{prep_null_mask_filter, take, take_record_batch, FilterBuilder};
 use datafusion::arrow::datatypes::{
     DataType, Field, Int64Type, Schema, SchemaRef, TimestampNanosecondType,
 };
@@ -32,7 +30,6 @@ use datafusion::physical_plan::PhysicalExpr;
 use super::aggregates::{
     evaluate_inputs, AggregateInputs, AggregateSpec, GroupPartials, GroupTable,
 };
-use super::group_ids::GroupIds;
 use super::{snapshot, Operator};
 use crate::error::{Error, Result};
 use crate::time::{EventTime, Watermark};
@@ -185,13 +182,7 @@ enum Rows<'a> {
     Evaluated(Vec<ArrayRef>, AggregateInputs),
     /// The rows themselves, to evaluate per slot with its bounds.
     PerSlot(&'a RecordBatch),
-    /// The ids of their keys in a shared dictionary and their aggregate inputs; the function
-    /// gives the key columns of the rows at some positions.
-    Ids(GroupIds, AggregateInputs, &'a KeysAt<'a>),
 }
-
-/// The key columns of the rows at some positions (of the rows an update was given).
-type KeysAt<'a> = dyn Fn(&[u32]) -> Result<Vec<ArrayRef>> + 'a;
 
 /// Where an output group column comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -497,10 +488,6 @@ impl WindowAggregate {
             let rows = UInt32Array::from(rows);
             let whole = rows.len() == n;
             let (keys, inputs) = match &input {
-                Rows::Ids(ids, inputs, keys_at) => {
-                    self.update_slot_ids(start, &rows, whole, ids, inputs, keys_at, first_seq)?;
-                    continue;
-                }
                 Rows::Evaluated(keys, inputs) if whole => (keys.clone(), inputs.clone()),
                 Rows::Evaluated(keys, inputs) => (
                     keys.iter()
@@ -517,71 +504,6 @@ impl WindowAggregate {
                 .update(&keys, &inputs, |i| first_seq + rows.value(i) as u64)?;
         }
         Ok(vec![])
-    }
-
-    /// Adds the rows at `rows` (all of them if `whole`) of an update by key ids to the slot at
-    /// `start`; the update's first row has sequence number `first_seq`.
-    #[allow(clippy::too_many_arguments)]
-    fn update_slot_ids(
-        &mut self,
-        start: i64,
-        rows: &UInt32Array,
-        whole: bool,
-        ids: &GroupIds,
-        inputs: &AggregateInputs,
-        keys_at: &KeysAt,
-        first_seq: u64,
-    ) -> Result<()> {
-        let (ids, inputs) = match whole {
-            true => (ids.clone(), inputs.clone()),
-            false => (
-                GroupIds {
-                    ids: take(&ids.ids, rows, None)?.as_primitive().clone(),
-                    ..*ids
-                },
-                inputs.take(rows)?,
-            ),
-        };
-        self.open_windows(start);
-        let slot = self.slot_mut(start)?;
-        let of_update = |at: &[u32]| -> Result<Vec<ArrayRef>> {
-            match whole {
-                true => keys_at(at),
-                false => keys_at(
-                    &at.iter()
-                        .map(|&i| rows.value(i as usize))
-                        .collect::<Vec<_>>(),
-                ),
-            }
-        };
-        slot.live.update_ids(&ids, of_update, &inputs, |i| {
-            first_seq + rows.value(i) as u64
-        })
-    }
-
-    /// The rows of `batch` where `selected` is true: a filter for the columns the aggregate
-    /// reads (keys and inputs are columns: see `columns_only`), those rows' aggregate inputs
-    /// and their event times.
-    fn pick(
-        &self,
-        batch: &RecordBatch,
-        selected: &BooleanArray,
-    ) -> Result<(
-        FilterPredicate,
-        AggregateInputs,
-        PrimitiveArray<TimestampNanosecondType>,
-    )> {
-        // One filter plan for every column the aggregate reads.
-        let predicate = match selected.null_count() {
-            0 => FilterBuilder::new(selected),
-            _ => FilterBuilder::new(&prep_null_mask_filter(selected)),
-        }
-        .optimize()
-        .build();
-        let inputs = evaluate_inputs(&self.specs, batch)?.filter(&predicate)?;
-        let times = predicate.filter(self.input.times(batch))?;
-        let times = times.as_primitive::<TimestampNanosecondType>().clone();
-        Ok((predicate, inputs, times))
     }
 
     /// Records that the windows of the slot at `start` that are still open have rows.
@@ -749,58 +671,22 @@ impl Operator for WindowAggregate {
             return None;
         }
         let mut pick = || {
-            let (predicate, inputs, times) = self.pick(batch, selected)?;
-            let n = batch.num_rows();
-            let keys = self
-                .key_exprs
+            // One filter plan for every column the aggregate reads.
+            let predicate = match selected.null_count() {
+                0 => FilterBuilder::new(selected),
+                _ => FilterBuilder::new(&prep_null_mask_filter(selected)),
+            }
+            .optimize()
+            .build();
+            let (keys, inputs) = self.evaluate(batch, 0)?;
+            let keys = keys
                 .iter()
-                .map(|e| Ok(predicate.filter(&e.evaluate(batch)?.into_array(n)?)?))
-                .collect::<Result<Vec<_>>>()?;
+                .map(|k| predicate.filter(k))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let inputs = inputs.filter(&predicate)?;
+            let times = predicate.filter(self.input.times(batch))?;
+            let times = times.as_primitive::<TimestampNanosecondType>().clone();
             self.update(&times, Rows::Evaluated(keys, inputs))
-        };
-        Some(pick())
-    }
-
-    fn group_columns(&self) -> Option<Vec<usize>> {
-        if !self.columns_only {
-            return None;
-        }
-        self.key_exprs
-            .iter()
-            .map(|e| e.downcast_ref::<Column>().map(Column::index))
-            .collect()
-    }
-
-    fn process_grouped(
-        &mut self,
-        batch: &RecordBatch,
-        selected: &BooleanArray,
-        ids: &GroupIds,
-    ) -> Option<Result<Vec<RecordBatch>>> {
-        let columns = self.group_columns()?;
-        let mut pick = || {
-            let (predicate, inputs, times) = self.pick(batch, selected)?;
-            let row_ids = GroupIds {
-                ids: predicate.filter(&ids.ids)?.as_primitive().clone(),
-                ..*ids
-            };
-            // Where the picked rows are in the batch, for the keys of ids not seen before.
-            let keys_at = |at: &[u32]| -> Result<Vec<ArrayRef>> {
-                let kept: Vec<u32> = match selected.null_count() {
-                    0 => selected.values().set_indices().map(|i| i as u32).collect(),
-                    _ => prep_null_mask_filter(selected)
-                        .values()
-                        .set_indices()
-                        .map(|i| i as u32)
-                        .collect(),
-                };
-                let rows = UInt32Array::from_iter_values(at.iter().map(|&i| kept[i as usize]));
-                Ok(columns
-                    .iter()
-                    .map(|&c| take(batch.column(c), &rows, None))
-                    .collect::<std::result::Result<Vec<_>, _>>()?)
-            };
-            self.update(&times, Rows::Ids(row_ids, inputs, &keys_at))
         };
         Some(pick())
     }

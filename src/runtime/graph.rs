@@ -14,12 +14,10 @@
 
 use std::collections::VecDeque;
 
-use datafusion::arrow::array::BooleanArray;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use super::output::{OutputHandle, QueryFailure, QueryOutput};
 use super::predicates::{AtomValues, SharedPredicates, SplitPredicate};
-use super::shared_keys::SharedKeys;
 use crate::error::{Error, Result};
 use crate::operators::filter;
 use crate::operators::Operator;
@@ -39,8 +37,6 @@ struct Node {
     failed: bool,
     /// A root filter's predicate, split into atoms shared with the other root filters.
     split: Option<SplitPredicate>,
-    /// Below a root filter: the dictionary that numbers the keys this operator groups by.
-    key_set: Option<usize>,
 }
 
 /// The operator tree of one stream's queries.
@@ -52,8 +48,6 @@ pub struct OperatorGraph {
     passthrough: Vec<(String, OutputHandle)>,
     /// The atoms of the root filters' predicates, each evaluated once per batch.
     predicates: SharedPredicates,
-    /// The group keys of the operators below root filters, numbered once per batch.
-    keys: SharedKeys,
 }
 
 impl OperatorGraph {
@@ -125,7 +119,6 @@ impl OperatorGraph {
                         (None, Some(predicate)) => self.predicates.register(&predicate),
                         _ => None,
                     };
-                    let key_set = self.key_set(parent, op.as_ref());
                     let id = self.insert(Node {
                         spec,
                         op,
@@ -134,7 +127,6 @@ impl OperatorGraph {
                         users: 0,
                         failed: false,
                         split,
-                        key_set,
                     });
                     match parent {
                         None => self.roots.push(id),
@@ -165,13 +157,8 @@ impl OperatorGraph {
             let n = self.node_mut(id);
             n.users -= 1;
             if n.users == 0 {
-                if let Some(node) = self.nodes[id].take() {
-                    if let Some(split) = node.split {
-                        self.predicates.release(&split);
-                    }
-                    if let Some(set) = node.key_set {
-                        self.keys.release(set);
-                    }
+                if let Some(split) = self.nodes[id].take().and_then(|n| n.split) {
+                    self.predicates.release(&split);
                 }
                 match i.checked_sub(1).map(|p| path[p]) {
                     None => self.roots.retain(|&r| r != id),
@@ -179,16 +166,6 @@ impl OperatorGraph {
                 }
             }
         }
-    }
-
-    /// The key dictionary for a new operator below `parent`: a root filter whose rows it
-    /// picks out of the stream's batches, and columns it groups by.
-    fn key_set(&mut self, parent: Option<usize>, op: &dyn Operator) -> Option<usize> {
-        let parent = self.node(parent?);
-        // Only a root filter's children pick their rows out of the stream's batches.
-        parent.split.as_ref()?;
-        let stream = parent.op.schema();
-        self.keys.register(op.group_columns()?, &stream)
     }
 
     /// The state of node `id`, for a checkpoint.
@@ -246,7 +223,6 @@ impl OperatorGraph {
             QueryOutput::lock(output).deliver(std::slice::from_ref(batch));
         }
         let atoms = (!self.predicates.is_empty()).then(|| self.predicates.evaluate(batch));
-        self.keys.begin_batch();
         for root in self.roots.clone() {
             match &atoms {
                 Some(atoms) if self.node(root).split.is_some() => self.select(root, batch, atoms),
@@ -278,7 +254,11 @@ impl OperatorGraph {
                 if self.node(child).failed {
                     continue;
                 }
-                match self.process_selected(child, batch, &selection.mask) {
+                match self
+                    .node_mut(child)
+                    .op
+                    .process_selected(batch, &selection.mask)
+                {
                     Some(Ok(produced)) => self.emit(child, produced),
                     Some(Err(e)) => self.fail(child, e),
                     None => rest.push(child),
@@ -302,23 +282,6 @@ impl OperatorGraph {
             Ok(produced) => self.emit_to(id, &children, produced),
             Err(e) => self.fail(id, e),
         }
-    }
-
-    /// Runs the rows of `batch` that `mask` selects through node `id`, with its keys' ids
-    /// where it has a key dictionary.
-    fn process_selected(
-        &mut self,
-        id: usize,
-        batch: &RecordBatch,
-        mask: &BooleanArray,
-    ) -> Option<Result<Vec<RecordBatch>>> {
-        let node = self.nodes[id].as_mut()?;
-        if let Some(ids) = node.key_set.and_then(|set| self.keys.ids(set, batch)) {
-            if let Some(done) = node.op.process_grouped(batch, mask, ids) {
-                return Some(done);
-            }
-        }
-        node.op.process_selected(batch, mask)
     }
 
     /// Advances every node to `watermark`; what a node emits passes through its subtree
@@ -455,7 +418,7 @@ impl Operator for Stopped {
 mod tests {
     use std::sync::Arc;
 
-    use datafusion::arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
+    use datafusion::arrow::array::{Int64Array, TimestampNanosecondArray};
 
     use super::*;
     use crate::plan::{plan_query, Catalog};
@@ -464,7 +427,7 @@ mod tests {
 
     fn catalog() -> Catalog {
         Catalog::from_sql(
-            "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, host TEXT, \
+            "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
              WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)",
         )
         .unwrap()
@@ -506,10 +469,6 @@ mod tests {
                 )),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
-                // The host is named after k.
-                Arc::new(StringArray::from_iter_values(
-                    rows.iter().map(|r| format!("h{}", r.1)),
-                )),
             ],
         )
         .unwrap()
@@ -596,68 +555,6 @@ mod tests {
         g.detach("small", &small);
         g.detach("large", &large);
         assert_eq!(live(&g), 0);
-    }
-
-    /// Aggregates grouping by the same text column below different filters share one key
-    /// dictionary; their state snapshots and restores as without it. A number key has none.
-    #[test]
-    fn aggregates_by_the_same_keys_share_a_dictionary_and_restore_exactly() {
-        const SUM: &str = "SELECT host, window_end, SUM(v) AS total \
-                           FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
-                           WHERE v > 1 GROUP BY host, window_start, window_end";
-        const COUNT: &str = "SELECT host, window_end, COUNT(*) AS n \
-                             FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
-                             WHERE v > 2 GROUP BY host, window_start, window_end";
-        let first = batch(&[(0, 1, 5), (1, 2, 7), (2, 1, 1), (3, 3, 4), (12, 2, 3)]);
-        let second = batch(&[(13, 1, 9), (14, 4, 2), (25, 2, 8), (26, 1, 3)]);
-        let run = |g: &mut OperatorGraph, b: &RecordBatch, seconds: i64| {
-            g.process(b);
-            g.advance(Watermark(EventTime(seconds * 1_000_000_000)));
-        };
-        let rows =
-            |outs: &[OutputHandle]| -> Vec<Vec<RecordBatch>> { outs.iter().map(results).collect() };
-
-        let mut whole = OperatorGraph::default();
-        let (sum, out_sum) = attach(&mut whole, "sum", SUM);
-        let (count, out_count) = attach(&mut whole, "count", COUNT);
-        let set = whole.node(sum[1]).key_set;
-        assert!(
-            set.is_some(),
-            "an aggregate below a root filter numbers its keys"
-        );
-        assert_eq!(whole.node(count[1]).key_set, set, "one dictionary for both");
-        run(&mut whole, &first, 11);
-        run(&mut whole, &second, 40);
-
-        let mut before = OperatorGraph::default();
-        attach(&mut before, "sum", SUM);
-        attach(&mut before, "count", COUNT);
-        run(&mut before, &first, 11);
-        let mut after = OperatorGraph::default();
-        let (_, after_sum) = attach(&mut after, "sum", SUM);
-        let (_, after_count) = attach(&mut after, "count", COUNT);
-        for &id in sum.iter().chain(&count) {
-            let image = before.snapshot_node(id).unwrap().encode().unwrap();
-            after.restore_node(id, &image).unwrap();
-        }
-        after.advance(Watermark(EventTime(11 * 1_000_000_000)));
-        run(&mut after, &second, 40);
-        let whole_rows = rows(&[out_sum, out_count]);
-        let tail = |all: &[RecordBatch]| all[1..].to_vec();
-        assert_eq!(
-            rows(&[after_sum, after_count]),
-            vec![tail(&whole_rows[0]), tail(&whole_rows[1])]
-        );
-        assert!(whole_rows.iter().all(|r| r.len() == 3), "{whole_rows:?}");
-
-        let (by_number, _) = attach(&mut whole, "by_number", super::tests::SUM);
-        assert_eq!(whole.node(by_number[1]).key_set, None);
-        whole.detach("sum", &sum);
-        whole.detach("count", &count);
-        assert!(
-            whole.keys.ids(set.unwrap(), &first).is_none(),
-            "the dictionary is dropped"
-        );
     }
 
     #[test]

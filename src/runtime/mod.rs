@@ -18,7 +18,6 @@ mod pg_rewrite;
 mod predicates;
 mod recovery;
 mod retained;
-mod shared_keys;
 mod shedding;
 #[cfg(test)]
 mod shedding_tests;

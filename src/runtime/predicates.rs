@@ -154,23 +154,18 @@ impl SharedPredicates {
             equality: text_equality(expr),
             users: 1,
         };
-        let id = insert_free(&mut self.atoms, atom);
+        let id = match self.atoms.iter().position(Option::is_none) {
+            Some(id) => {
+                self.atoms[id] = Some(atom);
+                id
+            }
+            None => {
+                self.atoms.push(Some(atom));
+                self.atoms.len() - 1
+            }
+        };
         self.by_key.insert(expr.clone(), id);
         id
-    }
-}
-
-/// Puts `item` in the first free place of `places` (or a new one at the end): its id.
-pub(super) fn insert_free<T>(places: &mut Vec<Option<T>>, item: T) -> usize {
-    match places.iter().position(Option::is_none) {
-        Some(id) => {
-            places[id] = Some(item);
-            id
-        }
-        None => {
-            places.push(Some(item));
-            places.len() - 1
-        }
     }
 }
 
