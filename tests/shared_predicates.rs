@@ -4,7 +4,8 @@
 //! DataFusion running the same query over the rows inserted while it was registered: random
 //! queries (rows, or a tumbling aggregate by a column or by a computed key) built
 //! from a pool of conjuncts (text equalities answered by one lookup, comparisons, IN, LIKE,
-//! IS NULL, OR/NOT of them, and conjuncts that are not shared), rows with NULLs in random
+//! IS NULL, OR/NOT of them, and conjuncts that are not shared), aggregates grouped by a
+//! number column or by two text columns, rows with NULLs in random
 //! batches, and queries dropped and added midway so that shared conjuncts are released and
 //! registered again.
 
@@ -103,6 +104,10 @@ enum Shape {
     PerHost,
     /// The same per `n % 3`, a key computed from the rows.
     PerBucket,
+    /// Per `n` (a number column, NULLs among its values): count and greatest host.
+    PerN,
+    /// Per host and op (two key columns): count and sum.
+    PerHostOp,
 }
 
 impl Shape {
@@ -120,6 +125,16 @@ impl Shape {
                  FROM TUMBLE(e, ts, INTERVAL '10' SECOND) WHERE {w} \
                  GROUP BY n % 3, window_start, window_end"
             ),
+            Shape::PerN => format!(
+                "SELECT n, window_start, COUNT(*) AS c, MAX(host) AS top \
+                 FROM TUMBLE(e, ts, INTERVAL '10' SECOND) WHERE {w} \
+                 GROUP BY n, window_start, window_end"
+            ),
+            Shape::PerHostOp => format!(
+                "SELECT host, op, window_start, COUNT(*) AS c, SUM(n) AS total \
+                 FROM TUMBLE(e, ts, INTERVAL '10' SECOND) WHERE {w} \
+                 GROUP BY host, op, window_start, window_end"
+            ),
         }
     }
 
@@ -136,6 +151,13 @@ impl Shape {
             Shape::PerBucket => format!(
                 "SELECT n % 3, {bin} AS ws, COUNT(*), MAX(host) FROM e WHERE {w} \
                  GROUP BY n % 3, ws"
+            ),
+            Shape::PerN => format!(
+                "SELECT n, {bin} AS ws, COUNT(*), MAX(host) FROM e WHERE {w} GROUP BY n, ws"
+            ),
+            Shape::PerHostOp => format!(
+                "SELECT host, op, {bin} AS ws, COUNT(*), SUM(n) FROM e WHERE {w} \
+                 GROUP BY host, op, ws"
             ),
         }
     }
@@ -165,6 +187,8 @@ fn case() -> impl Strategy<Value = (Vec<Row>, Vec<usize>, Vec<QuerySpec>)> {
             4 => Just(Shape::Rows),
             1 => Just(Shape::PerHost),
             1 => Just(Shape::PerBucket),
+            1 => Just(Shape::PerN),
+            1 => Just(Shape::PerHostOp),
         ],
         0usize..4,
         proptest::option::of(1usize..6),
