@@ -2,10 +2,10 @@
 //! [`StreamHub`]. The catalog is read-mostly behind one `RwLock`; every stream is a hub with
 //! its own lock holding its watermark, its queries' operators and their outputs, so a busy
 //! stream never stalls another. Locks are always taken in the order catalog, hub, output.
-//! Ad hoc SQL lives in `adhoc`, SHOW and EXPLAIN answers in `show`. The engine needs no
-//! network and no async runtime except for ad hoc `SELECT`, which DataFusion runs.
+//! Ad hoc SQL lives in `adhoc`, SHOW and EXPLAIN answers in `show`, COPY FROM STDIN in
+//! `copy`. The engine needs no network and no async runtime except for ad hoc `SELECT`,
+//! which DataFusion runs.
 
-use crate::error::sqlstate;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
@@ -16,6 +16,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast::{self as sq, Spanned};
 
 use super::adhoc;
+pub use super::copy::CopyIn;
 use super::hub::{Hub, StreamHub};
 use super::ingest::IngestBudget;
 use super::output::{
@@ -29,12 +30,11 @@ use super::sources::{show_sources, SourceRuntime};
 use super::subscribe_view::Shape;
 use super::wal::{FsyncPolicy, Record};
 use crate::error::{Error, Result};
-use crate::plan::catalog::{normalize, normalize_object};
+use crate::plan::catalog::normalize;
 use crate::plan::{plan_continuous, Catalog};
-use crate::sources::csv::{CopyDecoder, CopyFormat, CopyOptions};
 use crate::sources::insert;
 use crate::sources::param::{placeholder_number, Param};
-use crate::sql::{self, CopyFrom, ExplainTarget, Statement, Subscribe};
+use crate::sql::{self, ExplainTarget, Statement, Subscribe};
 use crate::time::Watermark;
 
 /// Default bound on the state (operators and retained results) of one continuous query:
@@ -123,37 +123,6 @@ impl Subscription {
             Ok(SubscriptionEvent::Rows(b)) => Some(b),
             _ => None,
         }
-    }
-}
-
-/// A COPY FROM STDIN in progress: [`CopyIn::feed`] it the data as it arrives, then hand it
-/// to [`Engine::finish_copy`].
-pub struct CopyIn {
-    /// Target stream.
-    stream: String,
-    /// Number of columns per input line.
-    columns: usize,
-    /// Whether the data is in PostgreSQL's binary format (`FORMAT binary`).
-    binary: bool,
-    /// Decodes the incoming data.
-    decoder: CopyDecoder,
-}
-
-impl CopyIn {
-    /// Number of columns per input line (what the client is told to send).
-    pub fn columns(&self) -> usize {
-        self.columns
-    }
-
-    /// Whether the data is in PostgreSQL's binary format (`FORMAT binary`).
-    pub fn binary(&self) -> bool {
-        self.binary
-    }
-
-    /// Decodes the next chunk of COPY data; an error names the failing line, and nothing of
-    /// the COPY is applied after one.
-    pub fn feed(&mut self, chunk: &[u8]) -> Result<()> {
-        self.decoder.feed(chunk)
     }
 }
 
@@ -508,69 +477,6 @@ impl Engine {
         Ok(StatementResult::Command(tag.into()))
     }
 
-    fn start_copy(&self, c: &CopyFrom) -> Result<StatementResult> {
-        let name = normalize_object(&c.stream);
-        let def = self.read().catalog.require_stream(&name)?.clone();
-        let columns: Vec<usize> = if c.columns.is_empty() {
-            (0..def.schema.fields().len()).collect()
-        } else {
-            c.columns
-                .iter()
-                .map(|col| {
-                    let n = normalize(col);
-                    def.schema.index_of(&n).map_err(|_| {
-                        Error::plan(
-                            sqlstate::UNDEFINED_COLUMN,
-                            format!("column \"{n}\" of stream \"{name}\" does not exist"),
-                        )
-                    })
-                })
-                .collect::<Result<_>>()?
-        };
-        let mut options = if c.csv {
-            CopyOptions::csv()
-        } else {
-            CopyOptions::text()
-        };
-        if c.binary {
-            if c.header || c.delimiter.is_some() || c.quote.is_some() || c.null.is_some() {
-                return Err(Error::invalid_input(
-                    sqlstate::SYNTAX_ERROR,
-                    "cannot specify HEADER, DELIMITER, NULL or QUOTE in BINARY mode",
-                ));
-            }
-            options.format = CopyFormat::Binary;
-        }
-        options.header = c.header;
-        if let Some(d) = c.delimiter {
-            options.delimiter = ascii_option(d, "DELIMITER")?;
-        }
-        if let Some(q) = c.quote {
-            options.quote = ascii_option(q, "QUOTE")?;
-        }
-        if let Some(n) = &c.null {
-            options.null = n.clone();
-        }
-        let n = columns.len();
-        Ok(StatementResult::CopyIn(Box::new(CopyIn {
-            stream: name,
-            columns: n,
-            binary: c.binary,
-            decoder: CopyDecoder::new(def.schema.clone(), columns, options)?
-                .with_limits(self.config.max_copy_line_bytes, self.config.max_copy_bytes),
-        })))
-    }
-
-    /// Completes a COPY: decodes what is left, then inserts its rows, batch by batch as they
-    /// were decoded while the data arrived. Nothing is inserted unless every line decoded.
-    pub fn finish_copy(&self, copy: CopyIn) -> Result<u64> {
-        let mut rows = 0;
-        for batch in copy.decoder.finish_batches()? {
-            rows += self.insert_batch(&copy.stream, batch)?;
-        }
-        Ok(rows)
-    }
-
     /// Appends rows to a stream and runs every query that reads it, on the calling thread,
     /// holding only the stream's own lock. The batch must have the stream's schema. Returns
     /// the number of rows accepted.
@@ -807,17 +713,6 @@ async fn off_async<T: Send + 'static>(
         };
     }
     work()
-}
-
-fn ascii_option(c: char, what: &str) -> Result<u8> {
-    if c.is_ascii() {
-        Ok(c as u8)
-    } else {
-        Err(Error::invalid_input(
-            sqlstate::INVALID_PARAMETER_VALUE,
-            format!("COPY {what} must be a single one-byte character"),
-        ))
-    }
 }
 
 fn first_words(s: &str) -> String {

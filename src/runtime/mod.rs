@@ -5,6 +5,7 @@
 mod adhoc;
 mod adhoc_windows;
 mod checkpoint;
+mod copy;
 mod ddl;
 pub mod engine;
 mod graph;

@@ -1,0 +1,118 @@
+//! `COPY ... FROM STDIN`: a statement starts a [`CopyIn`] that decodes the data as it arrives
+//! (text, CSV or PostgreSQL's binary format, with the stream's columns or a list of them), and
+//! [`Engine::finish_copy`] inserts its rows once all of them decoded: a COPY is all or nothing.
+
+use crate::error::sqlstate;
+
+use super::engine::{Engine, StatementResult};
+use crate::error::{Error, Result};
+use crate::plan::catalog::{normalize, normalize_object};
+use crate::sources::csv::{CopyDecoder, CopyFormat, CopyOptions};
+use crate::sql::CopyFrom;
+
+/// A COPY FROM STDIN in progress: [`CopyIn::feed`] it the data as it arrives, then hand it
+/// to [`Engine::finish_copy`].
+pub struct CopyIn {
+    /// Target stream.
+    pub(super) stream: String,
+    /// Number of columns per input line.
+    pub(super) columns: usize,
+    /// Whether the data is in PostgreSQL's binary format (`FORMAT binary`).
+    pub(super) binary: bool,
+    /// Decodes the incoming data.
+    pub(super) decoder: CopyDecoder,
+}
+
+impl CopyIn {
+    /// Number of columns per input line (what the client is told to send).
+    pub fn columns(&self) -> usize {
+        self.columns
+    }
+
+    /// Whether the data is in PostgreSQL's binary format (`FORMAT binary`).
+    pub fn binary(&self) -> bool {
+        self.binary
+    }
+
+    /// Decodes the next chunk of COPY data; an error names the failing line, and nothing of
+    /// the COPY is applied after one.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<()> {
+        self.decoder.feed(chunk)
+    }
+}
+
+impl Engine {
+    pub(super) fn start_copy(&self, c: &CopyFrom) -> Result<StatementResult> {
+        let name = normalize_object(&c.stream);
+        let def = self.read().catalog.require_stream(&name)?.clone();
+        let columns: Vec<usize> = if c.columns.is_empty() {
+            (0..def.schema.fields().len()).collect()
+        } else {
+            c.columns
+                .iter()
+                .map(|col| {
+                    let n = normalize(col);
+                    def.schema.index_of(&n).map_err(|_| {
+                        Error::plan(
+                            sqlstate::UNDEFINED_COLUMN,
+                            format!("column \"{n}\" of stream \"{name}\" does not exist"),
+                        )
+                    })
+                })
+                .collect::<Result<_>>()?
+        };
+        let mut options = if c.csv {
+            CopyOptions::csv()
+        } else {
+            CopyOptions::text()
+        };
+        if c.binary {
+            if c.header || c.delimiter.is_some() || c.quote.is_some() || c.null.is_some() {
+                return Err(Error::invalid_input(
+                    sqlstate::SYNTAX_ERROR,
+                    "cannot specify HEADER, DELIMITER, NULL or QUOTE in BINARY mode",
+                ));
+            }
+            options.format = CopyFormat::Binary;
+        }
+        options.header = c.header;
+        if let Some(d) = c.delimiter {
+            options.delimiter = ascii_option(d, "DELIMITER")?;
+        }
+        if let Some(q) = c.quote {
+            options.quote = ascii_option(q, "QUOTE")?;
+        }
+        if let Some(n) = &c.null {
+            options.null = n.clone();
+        }
+        let n = columns.len();
+        Ok(StatementResult::CopyIn(Box::new(CopyIn {
+            stream: name,
+            columns: n,
+            binary: c.binary,
+            decoder: CopyDecoder::new(def.schema.clone(), columns, options)?
+                .with_limits(self.config.max_copy_line_bytes, self.config.max_copy_bytes),
+        })))
+    }
+
+    /// Completes a COPY: decodes what is left, then inserts its rows, batch by batch as they
+    /// were decoded while the data arrived. Nothing is inserted unless every line decoded.
+    pub fn finish_copy(&self, copy: CopyIn) -> Result<u64> {
+        let mut rows = 0;
+        for batch in copy.decoder.finish_batches()? {
+            rows += self.insert_batch(&copy.stream, batch)?;
+        }
+        Ok(rows)
+    }
+}
+
+fn ascii_option(c: char, what: &str) -> Result<u8> {
+    if c.is_ascii() {
+        Ok(c as u8)
+    } else {
+        Err(Error::invalid_input(
+            sqlstate::INVALID_PARAMETER_VALUE,
+            format!("COPY {what} must be a single one-byte character"),
+        ))
+    }
+}
