@@ -49,7 +49,7 @@ cp "${SAQL_BIN:-$saql}" "$saql_copy"
 chmod 755 "$saql_copy"
 saql=$saql_copy
 if [[ -n "${SAQL_BIN:-}" ]]; then
-  echo "saql binary: $SAQL_BIN ($("$saql" --version 2>/dev/null || echo 'no --version'))"
+  echo "saql binary: $SAQL_BIN"
 else
   echo "saql binary: built from $repo at $(cd "$repo" && git rev-parse --short HEAD)$(cd "$repo" && git diff --quiet HEAD -- src Cargo.toml || echo ' plus uncommitted changes')"
 fi

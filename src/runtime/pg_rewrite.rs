@@ -140,13 +140,13 @@ fn rewrite_expr(e: &mut Expr, catalog: bool) {
             match name {
                 // `'name'::regclass` is the relation's oid; saql's oids are plain numbers. A
                 // parameter cast so is a name too (SQLAlchemy's `CAST($1 AS REGCLASS)`).
-                "regclass" if is_string(expr) => {
+                "regclass" if is_text_or_parameter(expr) => {
                     *e = call(
                         "to_regclass",
                         std::mem::replace(expr, Expr::value(Value::Null)),
                     )
                 }
-                "regtype" if is_string(expr) => {
+                "regtype" if is_text_or_parameter(expr) => {
                     *e = call(
                         "to_regtype",
                         std::mem::replace(expr, Expr::value(Value::Null)),
@@ -372,7 +372,7 @@ fn plain_type(name: &ObjectName) -> Option<DataType> {
 }
 
 /// A string literal, or a `$n` parameter (whose text a cast to a name type reads as a name).
-fn is_string(e: &Expr) -> bool {
+fn is_text_or_parameter(e: &Expr) -> bool {
     matches!(e, Expr::Value(v)
         if matches!(v.value, Value::SingleQuotedString(_) | Value::Placeholder(_)))
 }
