@@ -15,10 +15,9 @@ use crate::error::sqlstate;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, GenericStringArray, OffsetSizeTrait};
-use datafusion::arrow::buffer::{BooleanBuffer, MutableBuffer};
+use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::util::bit_util;
 use datafusion::common::{HashMap, ScalarValue};
 use datafusion::logical_expr::Operator as Op;
 use datafusion::physical_expr::expressions::{
@@ -270,20 +269,15 @@ fn text_equals(column: &dyn Array, constant: &[u8]) -> Option<BooleanBuffer> {
 fn equal_values<O: OffsetSizeTrait>(a: &GenericStringArray<O>, constant: &[u8]) -> BooleanBuffer {
     let (offsets, data) = (a.value_offsets(), a.value_data());
     let n = constant.len();
-    if n > Lookup::SHORT {
+    if n > SHORT {
         return BooleanBuffer::collect_bool(a.len(), |i| a.value(i).as_bytes() == constant);
     }
-    let (lo, hi) = Lookup::words(constant, 0, n);
-    let keep = |bytes: usize| match bytes {
-        0 => 0,
-        8.. => u64::MAX,
-        b => (1u64 << (8 * b)) - 1,
-    };
-    let (keep_lo, keep_hi) = (keep(n.min(8)), keep(n.saturating_sub(8)));
+    let (lo, hi) = words(constant, 0, n);
+    let (keep_lo, keep_hi) = (KEEP[n.min(8)], KEEP[n.saturating_sub(8)]);
     BooleanBuffer::collect_bool(a.len(), |i| {
         let (start, end) = (offsets[i].as_usize(), offsets[i + 1].as_usize());
         match data.get(start..start + 16) {
-            // Two loads past the value (within the buffer), masked.
+            // Two loads past the value (within the buffer), masked to the constant's length.
             Some(w) => {
                 let w_lo = u64::from_le_bytes(w[..8].try_into().expect("8 bytes"));
                 let w_hi = u64::from_le_bytes(w[8..].try_into().expect("8 bytes"));
@@ -295,8 +289,8 @@ fn equal_values<O: OffsetSizeTrait>(a: &GenericStringArray<O>, constant: &[u8]) 
     })
 }
 
-/// For each constant, where `column` equals it: one hash lookup per row. None if the column
-/// is not text.
+/// For each constant, where `column` equals it: one lookup per row. None if the column is not
+/// text.
 fn text_equalities(column: &dyn Array, constants: &[(usize, &[u8])]) -> Option<Vec<BooleanBuffer>> {
     let rows = column.len();
     // Two atoms may compare with the same constant: they get the same rows.
@@ -311,154 +305,168 @@ fn text_equalities(column: &dyn Array, constants: &[(usize, &[u8])]) -> Option<V
         })
         .collect();
     let lookup = Lookup::new(distinct.iter().copied());
-    let mut bits: Vec<MutableBuffer> = distinct
-        .iter()
-        .map(|_| MutableBuffer::from_len_zeroed(bit_util::ceil(rows, 8)))
-        .collect();
-    let mut mark = |row: usize, found: Option<usize>| {
-        if let Some(i) = found {
-            bit_util::set_bit(bits[i].as_slice_mut(), row);
-        }
-    };
-    let nulls = column.logical_nulls().filter(|n| n.null_count() > 0);
-    let valid = |row: usize| nulls.as_ref().is_none_or(|n| n.is_valid(row));
+    // One bit set per row, in the words of the constant found or in a last, discarded set:
+    // no branch on whether a row matched.
+    let chunks = rows.div_ceil(64);
+    let mut bits: Vec<Vec<u64>> = (0..=distinct.len()).map(|_| vec![0; chunks]).collect();
+    let mut mark = |row: usize, found: usize| bits[found][row / 64] |= 1 << (row % 64);
     match column.data_type() {
-        DataType::Utf8 => each_value(column.as_string::<i32>(), &lookup, valid, mark),
-        DataType::LargeUtf8 => each_value(column.as_string::<i64>(), &lookup, valid, mark),
+        DataType::Utf8 => each_value(column.as_string::<i32>(), &lookup, mark),
+        DataType::LargeUtf8 => each_value(column.as_string::<i64>(), &lookup, mark),
         DataType::Utf8View => {
             let a = column.as_string_view();
-            for row in (0..rows).filter(|&r| valid(r)) {
+            for row in 0..rows {
                 mark(row, lookup.find(a.value(row).as_bytes()));
             }
         }
         _ => return None,
     }
+    bits.pop();
+    let nulls = column.logical_nulls().filter(|n| n.null_count() > 0);
     let masks: Vec<BooleanBuffer> = bits
         .into_iter()
-        .map(|b| BooleanBuffer::new(b.into(), 0, rows))
+        .map(|b| {
+            let mask = BooleanBuffer::new(b.into(), 0, rows);
+            match &nulls {
+                Some(nulls) => &mask & nulls.inner(),
+                None => mask,
+            }
+        })
         .collect();
     Some(positions.into_iter().map(|p| masks[p].clone()).collect())
 }
 
-/// Calls `f` with each valid row of a text array and the constant it equals.
+/// Calls `f` with each row of a text array and the constant it equals (or [`Lookup::none`]).
 fn each_value<O: OffsetSizeTrait>(
     a: &GenericStringArray<O>,
     lookup: &Lookup,
-    valid: impl Fn(usize) -> bool,
-    mut f: impl FnMut(usize, Option<usize>),
+    mut f: impl FnMut(usize, usize),
 ) {
     let (offsets, data) = (a.value_offsets(), a.value_data());
     for (row, w) in offsets.windows(2).enumerate() {
-        if valid(row) {
-            f(row, lookup.find_in(data, w[0].as_usize(), w[1].as_usize()));
-        }
+        f(row, lookup.find_in(data, w[0].as_usize(), w[1].as_usize()));
     }
 }
 
 /// Finds which of a few constants a value equals. Values of up to 16 bytes (names of hosts,
-/// verbs, programs) are compared as two machine words in a small open-addressing table: no
-/// general-purpose hash of a byte string, no `memcmp`.
+/// verbs, programs) are read as two machine words and hashed to one slot of a table in which
+/// no two constants share a slot: one comparison with that slot's entry decides, with no
+/// branch on the outcome, no general-purpose hash of a byte string and no `memcmp`.
 struct Lookup<'a> {
-    /// Slots of (low word, high word, length, constant), a power of two of them.
-    short: Vec<Option<(u64, u64, usize, usize)>>,
+    /// (low word, high word, length, constant) by slot, a power of two of them; empty slots
+    /// have a length no value has.
+    short: Vec<(u64, u64, u64, usize)>,
+    /// The hash's multiplier, chosen so that the constants do not collide.
+    multiplier: u64,
     long: HashMap<&'a [u8], usize>,
-    /// Bit `n` is set if some constant is `n` bytes long (n < 63), bit 63 if one is longer:
-    /// most values of other lengths are rejected without looking further.
-    lengths: u64,
+    /// What a value equal to no constant finds: the number of constants.
+    none: usize,
 }
 
 impl<'a> Lookup<'a> {
-    const SHORT: usize = 16;
-
     fn new(constants: impl Iterator<Item = &'a [u8]>) -> Self {
         let constants: Vec<&[u8]> = constants.collect();
-        let mut lookup = Lookup {
-            short: vec![None; (2 * constants.len()).next_power_of_two().max(8)],
-            long: HashMap::new(),
-            lengths: 0,
-        };
-        for (i, c) in constants.into_iter().enumerate() {
-            lookup.lengths |= Self::length_bit(c.len());
-            if c.len() > Self::SHORT {
-                lookup.long.entry(c).or_insert(i);
-                continue;
-            }
-            let (lo, hi) = Self::words(c, 0, c.len());
-            let mut slot = lookup.slot(lo, hi, c.len());
-            loop {
-                match lookup.short[slot] {
-                    None => {
-                        lookup.short[slot] = Some((lo, hi, c.len(), i));
-                        break;
-                    }
-                    Some((l, h, n, _)) if (l, h, n) == (lo, hi, c.len()) => break,
-                    Some(_) => slot = (slot + 1) & (lookup.short.len() - 1),
+        let none = constants.len();
+        let mut long = HashMap::new();
+        let mut short = Vec::new();
+        for (i, c) in constants.iter().enumerate() {
+            match c.len() > SHORT {
+                true => {
+                    long.entry(*c).or_insert(i);
                 }
+                false if !short.iter().any(|&(_, s)| s == *c) => short.push((i, *c)),
+                false => {}
+            }
+        }
+        let mut lookup = Lookup {
+            short: Vec::new(),
+            multiplier: 0,
+            long,
+            none,
+        };
+        let mut slots = (2 * short.len()).next_power_of_two().max(8);
+        for attempt in 0u64.. {
+            // Every 16 failed multipliers, twice the room.
+            if attempt > 0 && attempt % 16 == 0 {
+                slots *= 2;
+            }
+            lookup.multiplier = 0x9E37_79B9_7F4A_7C15_u64
+                .wrapping_add(attempt.wrapping_mul(0xD1B5_4A32_D192_ED03))
+                | 1;
+            lookup.short = vec![(0, 0, u64::MAX, none); slots];
+            let placed = short.iter().all(|&(i, c)| {
+                let (lo, hi) = words(c, 0, c.len());
+                let slot = lookup.slot(lo, hi, c.len());
+                let free = lookup.short[slot].2 == u64::MAX;
+                if free {
+                    lookup.short[slot] = (lo, hi, c.len() as u64, i);
+                }
+                free
+            });
+            if placed {
+                break;
             }
         }
         lookup
     }
 
-    /// Which constant equals `value`.
-    fn find(&self, value: &[u8]) -> Option<usize> {
+    /// Which constant equals `value`, or [`Lookup::none`].
+    fn find(&self, value: &[u8]) -> usize {
         self.find_in(value, 0, value.len())
     }
 
-    /// Which constant equals `data[start..end]`.
-    fn find_in(&self, data: &[u8], start: usize, end: usize) -> Option<usize> {
+    /// Which constant equals `data[start..end]`, or [`Lookup::none`].
+    fn find_in(&self, data: &[u8], start: usize, end: usize) -> usize {
         let len = end - start;
-        if self.lengths & Self::length_bit(len) == 0 {
-            return None;
+        if len > SHORT {
+            return self
+                .long
+                .get(&data[start..end])
+                .copied()
+                .unwrap_or(self.none);
         }
-        if len > Self::SHORT {
-            return self.long.get(&data[start..end]).copied();
-        }
-        let (lo, hi) = Self::words(data, start, len);
-        let mut slot = self.slot(lo, hi, len);
-        loop {
-            match self.short[slot] {
-                None => return None,
-                Some((l, h, n, i)) if (l, h, n) == (lo, hi, len) => return Some(i),
-                Some(_) => slot = (slot + 1) & (self.short.len() - 1),
-            }
+        let (lo, hi) = words(data, start, len);
+        let (l, h, n, i) = self.short[self.slot(lo, hi, len)];
+        match (l == lo) & (h == hi) & (n == len as u64) {
+            true => i,
+            false => self.none,
         }
     }
 
     fn slot(&self, lo: u64, hi: u64, len: usize) -> usize {
         // Multiplicative hashing: the top bits of the product depend on every input bit.
-        let h =
-            (lo ^ hi.rotate_left(29) ^ ((len as u64) << 56)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let h = (lo ^ hi.rotate_left(29) ^ ((len as u64) << 56)).wrapping_mul(self.multiplier);
         (h >> (64 - self.short.len().trailing_zeros())) as usize
     }
+}
 
-    /// `data[start..start + len]` (len <= 16) as two little-endian words, zero-padded.
-    fn words(data: &[u8], start: usize, len: usize) -> (u64, u64) {
-        let lo = Self::word(data, start, len.min(8));
-        let hi = Self::word(data, start + 8, len.saturating_sub(8));
-        (lo, hi)
+/// Values of up to this many bytes are compared as words.
+const SHORT: usize = 16;
+
+/// The mask of a word's first `n` bytes, by `n`: no branch on a value's length.
+const KEEP: [u64; 9] = {
+    let mut masks = [u64::MAX; 9];
+    let mut n = 0;
+    while n < 8 {
+        masks[n] = (1 << (8 * n)) - 1;
+        n += 1;
     }
+    masks
+};
 
-    /// `data[at..at + n]` (n <= 8) as a little-endian word, zero-padded.
-    fn word(data: &[u8], at: usize, n: usize) -> u64 {
-        if n == 0 {
-            return 0;
+/// `data[start..start + len]` (len <= [`SHORT`]) as two little-endian words, zero-padded.
+fn words(data: &[u8], start: usize, len: usize) -> (u64, u64) {
+    let (keep_lo, keep_hi) = (KEEP[len.min(8)], KEEP[len.saturating_sub(8)]);
+    let word = |w: &[u8]| u64::from_le_bytes(w.try_into().expect("8 bytes"));
+    match data.get(start..start + 16) {
+        // Reading past the value (within the buffer) and masking is two loads.
+        Some(w) => (word(&w[..8]) & keep_lo, word(&w[8..]) & keep_hi),
+        // The last values of a buffer.
+        None => {
+            let mut w = [0; 16];
+            w[..len].copy_from_slice(&data[start..start + len]);
+            (word(&w[..8]), word(&w[8..]))
         }
-        let keep = match n {
-            8 => u64::MAX,
-            _ => (1u64 << (8 * n)) - 1,
-        };
-        match data[at..].first_chunk::<8>() {
-            // Reading past the value (within the buffer) and masking is one load.
-            Some(w) => u64::from_le_bytes(*w) & keep,
-            None => data[at..at + n]
-                .iter()
-                .enumerate()
-                .fold(0, |w, (i, &b)| w | (b as u64) << (8 * i)),
-        }
-    }
-
-    fn length_bit(len: usize) -> u64 {
-        1 << len.min(63)
     }
 }
 
@@ -556,7 +564,7 @@ mod tests {
     fn lookup_finds_exactly_the_constants() {
         let lookup = Lookup::new(CONSTANTS.iter().map(|c| c.as_bytes()));
         for (i, c) in CONSTANTS.iter().enumerate() {
-            assert_eq!(lookup.find(c.as_bytes()), Some(i), "{c:?}");
+            assert_eq!(lookup.find(c.as_bytes()), i, "{c:?}");
         }
         for miss in [
             "8-bytes?",
@@ -573,7 +581,7 @@ mod tests {
             "C:\\Windows\\System32\\lsass.ex",
             "\0",
         ] {
-            assert_eq!(lookup.find(miss.as_bytes()), None, "{miss:?}");
+            assert_eq!(lookup.find(miss.as_bytes()), lookup.none, "{miss:?}");
         }
     }
 
@@ -616,7 +624,7 @@ mod tests {
         use datafusion::arrow::datatypes::DataType as T;
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let words = [
+        let samples = [
             "",
             "w",
             "write",
@@ -634,13 +642,15 @@ mod tests {
         ];
         for round in 0..200 {
             let values: Vec<Option<&str>> = (0..rng.gen_range(0..40))
-                .map(|_| (rng.gen_range(0..8) > 0).then(|| words[rng.gen_range(0..words.len())]))
+                .map(|_| {
+                    (rng.gen_range(0..8) > 0).then(|| samples[rng.gen_range(0..samples.len())])
+                })
                 .collect();
             let array = StringArray::from(values);
             // Sliced arrays read their offsets from the middle of the buffers.
             let offset = rng.gen_range(0..=array.len());
             let array = array.slice(offset, rng.gen_range(0..=array.len() - offset));
-            for constant in words {
+            for constant in samples {
                 let expected = eq(&array, &StringArray::new_scalar(constant)).unwrap();
                 let expected: Vec<bool> = expected.iter().map(|v| v == Some(true)).collect();
                 for column in [
@@ -650,8 +660,24 @@ mod tests {
                     let got = text_equals(column.as_ref(), constant.as_bytes()).unwrap();
                     let got: Vec<bool> = got.iter().collect();
                     assert_eq!(got, expected, "round {round}, {constant:?}");
+                    let all: Vec<(usize, &[u8])> = samples
+                        .iter()
+                        .enumerate()
+                        .map(|(i, w)| (i, w.as_bytes()))
+                        .collect();
+                    let at = samples.iter().position(|w| *w == constant).unwrap();
+                    let got = &text_equalities(column.as_ref(), &all).unwrap()[at];
+                    let got: Vec<bool> = got.iter().collect();
+                    assert_eq!(got, expected, "round {round}, {constant:?} among all");
                 }
             }
+        }
+        // Many constants of one length: the table finds room for all without collisions.
+        let hosts: Vec<String> = (0..400).map(|i| format!("host-{i:03}")).collect();
+        let lookup = Lookup::new(hosts[..200].iter().map(|h| h.as_bytes()));
+        for (i, h) in hosts.iter().enumerate() {
+            let want = if i < 200 { i } else { lookup.none };
+            assert_eq!(lookup.find(h.as_bytes()), want, "{h}");
         }
         assert!(text_equals(&Int64Array::from(vec![1]), b"1").is_none());
     }
