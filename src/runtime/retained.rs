@@ -12,7 +12,8 @@ use datafusion::arrow::record_batch::RecordBatch;
 /// whole or sliced batches.
 #[derive(Debug)]
 pub struct Retained {
-    batches: VecDeque<RecordBatch>,
+    /// The batches with their Arrow memory, measured once as they come in.
+    batches: VecDeque<(RecordBatch, usize)>,
     rows: usize,
     capacity: usize,
     /// Arrow memory of the batches held (a slice counts the buffers it keeps alive).
@@ -50,23 +51,25 @@ impl Retained {
         } else {
             batch.clone()
         };
-        if batch.get_array_memory_size() > self.max_bytes {
+        let mut size = batch.get_array_memory_size();
+        if size > self.max_bytes {
             // Older rows cannot fit beside it.
             self.clear();
             match self.newest_that_fit(&batch) {
                 Some(fitted) => batch = fitted,
                 None => return,
             }
+            size = batch.get_array_memory_size();
         }
         self.rows += batch.num_rows();
-        self.bytes += batch.get_array_memory_size();
-        self.batches.push_back(batch);
+        self.bytes += size;
+        self.batches.push_back((batch, size));
         while self.rows > self.capacity || self.bytes > self.max_bytes {
-            let Some(front) = self.batches.pop_front() else {
+            let Some((front, front_size)) = self.batches.pop_front() else {
                 break;
             };
             self.rows -= front.num_rows();
-            self.bytes -= front.get_array_memory_size();
+            self.bytes -= front_size;
             // Its newest rows stay if only the row bound wanted them gone.
             let room = self
                 .capacity
@@ -78,7 +81,7 @@ impl Retained {
                 if self.bytes + size <= self.max_bytes {
                     self.rows += room;
                     self.bytes += size;
-                    self.batches.push_front(kept);
+                    self.batches.push_front((kept, size));
                 }
             }
         }
@@ -108,7 +111,7 @@ impl Retained {
 
     /// The retained rows, oldest first.
     pub fn batches(&self) -> Vec<RecordBatch> {
-        self.batches.iter().cloned().collect()
+        self.batches.iter().map(|(b, _)| b.clone()).collect()
     }
 
     /// Number of retained rows.
