@@ -1629,6 +1629,20 @@ async fn run_with_text_params(
     read_until_ready(socket).await
 }
 
+/// [`run_with_text_params`] with no declared types, for a query of one result row: asserts
+/// the replies are ParseComplete, BindComplete, one DataRow, CommandComplete and
+/// ReadyForQuery, and returns the DataRow's body.
+async fn one_row_with_text_params(
+    socket: &mut tokio::net::TcpStream,
+    query: &str,
+    params: &[&str],
+) -> Vec<u8> {
+    let mut replies = run_with_text_params(socket, query, &[], params).await;
+    let tags: String = replies.iter().map(|(t, _)| *t as char).collect();
+    assert_eq!(tags, "12DCZ", "{replies:?}");
+    replies.swap_remove(2).1
+}
+
 /// The SQLSTATE and message of an ErrorResponse body.
 fn error_fields(body: &[u8]) -> (String, String) {
     let field = |tag: u8| {
@@ -1706,17 +1720,14 @@ async fn text_parameters_of_unknown_type_take_the_type_of_their_place() {
     // Parse with no parameter types, Bind text values: the timestamp and the number are
     // read as the types of the columns they are compared with.
     let (mut socket, _) = raw_connect(server.addr).await;
-    let replies = run_with_text_params(
+    let row = one_row_with_text_params(
         &mut socket,
         "SELECT host FROM typed WHERE ts > $1 AND n < $2",
-        &[],
         &["2024-01-01 00:00:02", "100"],
     )
     .await;
-    let tags: String = replies.iter().map(|(t, _)| *t as char).collect();
-    assert_eq!(tags, "12DCZ", "{replies:?}");
     // DataRow: one column of 1 byte, "b".
-    assert_eq!(replies[2].1, b"\0\x01\0\0\0\x01b");
+    assert_eq!(row, b"\0\x01\0\0\0\x01b");
     // EXECUTE's quoted arguments are text of unknown type too.
     client
         .batch_execute("PREPARE later AS SELECT host FROM typed WHERE ts > $1 AND x > $2")
@@ -1757,18 +1768,15 @@ async fn catalog_queries_read_text_parameters_as_literals() {
     let client = server.connect().await;
     client.batch_execute(TYPED).await.unwrap();
     let (mut socket, _) = raw_connect(server.addr).await;
-    let replies = run_with_text_params(
+    let row = one_row_with_text_params(
         &mut socket,
         "SELECT c.relname FROM pg_catalog.pg_class c \
          WHERE c.oid = CAST($1 AS REGCLASS) AND c.relname NOT LIKE $2::VARCHAR || '%' ESCAPE '/'",
-        &[],
         &["typed", "pg/_"],
     )
     .await;
-    let tags: String = replies.iter().map(|(t, _)| *t as char).collect();
-    assert_eq!(tags, "12DCZ", "{replies:?}");
     // DataRow: one column of 5 bytes, "typed".
-    assert_eq!(replies[2].1, b"\0\x01\0\0\0\x05typed");
+    assert_eq!(row, b"\0\x01\0\0\0\x05typed");
     server.stop().await;
 }
 

@@ -15,7 +15,7 @@ use crate::error::sqlstate;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, GenericStringArray, OffsetSizeTrait};
-use datafusion::arrow::buffer::BooleanBuffer;
+use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::{HashMap, ScalarValue};
@@ -260,10 +260,15 @@ fn text_equals(column: &dyn Array, constant: &[u8]) -> Option<BooleanBuffer> {
         DataType::LargeUtf8 => equal_values(column.as_string::<i64>(), constant),
         _ => return None,
     };
-    Some(match column.logical_nulls() {
-        Some(nulls) if nulls.null_count() > 0 => &values & nulls.inner(),
-        _ => values,
-    })
+    Some(where_valid(values, column.logical_nulls().as_ref()))
+}
+
+/// `mask` where the column whose `nulls` these are is not NULL.
+fn where_valid(mask: BooleanBuffer, nulls: Option<&NullBuffer>) -> BooleanBuffer {
+    match nulls {
+        Some(nulls) if nulls.null_count() > 0 => &mask & nulls.inner(),
+        _ => mask,
+    }
 }
 
 fn equal_values<O: OffsetSizeTrait>(a: &GenericStringArray<O>, constant: &[u8]) -> BooleanBuffer {
@@ -276,11 +281,9 @@ fn equal_values<O: OffsetSizeTrait>(a: &GenericStringArray<O>, constant: &[u8]) 
     let (keep_lo, keep_hi) = (KEEP[n.min(8)], KEEP[n.saturating_sub(8)]);
     BooleanBuffer::collect_bool(a.len(), |i| {
         let (start, end) = (offsets[i].as_usize(), offsets[i + 1].as_usize());
-        match data.get(start..start + 16) {
-            // Two loads past the value (within the buffer), masked to the constant's length.
-            Some(w) => {
-                let w_lo = u64::from_le_bytes(w[..8].try_into().expect("8 bytes"));
-                let w_hi = u64::from_le_bytes(w[8..].try_into().expect("8 bytes"));
+        match load16(data, start) {
+            // Masked to the constant's length.
+            Some((w_lo, w_hi)) => {
                 (end - start == n) & (w_lo & keep_lo == lo) & (w_hi & keep_hi == hi)
             }
             // The last values of the buffer.
@@ -322,16 +325,10 @@ fn text_equalities(column: &dyn Array, constants: &[(usize, &[u8])]) -> Option<V
         _ => return None,
     }
     bits.pop();
-    let nulls = column.logical_nulls().filter(|n| n.null_count() > 0);
+    let nulls = column.logical_nulls();
     let masks: Vec<BooleanBuffer> = bits
         .into_iter()
-        .map(|b| {
-            let mask = BooleanBuffer::new(b.into(), 0, rows);
-            match &nulls {
-                Some(nulls) => &mask & nulls.inner(),
-                None => mask,
-            }
-        })
+        .map(|b| where_valid(BooleanBuffer::new(b.into(), 0, rows), nulls.as_ref()))
         .collect();
     Some(positions.into_iter().map(|p| masks[p].clone()).collect())
 }
@@ -457,10 +454,9 @@ const KEEP: [u64; 9] = {
 /// `data[start..start + len]` (len <= [`SHORT`]) as two little-endian words, zero-padded.
 fn words(data: &[u8], start: usize, len: usize) -> (u64, u64) {
     let (keep_lo, keep_hi) = (KEEP[len.min(8)], KEEP[len.saturating_sub(8)]);
-    let word = |w: &[u8]| u64::from_le_bytes(w.try_into().expect("8 bytes"));
-    match data.get(start..start + 16) {
+    match load16(data, start) {
         // Reading past the value (within the buffer) and masking is two loads.
-        Some(w) => (word(&w[..8]) & keep_lo, word(&w[8..]) & keep_hi),
+        Some((lo, hi)) => (lo & keep_lo, hi & keep_hi),
         // The last values of a buffer.
         None => {
             let mut w = [0; 16];
@@ -468,6 +464,18 @@ fn words(data: &[u8], start: usize, len: usize) -> (u64, u64) {
             (word(&w[..8]), word(&w[8..]))
         }
     }
+}
+
+/// The 16 bytes of `data` from `start` as two little-endian words, unmasked; None within 16
+/// bytes of the end.
+#[inline]
+fn load16(data: &[u8], start: usize) -> Option<(u64, u64)> {
+    let w = data.get(start..start + 16)?;
+    Some((word(&w[..8]), word(&w[8..])))
+}
+
+fn word(w: &[u8]) -> u64 {
+    u64::from_le_bytes(w.try_into().expect("8 bytes"))
 }
 
 /// `column = 'constant'` (either way round) over a text column: the column and the bytes.
