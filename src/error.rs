@@ -92,6 +92,10 @@ pub enum Error {
     /// The operation was canceled by the client (57014).
     #[error("canceling statement due to user request")]
     Canceled,
+    /// The server is shutting down and ended a statement that would not end by itself, a
+    /// SUBSCRIBE or a waiting FETCH (57P01).
+    #[error("terminating connection due to administrator command: the server is shutting down")]
+    AdminShutdown,
     /// The statement ran longer than the session's `statement_timeout` (57014).
     #[error("canceling statement due to statement timeout ({} ms; SET statement_timeout changes it)", .0.as_millis())]
     StatementTimeout(std::time::Duration),
@@ -144,6 +148,7 @@ impl Error {
             Error::InvalidInput { sqlstate, .. } => sqlstate,
             Error::Execution(_) => sqlstate::INTERNAL_ERROR,
             Error::Canceled | Error::StatementTimeout(_) => sqlstate::QUERY_CANCELED,
+            Error::AdminShutdown => sqlstate::ADMIN_SHUTDOWN,
             Error::ResourceLimit { sqlstate, .. } => sqlstate,
             Error::QueryFailed(f) => f.sqlstate,
             // A full disk is a resource limit the writer can act on.

@@ -182,3 +182,54 @@ async fn sigterm_lets_a_copy_finish_and_closes_idle_sessions_with_57p01() {
     let row = show_row(&client, "SHOW STREAMS", "s").await;
     assert_eq!(row["rows_in"], "1000", "{row:?}");
 }
+
+/// A COPY is one unit in the ingest log: one that cannot be written whole (here the disk
+/// takes only part of it) answers an error and keeps none of its rows, before and after a
+/// crash, so that the client's retry does not duplicate any.
+#[tokio::test]
+async fn a_copy_that_cannot_be_written_whole_keeps_none_of_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_addr();
+    let mut server = start_saql_in_shell(dir.path(), addr, &[], "trap '' XFSZ");
+    let client = connect(addr).await;
+    client
+        .batch_execute("CREATE STREAM s (ts TIMESTAMP NOT NULL, v BIGINT)")
+        .await
+        .unwrap();
+    // Room for the first of the COPY's 16,384-row batches, not for all 40,000 rows.
+    let room = log_tail_size(dir.path()) + 400_000;
+    limit_file_size(server.pid(), &room.to_string());
+    let e = copy_40_000(&client)
+        .await
+        .expect_err("the COPY does not fit");
+    let sqlstate = code(&e);
+    assert!(
+        sqlstate == "58030" || sqlstate == "53100",
+        "{sqlstate} {e:?}"
+    );
+    let row = show_row(&client, "SHOW STREAMS", "s").await;
+    assert_eq!(row["rows_in"], "0", "{row:?}");
+
+    limit_file_size(server.pid(), "unlimited");
+    server.kill();
+    let _server = start_saql(dir.path(), addr, &[]);
+    let client = connect(addr).await;
+    let row = show_row(&client, "SHOW STREAMS", "s").await;
+    assert_eq!(
+        row["rows_in"], "0",
+        "nothing of it after a restart: {row:?}"
+    );
+    // The client retries: exactly its rows are there.
+    assert_eq!(copy_40_000(&client).await.unwrap(), 40_000);
+    let row = show_row(&client, "SHOW STREAMS", "s").await;
+    assert_eq!(row["rows_in"], "40000", "{row:?}");
+}
+
+async fn copy_40_000(client: &Client) -> Result<u64, tokio_postgres::Error> {
+    let sink = client
+        .copy_in::<_, bytes::Bytes>("COPY s FROM STDIN (FORMAT csv)")
+        .await?;
+    futures::pin_mut!(sink);
+    sink.send(csv_rows(0, 40_000).into()).await?;
+    sink.finish().await
+}

@@ -75,6 +75,18 @@ const FRAGMENTS: &[&str] = &[
     "COPY",
     "STDIN",
     "9999999999999999999999",
+    // Non-ASCII identifiers, literals and comments: text is sliced by byte offsets in places.
+    "café",
+    "\"naïve\"",
+    "'日本語'",
+    "'€'",
+    "/* ünï */",
+    "-- é\n",
+    "FINAL(",
+    "RUNNING(",
+    "MATCH_RECOGNIZE (ORDER BY ts MEASURES",
+    "PATTERN (a)",
+    "DEFINE a AS",
 ];
 
 fn statement() -> impl Strategy<Value = String> {

@@ -281,3 +281,39 @@ fn checkpoints_bound_the_log_and_recovery_replays_only_after_them() {
         "counters come back from the checkpoint"
     );
 }
+
+/// An fsync that fails leaves the rows it covered unapplied: the writer gets the error, no
+/// query saw the rows, and a restart does not bring them back (a retry would duplicate them).
+#[test]
+fn rows_whose_fsync_failed_are_not_applied_before_or_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(Some(dir.path()), FsyncPolicy::Always);
+    create(&engine);
+    let mut seen = Seen::new();
+    let mut consumer = Consumer::subscribe(&engine, &seen);
+    engine.insert_batch("s", batch(&[(1, 1, 90)])).unwrap();
+    engine.inject_log_sync_failure();
+    let err = engine
+        .insert_batch("s", batch(&[(2, 1, 95), (3, 2, 99)]))
+        .unwrap_err();
+    assert!(err.to_string().contains("injected"), "{err}");
+    assert!(
+        engine.insert_batch("s", batch(&[(4, 1, 91)])).is_err(),
+        "writes fail until a restart"
+    );
+    consumer.drain(&mut seen);
+    assert_eq!(seen["big"].len(), 1, "only the durable row: {seen:?}");
+    drop(consumer);
+    drop(engine);
+
+    let engine = open(Some(dir.path()), FsyncPolicy::Always);
+    let mut consumer = Consumer::subscribe(&engine, &seen);
+    engine.insert_batch("s", batch(&[(5, 1, 92)])).unwrap();
+    consumer.drain(&mut seen);
+    let values: Vec<&str> = seen["big"].iter().map(|(_, r)| r.as_str()).collect();
+    assert_eq!(
+        values,
+        vec!["1970-01-01T00:00:01|1|90", "1970-01-01T00:00:05|1|92"],
+        "{seen:?}"
+    );
+}

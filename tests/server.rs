@@ -1832,3 +1832,54 @@ async fn bad_parameters_fail_with_their_sqlstate_and_number() {
     assert_eq!(rows, vec![vec![Some("0".into())]]);
     server.stop().await;
 }
+
+/// Non-ASCII identifiers, literals and comments in a continuous query (the text was once
+/// sliced inside a character, which panicked on every later catalog read and cut every
+/// client's `SELECT 1` off with 08P01).
+#[tokio::test]
+async fn non_ascii_query_text_is_served_and_shown_back() {
+    let server = Server::start(None).await;
+    let client = server.connect().await;
+    client.batch_execute(EVENTS).await.unwrap();
+    client
+        .batch_execute(
+            "CREATE CONTINUOUS QUERY q AS SELECT ts, host AS café FROM events \
+             WHERE host <> 'ñandú' /* ü */;
+             CREATE CONTINUOUS QUERY p AS SELECT * FROM events MATCH_RECOGNIZE (
+               PARTITION BY host ORDER BY ts
+               MEASURES FINAL LAST(a.amount) AS \"mé\", RUNNING COUNT(a.*) AS n
+               PATTERN (a+) DEFINE a AS host <> 'é€' AND amount > 1) AS m",
+        )
+        .await
+        .unwrap();
+    let other = server.connect().await;
+    for c in [&client, &other] {
+        let rows = data_rows(&c.simple_query("SELECT 1").await.unwrap());
+        assert_eq!(rows, vec![vec![Some("1".to_string())]]);
+    }
+    let rows = data_rows(
+        &other
+            .simple_query(
+                "SELECT relname, pg_get_viewdef(oid) FROM pg_catalog.pg_class \
+                 WHERE relname IN ('q', 'p') ORDER BY relname",
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let def = |i: usize| rows[i][1].clone().unwrap_or_default();
+    assert!(
+        def(0).contains("FINAL LAST(a.amount) AS \"mé\""),
+        "{}",
+        def(0)
+    );
+    assert!(
+        def(1).contains("café") && def(1).contains("'ñandú'"),
+        "{}",
+        def(1)
+    );
+    client
+        .batch_execute("INSERT INTO events VALUES ('2024-01-01 00:00:01', 'ñandú', 5)")
+        .await
+        .unwrap();
+}

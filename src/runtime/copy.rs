@@ -95,14 +95,18 @@ impl Engine {
         })))
     }
 
-    /// Completes a COPY: decodes what is left, then inserts its rows, batch by batch as they
-    /// were decoded while the data arrived. Nothing is inserted unless every line decoded.
+    /// Completes a COPY: decodes what is left, then inserts its rows, the batches decoded
+    /// while the data arrived, as one unit: logged in one frame and applied once that is
+    /// durable. Nothing is inserted unless every line decoded and the frame reached the disk.
     pub fn finish_copy(&self, copy: CopyIn) -> Result<u64> {
-        let mut rows = 0;
-        for batch in copy.decoder.finish_batches()? {
-            rows += self.insert_batch(&copy.stream, batch)?;
-        }
-        Ok(rows)
+        let batches = copy.decoder.finish_batches()?;
+        let hub = self.hub(&copy.stream)?;
+        let entry = super::door::Entry {
+            batches,
+            source: None,
+            lag: None,
+        };
+        Ok(self.enter(&copy.stream, &hub, entry)?.rows)
     }
 }
 

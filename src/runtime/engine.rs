@@ -17,7 +17,7 @@ use datafusion::sql::sqlparser::ast::{self as sq, Spanned};
 
 use super::adhoc;
 pub use super::copy::CopyIn;
-use super::hub::{Hub, StreamHub};
+use super::hub::StreamHub;
 use super::ingest::IngestBudget;
 use super::output::{
     QueryOutput, SubscriptionEvent, SubscriptionEvents, DEFAULT_SUBSCRIBER_BUFFER_BYTES,
@@ -270,6 +270,21 @@ impl Engine {
         }
     }
 
+    /// Makes the ingest log's next fsync fail, as a failing disk would (for tests).
+    #[doc(hidden)]
+    pub fn inject_log_sync_failure(&self) {
+        if let Some(d) = &self.durability {
+            d.log.inject_sync_failure();
+        }
+    }
+
+    /// The log sequence number up to which records are durable (all, without a log).
+    pub(super) fn durable_through(&self) -> u64 {
+        self.durability
+            .as_ref()
+            .map_or(u64::MAX, |d| d.log.durable_seq())
+    }
+
     // A panic while a lock was held cannot leave the catalog half-updated in a way we could
     // repair; keep serving with what is there.
     pub(super) fn read(&self) -> RwLockReadGuard<'_, Shared> {
@@ -502,54 +517,12 @@ impl Engine {
         lag: Option<Duration>,
     ) -> Result<Inserted> {
         let hub = self.hub(stream)?;
-        let _in_flight = self.ingest.acquire(batch.get_array_memory_size());
-        let (inserted, seq) = {
-            let (mut hub, waited) = hub.lock_for_ingest();
-            let lag = lag.unwrap_or(waited);
-            hub.check_batch(&batch)?;
-            let batch = hub.shed(batch, lag)?;
-            if batch.num_rows() == 0 {
-                return Ok(Inserted {
-                    rows: 0,
-                    late: 0,
-                    watermark: hub.stream.watermark,
-                });
-            }
-            let seq = self.log(&Record::Rows {
-                stream: stream.to_string(),
-                batch: batch.clone(),
-            })?;
-            let (late_before, watermark) = (hub.stream.late_rows, hub.stream.watermark);
-            let rows = hub.insert(&batch, Instant::now())?;
-            let late = hub.stream.late_rows - late_before;
-            (
-                Inserted {
-                    rows,
-                    late,
-                    watermark,
-                },
-                seq,
-            )
+        let entry = super::door::Entry {
+            batches: vec![batch],
+            source: None,
+            lag,
         };
-        self.durable(seq)?;
-        Ok(inserted)
-    }
-
-    /// Moves a hub's watermark (logged, so that replay moves it at the same point).
-    fn advance_logged(&self, hub: &mut Hub, to: Watermark) {
-        if to <= hub.stream.watermark {
-            return;
-        }
-        let record = Record::Watermark {
-            stream: hub.stream.def.name.clone(),
-            watermark: to,
-        };
-        if let Err(e) = self.log(&record) {
-            // Not moving it is safe: windows close on the next rows or tick.
-            tracing::warn!("watermark of \"{}\" not moved: {e}", hub.stream.def.name);
-            return;
-        }
-        hub.advance(to);
+        self.enter(stream, &hub, entry)
     }
 
     /// Periodic housekeeping: advances the watermark of idle streams and forgets subscribers
@@ -560,8 +533,11 @@ impl Engine {
 
     /// [`Engine::tick`] at a given processing time (for tests).
     pub fn tick_at(&self, now: Instant) {
+        let durable = self.durable_through();
         for hub in self.hubs() {
             let mut hub = hub.lock();
+            // Changes that became durable with no writer left to apply them.
+            hub.apply_durable(durable);
             if let Some(wm) = hub.stream.idle_watermark(now) {
                 self.advance_logged(&mut hub, wm);
             }

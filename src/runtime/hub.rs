@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use datafusion::arrow::record_batch::RecordBatch;
 
+use super::door::PendingChanges;
 use super::graph::OperatorGraph;
 use super::output::{OutputHandle, QueryOutput};
 use super::retained::Retained;
@@ -50,6 +51,7 @@ impl StreamHub {
                 queries: BTreeMap::new(),
                 sources: BTreeMap::new(),
                 dropped: false,
+                pending: PendingChanges::default(),
             }),
         })
     }
@@ -90,6 +92,8 @@ pub struct Hub {
     pub sources: BTreeMap<String, SourceProgress>,
     /// Set when the stream is dropped: later writers get an error.
     pub dropped: bool,
+    /// Changes logged but not yet durable, applied in log order once they are.
+    pub pending: PendingChanges,
     /// Most bytes of state (operators and retained results) one query may hold (53200
     /// past it).
     max_state_bytes: usize,

@@ -7,6 +7,7 @@ mod adhoc_windows;
 mod checkpoint;
 mod copy;
 mod ddl;
+mod door;
 pub mod engine;
 mod graph;
 mod hub;

@@ -99,8 +99,12 @@ pub(super) fn snapshot(
     names.sort();
     for (i, name) in names.into_iter().enumerate() {
         let mut hub = shared.hubs[name].lock();
-        // Frames of this stream are appended under its lock: all up to here are applied.
-        let position = log.last_seq();
+        // Frames of this stream are appended under its lock and applied in order once
+        // durable: all before the first one still waiting are applied.
+        let position = hub
+            .pending
+            .first_seq()
+            .map_or_else(|| log.last_seq(), |first| first - 1);
         let recent = format!("stream-{i}.arrow");
         files.push((
             recent.clone(),
@@ -252,12 +256,15 @@ impl Engine {
             let position = |stream: &str| manifest.as_ref().map_or(0, |m| m.position(stream));
             match record {
                 Record::Catalog { sql } if seq > catalog_seq => apply(&mut shared, &sql, seq),
-                Record::Rows { stream, batch } if seq > position(&stream) => {
+                Record::Rows { stream, batches } if seq > position(&stream) => {
                     if let Some(hub) = shared.hubs.get(&stream) {
-                        if let Err(e) = hub.lock().insert(&batch, Instant::now()) {
-                            tracing::warn!(
-                                "recovery skips rows of \"{stream}\" (log seq {seq}): {e}"
-                            );
+                        let mut hub = hub.lock();
+                        for batch in &batches {
+                            if let Err(e) = hub.insert(batch, Instant::now()) {
+                                tracing::warn!(
+                                    "recovery skips rows of \"{stream}\" (log seq {seq}): {e}"
+                                );
+                            }
                         }
                     }
                 }

@@ -9,14 +9,12 @@
 use crate::error::sqlstate;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use super::engine::{Engine, Shared, StatementResult, WeakEngine};
 use super::show::{int_column, rows_result, text_column};
-use super::wal::Record;
 use crate::error::{Error, Result};
 use crate::sources::file::{FileTail, Poll};
 use crate::sources::records::RecordDecoder;
@@ -135,35 +133,24 @@ impl Engine {
         progress: SourceProgress,
     ) -> Result<()> {
         let name = &rt.spec.name;
-        let _in_flight = self.ingest.acquire(batch.get_array_memory_size());
-        let seq = {
+        let hub = {
             let shared = self.read();
             match shared.sources.get(name) {
                 Some(current) if Arc::ptr_eq(current, rt) => {}
                 _ => return Err(Error::undefined("source", name)),
             }
-            let hub = shared
+            shared
                 .hubs
                 .get(&rt.spec.stream)
-                .ok_or_else(|| Error::undefined("stream", &rt.spec.stream))?;
-            let (mut hub, lag) = hub.lock_for_ingest();
-            hub.check_batch(&batch)?;
-            let batch = hub.shed(batch, lag)?;
-            let encoded = serde_json::to_string(&progress)
-                .map_err(|e| Error::Internal(format!("encoding a source position: {e}")))?;
-            let seq = self.log(&Record::SourceRows {
-                stream: rt.spec.stream.clone(),
-                source: name.clone(),
-                progress: encoded,
-                batch: batch.clone(),
-            })?;
-            if batch.num_rows() > 0 {
-                hub.insert(&batch, Instant::now())?;
-            }
-            hub.sources.insert(name.clone(), progress.clone());
-            seq
+                .cloned()
+                .ok_or_else(|| Error::undefined("stream", &rt.spec.stream))?
         };
-        self.durable(seq)?;
+        let entry = super::door::Entry {
+            batches: vec![batch],
+            source: Some((name.clone(), progress.clone())),
+            lag: None,
+        };
+        self.enter(&rt.spec.stream, &hub, entry)?;
         rt.update(|s| s.progress = progress);
         Ok(())
     }

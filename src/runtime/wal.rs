@@ -69,12 +69,13 @@ const KIND_SOURCE_ROWS: u8 = 4;
 /// What a frame holds.
 #[derive(Debug, Clone)]
 pub enum Record {
-    /// Rows accepted into a stream.
+    /// Rows accepted into a stream by one statement (all of a COPY's batches are one frame,
+    /// so a crash keeps all of them or none).
     Rows {
         /// The stream.
         stream: String,
-        /// Its rows, with the stream's schema.
-        batch: RecordBatch,
+        /// Its rows, with the stream's schema; at least one batch.
+        batches: Vec<RecordBatch>,
     },
     /// A stream's watermark moved without rows (idle timeout, end of input).
     Watermark {
@@ -109,12 +110,17 @@ struct Writer {
     size: u64,
     /// Sequence number of the last frame written.
     last_seq: u64,
+    /// Tests make the next fsync fail, as a failing disk would.
+    fail_next_sync: bool,
 }
 
 #[derive(Default)]
 struct SyncState {
     written: u64,
     durable: u64,
+    /// Set by a failed fsync, for good: the frames after `durable` are cut off the log, and
+    /// every later append and wait fails until the server restarts (as PostgreSQL panics),
+    /// since what the disk holds after a failed fsync is unknown.
     error: Option<String>,
     closed: bool,
 }
@@ -216,6 +222,7 @@ impl IngestLog {
                 path,
                 size,
                 last_seq,
+                fail_next_sync: false,
             }),
             syncer,
         });
@@ -242,9 +249,31 @@ impl IngestLog {
         self.lock_writer().last_seq
     }
 
+    /// The sequence number up to which frames are as durable as the policy promises.
+    pub fn durable_seq(&self) -> u64 {
+        self.lock_sync().durable
+    }
+
+    /// Makes the next fsync fail as a failing disk would (for tests of what a writer sees).
+    #[doc(hidden)]
+    pub fn inject_sync_failure(&self) {
+        self.lock_writer().fail_next_sync = true;
+    }
+
+    fn failed(&self) -> Result<()> {
+        match &self.lock_sync().error {
+            Some(e) => Err(Error::Io {
+                context: "the ingest log failed to sync earlier; restart the server".into(),
+                source: std::io::Error::other(e.clone()),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Appends a frame and hands it to the OS; returns its sequence number. Nothing is
     /// appended if this fails (a partial frame is cut off again).
     pub fn append(&self, record: &Record) -> Result<u64> {
+        self.failed()?;
         let mut w = self.lock_writer();
         let seq = w.last_seq + 1;
         let frame = encode(seq, record)?;
@@ -266,6 +295,28 @@ impl IngestLog {
         }
         self.syncer.changed.notify_all();
         Ok(seq)
+    }
+
+    /// After a failed fsync: the frames not known durable are cut off the log (best effort:
+    /// the disk is failing), so that a restart does not replay rows whose writers were told
+    /// they failed; every writer waiting and every later one gets the error.
+    fn fail(&self, e: std::io::Error) {
+        tracing::error!("ingest log: fsync failed ({e}); writes fail until the server restarts");
+        let durable = self.lock_sync().durable;
+        let mut w = self.lock_writer();
+        if w.last_seq > durable {
+            match durable_prefix(&w.path, durable) {
+                Ok(len) => {
+                    let _ = w.file.set_len(len);
+                    w.size = len;
+                }
+                Err(e) => tracing::error!("ingest log: cannot cut undurable frames: {e}"),
+            }
+        }
+        drop(w);
+        let mut s = self.lock_sync();
+        s.error = Some(e.to_string());
+        self.syncer.changed.notify_all();
     }
 
     /// Starts a new segment whose first frame will be `seq`, after making the old one durable.
@@ -419,15 +470,21 @@ fn group_commit(log: std::sync::Weak<IngestLog>) {
         last_start = Some(std::time::Instant::now());
         // Frames written up to now are covered by this fsync, some beyond `target` too.
         let (file, written) = {
-            let w = log.lock_writer();
-            (w.file.try_clone(), w.last_seq)
+            let mut w = log.lock_writer();
+            let file = if std::mem::take(&mut w.fail_next_sync) {
+                Err(std::io::Error::other("injected fsync failure"))
+            } else {
+                w.file.try_clone()
+            };
+            (file, w.last_seq)
         };
         let result = file.and_then(|f| f.sync_data());
-        let mut s = log.lock_sync();
-        match result {
-            Ok(()) => s.durable = s.durable.max(written.max(target)),
-            Err(e) => s.error = Some(e.to_string()),
+        if let Err(e) = result {
+            log.fail(e);
+            return;
         }
+        let mut s = log.lock_sync();
+        s.durable = s.durable.max(written.max(target));
         log.syncer.changed.notify_all();
     }
 }
@@ -452,6 +509,11 @@ fn scan(
         let Some(header) = bytes.get(pos..pos + 8) else {
             return Ok(Err(bad(pos, TORN)));
         };
+        // Zeros from here to the end of the file are space the file system allocated but the
+        // crash never filled (ext4 and XFS leave that after a power cut): a torn tail.
+        if bytes[pos..].iter().all(|&b| b == 0) {
+            return Ok(Err(bad(pos, TORN)));
+        }
         let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
         let crc = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
         let Some(body) = bytes.get(pos + 8..pos + 8 + len) else {
@@ -460,6 +522,16 @@ fn scan(
         if crc32fast::hash(body) != crc || len < 11 {
             // A bad checksum on the very last frame is a write the crash cut short.
             let last = pos + 8 + len == bytes.len();
+            if last && len >= 11 {
+                // Whole but wrong: a torn write, or a flipped byte in a frame that was
+                // acknowledged. Either way it cannot be read; say loudly what it held.
+                tracing::error!(
+                    "ingest log: the last frame of {} (offset {pos}) fails its checksum and is \
+                     dropped: {}; if it was acknowledged, that is lost",
+                    path.display(),
+                    describe_frame(body)
+                );
+            }
             return Ok(Err(bad(
                 pos,
                 if last {
@@ -476,12 +548,52 @@ fn scan(
     Ok(Ok(pos as u64))
 }
 
+/// Where the frames up to `seq` end in the segment at `path`.
+fn durable_prefix(path: &Path, seq: u64) -> Result<u64> {
+    let mut end = 0u64;
+    scan(path, |frame_seq, body| {
+        if frame_seq <= seq {
+            end += 8 + body.len() as u64;
+        }
+        Ok(())
+    })?
+    .map_err(|bad| Error::Internal(format!("{} at offset {}", bad.reason, bad.offset)))?;
+    Ok(end)
+}
+
+/// What an unreadable frame seems to hold, from its header and, if its payload still
+/// decodes, its rows: for the error that reports it dropped.
+fn describe_frame(body: &[u8]) -> String {
+    let seq = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+    match decode(body) {
+        Ok(Record::Rows { stream, batches }) => format!(
+            "log seq {seq}, {} rows of stream \"{stream}\"",
+            batches.iter().map(|b| b.num_rows()).sum::<usize>()
+        ),
+        Ok(Record::SourceRows { stream, batch, .. }) => format!(
+            "log seq {seq}, {} rows of stream \"{stream}\" from a source",
+            batch.num_rows()
+        ),
+        Ok(Record::Watermark { stream, .. }) => {
+            format!("log seq {seq}, a watermark of stream \"{stream}\"")
+        }
+        Ok(Record::Catalog { sql }) => format!("log seq {seq}, the catalog change {sql:?}"),
+        Err(_) => format!("log seq {seq}, contents unreadable"),
+    }
+}
+
 fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
     let (kind, stream, payload) = match record {
-        Record::Rows { stream, batch } => {
+        Record::Rows { stream, batches } => {
+            let schema = batches
+                .first()
+                .ok_or_else(|| Error::Internal("logging rows without a batch".into()))?
+                .schema();
             let mut out = Vec::new();
-            let mut writer = StreamWriter::try_new(&mut out, &batch.schema())?;
-            writer.write(batch)?;
+            let mut writer = StreamWriter::try_new(&mut out, &schema)?;
+            for batch in batches {
+                writer.write(batch)?;
+            }
             writer.finish()?;
             drop(writer);
             (KIND_ROWS, stream.as_str(), out)
@@ -553,9 +665,12 @@ fn decode(body: &[u8]) -> Result<Record> {
     let payload = &body[11 + stream_len..];
     Ok(match kind {
         KIND_ROWS => {
-            let mut reader = StreamReader::try_new(Cursor::new(payload), None)?;
-            let batch = reader.next().ok_or_else(bad)??;
-            Record::Rows { stream, batch }
+            let reader = StreamReader::try_new(Cursor::new(payload), None)?;
+            let batches = reader.collect::<std::result::Result<Vec<_>, _>>()?;
+            if batches.is_empty() {
+                return Err(bad());
+            }
+            Record::Rows { stream, batches }
         }
         KIND_WATERMARK => Record::Watermark {
             stream,
@@ -650,7 +765,7 @@ mod tests {
                 .unwrap();
         Record::Rows {
             stream: "s".into(),
-            batch,
+            batches: vec![batch],
         }
     }
 
@@ -660,7 +775,7 @@ mod tests {
             out.push((
                 seq,
                 match r {
-                    Record::Rows { batch, .. } => batch.num_rows(),
+                    Record::Rows { batches, .. } => batches.iter().map(|b| b.num_rows()).sum(),
                     Record::Watermark { .. } => 0,
                     Record::Catalog { sql } => sql.len(),
                     Record::SourceRows { batch, .. } => 1000 + batch.num_rows(),
@@ -694,9 +809,10 @@ mod tests {
     fn source_rows_keep_their_source_and_progress() {
         let dir = tempfile::tempdir().unwrap();
         let log = IngestLog::open(dir.path(), FsyncPolicy::Off, false).unwrap();
-        let Record::Rows { batch, .. } = rows(0..4) else {
+        let Record::Rows { mut batches, .. } = rows(0..4) else {
             unreachable!()
         };
+        let batch = batches.remove(0);
         for b in [batch.clone(), batch.slice(0, 0)] {
             log.append(&Record::SourceRows {
                 stream: "s".into(),
@@ -805,5 +921,82 @@ mod tests {
         log.truncate_through(2).unwrap();
         assert_eq!(segments(dir.path()).unwrap().len(), 1);
         assert_eq!(replayed(&log, 0), vec![(2, 2), (3, 3)]);
+    }
+
+    #[test]
+    fn zeros_after_the_last_frame_are_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Off, false).unwrap();
+        log.append(&rows(0..3)).unwrap();
+        log.append(&rows(0..4)).unwrap();
+        drop(log);
+        let path = segment_path(dir.path(), 1);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let frames = bytes.len();
+        // What a power cut can leave: the file grew, the data never came.
+        bytes.extend(std::iter::repeat_n(0u8, 4096));
+        std::fs::write(&path, &bytes).unwrap();
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Off, false).unwrap();
+        assert_eq!(replayed(&log, 0), vec![(1, 3), (2, 4)]);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), frames as u64);
+        assert_eq!(log.append(&rows(0..5)).unwrap(), 3);
+        drop(log);
+        // Zeros in the middle, with a frame after them, are still corruption.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.splice(frames..frames, std::iter::repeat_n(0u8, 64));
+        std::fs::write(&path, &bytes).unwrap();
+        let err = IngestLog::open(dir.path(), FsyncPolicy::Off, false)
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("bad checksum"), "{err}");
+    }
+
+    #[test]
+    fn a_statement_of_many_batches_is_one_frame() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Off, false).unwrap();
+        let batches: Vec<RecordBatch> = [0..3, 3..10, 10..11]
+            .into_iter()
+            .map(|r| match rows(r) {
+                Record::Rows { mut batches, .. } => batches.remove(0),
+                _ => unreachable!(),
+            })
+            .collect();
+        let seq = log
+            .append(&Record::Rows {
+                stream: "s".into(),
+                batches,
+            })
+            .unwrap();
+        assert_eq!(seq, 1);
+        drop(log);
+        // Cut anywhere inside it, none of its rows come back.
+        let path = segment_path(dir.path(), 1);
+        let full = std::fs::read(&path).unwrap();
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Off, false).unwrap();
+        assert_eq!(replayed(&log, 0), vec![(1, 11)]);
+        drop(log);
+        std::fs::write(&path, &full[..full.len() / 2]).unwrap();
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Off, false).unwrap();
+        assert!(replayed(&log, 0).is_empty());
+    }
+
+    #[test]
+    fn a_failed_fsync_cuts_the_frames_it_covered_and_fails_every_later_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Always, false).unwrap();
+        let first = log.append(&rows(0..3)).unwrap();
+        log.wait_durable(first).unwrap();
+        log.inject_sync_failure();
+        let second = log.append(&rows(0..4)).unwrap();
+        let err = log.wait_durable(second).unwrap_err();
+        assert!(err.to_string().contains("injected"), "{err}");
+        assert!(log.append(&rows(0..5)).is_err(), "a later write is refused");
+        assert_eq!(log.durable_seq(), first);
+        drop(log);
+        // A restart replays only what was durable: the writer of the second frame was told
+        // it failed, so it must not come back.
+        let log = IngestLog::open(dir.path(), FsyncPolicy::Always, false).unwrap();
+        assert_eq!(replayed(&log, 0), vec![(1, 3)]);
     }
 }

@@ -227,6 +227,9 @@ async fn ending(session: &Session, mut lifetime: Lifetime) -> Ending {
             // The server is gone without saying it shuts down: nothing to wait for.
             return std::future::pending::<Ending>().await;
         }
+        // A subscription never finishes by itself: it ends now (57P01), and the session
+        // is idle after it.
+        session.close();
         let until_idle = async {
             while session.idle_for().is_none() {
                 tokio::time::sleep(Duration::from_millis(20)).await;

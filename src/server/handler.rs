@@ -14,10 +14,12 @@ use bytes::Bytes;
 use datafusion::sql::sqlparser::ast as sq;
 use futures::sink::{Sink, SinkExt};
 use futures::stream;
+use futures::FutureExt;
 use pgwire::api::cancel::DefaultCancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{CopyResponse, FieldFormat, QueryResponse, Response, Tag};
+use std::panic::AssertUnwindSafe;
 
 use pgwire::api::{
     ClientInfo, ClientPortalStore, ConnectionManager, NoopHandler, PgWireServerHandlers,
@@ -75,6 +77,17 @@ fn char_position(query: &str, line: u64, column: u64) -> usize {
         pos += l.chars().count() + 1;
     }
     pos.max(1)
+}
+
+/// What a caught panic says, for the XX000 that ends its statement.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown cause".into());
+    tracing::error!("a statement panicked: {what}");
+    format!("the statement failed inside saql ({what}); please report it")
 }
 
 fn tag(text: &str) -> Tag {
@@ -209,7 +222,10 @@ impl Connection {
                         break;
                     }
                     let wait = deadline.map_or(HEARTBEAT, |d| HEARTBEAT.min(d - now));
-                    cursors.wait(&name, wait).await.map_err(fail)?;
+                    tokio::select! {
+                        waited = cursors.wait(&name, wait) => waited.map_err(fail)?,
+                        e = self.session.closed() => return Err(fail(e)),
+                    }
                     if !cursors.ready(&name).map_err(fail)? {
                         client.send(heartbeat()).await?;
                     }
@@ -319,7 +335,11 @@ impl Connection {
         session: &SessionInfo,
     ) -> Result<StatementResult, Error> {
         let timeout = self.session.timeout_for(&stmt);
-        let run = self.engine.execute_statement_for(stmt, params, session);
+        // A panic ends this statement with XX000; the connection and every other session go
+        // on (the engine's locks do not poison).
+        let run = AssertUnwindSafe(self.engine.execute_statement_for(stmt, params, session))
+            .catch_unwind()
+            .map(|r| r.unwrap_or_else(|panic| Err(Error::Internal(panic_message(&*panic)))));
         match timeout {
             Some(t) => tokio::time::timeout(t, run)
                 .await
@@ -379,7 +399,11 @@ impl Connection {
                 )))
             }
             StatementResult::Subscribe(sub) => {
-                stream_subscription(client, sub, format, !extended, query).await
+                let closed = self.session.closed();
+                tokio::select! {
+                    done = stream_subscription(client, sub, format, !extended, query) => done,
+                    e = closed => Err(pg_error(&e, query)),
+                }
             }
         }
     }

@@ -20,6 +20,9 @@ pub struct Session {
     busy: AtomicUsize,
     last_active: Mutex<Instant>,
     tls: AtomicBool,
+    /// Set when the server shuts down: statements that never finish on their own (a
+    /// SUBSCRIBE, a FETCH waiting for rows) end at once instead of holding up the shutdown.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// Marks its session busy while it lives.
@@ -44,12 +47,25 @@ impl Session {
             busy: AtomicUsize::new(0),
             last_active: Mutex::new(Instant::now()),
             tls: AtomicBool::new(false),
+            closing: tokio::sync::watch::Sender::new(false),
         })
     }
 
     /// Records that the client talks TLS: the server must not write plaintext to it.
     pub fn set_tls(&self) {
         self.tls.store(true, Ordering::Release);
+    }
+
+    /// Tells the session's open-ended statements that the server shuts down.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Completes once the server shuts down: an open-ended statement then ends with 57P01.
+    pub async fn closed(&self) -> Error {
+        let mut closing = self.closing.subscribe();
+        let _ = closing.wait_for(|c| *c).await;
+        Error::AdminShutdown
     }
 
     /// Whether the client talks TLS.

@@ -277,8 +277,10 @@ pub fn pattern_semantics_sql(text: &str) -> String {
     while i < text.len() {
         let rest = &text[i..];
         let word = ["RUNNING(", "FINAL("].into_iter().find(|w| {
+            // Compared as bytes: `w` is ASCII, and slicing `rest` as text could cut a
+            // character of a non-ASCII identifier or literal in two.
             rest.len() >= w.len()
-                && rest[..w.len()].eq_ignore_ascii_case(w)
+                && rest.as_bytes()[..w.len()].eq_ignore_ascii_case(w.as_bytes())
                 && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_'))
         });
         if let Some(w) = word {
