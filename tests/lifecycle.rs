@@ -233,3 +233,35 @@ async fn copy_40_000(client: &Client) -> Result<u64, tokio_postgres::Error> {
     sink.send(csv_rows(0, 40_000).into()).await?;
     sink.finish().await
 }
+
+/// A subscription never finishes by itself: SIGTERM ends it at once with 57P01 (like an idle
+/// session), and the server exits without waiting out its 60 s grace period.
+#[tokio::test]
+async fn sigterm_ends_an_open_subscription_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_addr();
+    let mut server = start_saql(dir.path(), addr, &["--shutdown-grace", "60"]);
+    let client = connect(addr).await;
+    client
+        .batch_execute(
+            "CREATE STREAM s (ts TIMESTAMP NOT NULL, v BIGINT);
+             CREATE CONTINUOUS QUERY q AS SELECT ts, v FROM s WHERE v > 0",
+        )
+        .await
+        .unwrap();
+    let subscriber = connect(addr).await;
+    let subscription = tokio::spawn(async move { subscriber.simple_query("SUBSCRIBE q").await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.signal("TERM");
+    let ended = tokio::time::timeout(Duration::from_secs(20), subscription)
+        .await
+        .expect("the subscription ended before the grace period")
+        .unwrap();
+    let e = ended.expect_err("the subscription ended with an error");
+    assert_eq!(code(&e), "57P01", "{e:?}");
+    let status = tokio::task::spawn_blocking(move || server.wait_exit(Duration::from_secs(30)))
+        .await
+        .unwrap()
+        .expect("the server exited");
+    assert!(status.success(), "{status:?}");
+}
