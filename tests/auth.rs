@@ -488,3 +488,62 @@ fn require_tls_needs_a_certificate() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--tls-cert"), "{err}");
 }
+
+/// Clients that never log in cannot lock anyone out: 300 TCP connections that send nothing
+/// do not count against --max-connections (and are dropped after --authentication-timeout),
+/// and readers holding every ordinary slot leave the reserved ones to the admin.
+#[tokio::test]
+async fn silent_connections_and_idle_readers_do_not_lock_the_admin_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path());
+    let server = Server::start(&[
+        "--users",
+        users.to_str().unwrap(),
+        "--max-connections",
+        "5",
+        "--reserved-connections",
+        "2",
+        "--authentication-timeout",
+        "2",
+    ]);
+    let mut silent: Vec<std::net::TcpStream> = (0..300)
+        .map(|_| std::net::TcpStream::connect(server.addr).expect("a TCP connection"))
+        .collect();
+    let mut readers = Vec::new();
+    for _ in 0..3 {
+        readers.push(
+            server
+                .connect("rita", "rita-pw")
+                .await
+                .expect("a reader logs in"),
+        );
+    }
+    // The ordinary slots are taken: another reader is refused, the admin is not.
+    let e = server.connect("rita", "rita-pw").await.unwrap_err();
+    assert_eq!(code(&e), "53300", "{e}");
+    assert!(message(&e).contains("reserved for admins"), "{e}");
+    let alice = server
+        .connect("alice", "alice-pw")
+        .await
+        .expect("the admin logs in");
+    let rows = alice.query("SELECT 1 + 1", &[]).await.unwrap();
+    assert_eq!(rows[0].get::<_, i64>(0), 2);
+    for r in &readers {
+        r.simple_query("SELECT 1")
+            .await
+            .expect("readers are served");
+    }
+    // The silent connections are closed once the authentication timeout passes.
+    let silent = tokio::task::spawn_blocking(move || {
+        let s = &mut silent[0];
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut buf = [0u8; 16];
+        std::io::Read::read(s, &mut buf)
+    })
+    .await
+    .unwrap();
+    assert!(
+        matches!(silent, Ok(0)) || silent.is_err(),
+        "a silent connection was not closed: {silent:?}"
+    );
+}

@@ -18,6 +18,14 @@ pub struct LimitFlags {
     /// Most client connections at once; one more gets `53300 too many connections`.
     #[arg(long, env = "SAQL_MAX_CONNECTIONS", default_value_t = saql::server::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// Of --max-connections, slots only admins may take (PostgreSQL's
+    /// superuser_reserved_connections), so that other clients cannot lock the admin out.
+    #[arg(long, default_value_t = saql::server::slots::DEFAULT_RESERVED_CONNECTIONS)]
+    reserved_connections: usize,
+    /// Seconds a client has from connecting to being logged in; then it is disconnected.
+    /// Clients count against --max-connections only once logged in.
+    #[arg(long, default_value_t = saql::server::slots::DEFAULT_AUTHENTICATION_TIMEOUT.as_secs())]
+    authentication_timeout: u64,
     /// Seconds a session may sit idle (no statement running) before it is closed with
     /// 57P05; 0 never closes it.
     #[arg(long, default_value_t = 0)]
@@ -79,6 +87,8 @@ impl LimitFlags {
         let secs = |s: u64| (s > 0).then(|| Duration::from_secs(s));
         ServerConfig {
             max_connections: self.max_connections.max(1),
+            reserved_connections: self.reserved_connections,
+            authentication_timeout: Duration::from_secs(self.authentication_timeout.max(1)),
             idle_session_timeout: secs(self.idle_session_timeout),
             statement_timeout: secs(self.statement_timeout),
             shutdown_grace: Duration::from_secs(self.shutdown_grace),

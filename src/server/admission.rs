@@ -1,9 +1,8 @@
-//! Who gets served: the connection limit (one client past `--max-connections` is told
-//! `53300 sorry, too many clients already` instead of waiting unanswered) and the idle-session
-//! timeout (a session idle past `--idle-session-timeout` is closed with 57P05), and the end of
-//! sessions at shutdown (57P01 once idle, after a grace period for statements in flight).
-//! They speak just enough of the protocol to send a FATAL ErrorResponse on a socket pgwire
-//! does not own.
+//! How long a session lives: a client that does not log in within `--authentication-timeout`
+//! (or is pushed out of a full start-up room, see [`super::slots`]) is disconnected, a
+//! session idle past `--idle-session-timeout` is closed with 57P05, and sessions end at
+//! shutdown (57P01 once idle, after a grace period for statements in flight). They speak just
+//! enough of the protocol to send a FATAL ErrorResponse on a socket pgwire does not own.
 
 use crate::error::sqlstate;
 use std::io::Write;
@@ -12,18 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::session::Session;
-
-/// The startup packet codes that are not a StartupMessage.
-const CANCEL_REQUEST: u32 = 80877102;
-const SSL_REQUEST: u32 = 80877103;
-const GSSENC_REQUEST: u32 = 80877104;
-
-/// The longest startup packet read from a client that is about to be refused.
-const MAX_STARTUP_PACKET: usize = 10_000;
 
 /// A FATAL ErrorResponse message with SQLSTATE `code`.
 pub fn fatal(code: &str, message: &str) -> Vec<u8> {
@@ -45,53 +35,6 @@ pub fn fatal(code: &str, message: &str) -> Vec<u8> {
     out
 }
 
-/// Whether the client's first packet is a CancelRequest (which is served even when the
-/// server is full: it closes at once, and may be what frees a slot). Peeks, so the packet is
-/// still there for pgwire.
-pub async fn is_cancel_request(socket: &TcpStream) -> bool {
-    let peek = async {
-        let mut head = [0u8; 8];
-        loop {
-            match socket.peek(&mut head).await {
-                Ok(8) => return u32::from_be_bytes([head[4], head[5], head[6], head[7]]),
-                Ok(0) | Err(_) => return 0,
-                Ok(_) => tokio::time::sleep(Duration::from_millis(5)).await,
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(5), peek).await == Ok(CANCEL_REQUEST)
-}
-
-/// Tells a client the server is full: reads its startup packet (answering an SSL or GSS
-/// request with `N` first, as a server without TLS does), then sends 53300 and closes.
-pub async fn refuse(mut socket: TcpStream, max_connections: usize) {
-    let message = format!(
-        "sorry, too many clients already: {max_connections} connections are open \
-         (--max-connections)"
-    );
-    let exchange = async {
-        loop {
-            let len = socket.read_u32().await? as usize;
-            if !(8..=MAX_STARTUP_PACKET).contains(&len) {
-                break;
-            }
-            let mut body = vec![0u8; len - 4];
-            socket.read_exact(&mut body).await?;
-            let code = u32::from_be_bytes([body[0], body[1], body[2], body[3]]);
-            if code == SSL_REQUEST || code == GSSENC_REQUEST {
-                socket.write_all(b"N").await?;
-                continue;
-            }
-            break;
-        }
-        socket
-            .write_all(&fatal(sqlstate::TOO_MANY_CONNECTIONS, &message))
-            .await?;
-        socket.shutdown().await
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(5), exchange).await;
-}
-
 /// Why a session is being ended by the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ending {
@@ -102,11 +45,22 @@ enum Ending {
     /// The server is shutting down and the session was still busy when the grace period
     /// ran out: its statement is abandoned.
     GraceOver,
+    /// The client did not log in in time, or made room for a newer one.
+    NoLogin,
+}
+
+/// How long a client may take to log in, and what tells it to give up its place earlier.
+#[derive(Debug)]
+pub struct LoginDeadline {
+    /// Time from connecting to logging in.
+    pub timeout: Duration,
+    /// Completes when the start-up room needs this connection's place.
+    pub evicted: tokio::sync::oneshot::Receiver<()>,
 }
 
 /// When and how the server ends a session: `closing` turns true when the server shuts down;
 /// busy sessions then get `grace` to finish their statement (or COPY).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Lifetime {
     /// Close the session once it is idle this long.
     pub idle_timeout: Option<Duration>,
@@ -114,6 +68,8 @@ pub struct Lifetime {
     pub closing: tokio::sync::watch::Receiver<bool>,
     /// How long a busy session may go on after shutdown starts.
     pub grace: Duration,
+    /// Until when the client must have logged in.
+    pub login: LoginDeadline,
 }
 
 /// The longest wait for pgwire to finish writing a response once the session is told to end.
@@ -164,6 +120,11 @@ where
         ending = ending(&session, lifetime) => ending,
     };
     let (code, message) = match ending {
+        Ending::NoLogin => {
+            tracing::debug!("closed a connection that did not log in in time");
+            let _ = goodbye.shutdown(std::net::Shutdown::Both);
+            return Ok(());
+        }
         Ending::GraceOver => {
             // Dropping pgwire's future abandons the statement; whatever it was writing may
             // be cut short, so no message follows.
@@ -240,8 +201,22 @@ async fn ending(session: &Session, mut lifetime: Lifetime) -> Ending {
             Err(_) => Ending::GraceOver,
         }
     };
+    let login = async {
+        let evicted = async {
+            let _ = lifetime.login.evicted.await;
+        };
+        tokio::select! {
+            () = evicted => {}
+            () = tokio::time::sleep(lifetime.login.timeout) => {}
+        }
+        if session.is_logged_in() {
+            return std::future::pending::<Ending>().await;
+        }
+        Ending::NoLogin
+    };
     tokio::select! {
         e = idle => e,
         e = shutdown => e,
+        e = login => e,
     }
 }

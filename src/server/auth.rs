@@ -20,10 +20,13 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use datafusion::sql::sqlparser::ast as sq;
 use futures::sink::Sink;
+use pgwire::api::auth::driver::{AuthDriver, AuthOutcome};
+use pgwire::api::auth::mechanism::AuthMechanismFactory;
 use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth, ScramSecret};
-use pgwire::api::auth::sasl::SASLAuthStartupHandler;
+use pgwire::api::auth::sasl::SaslMechanisms;
 use pgwire::api::auth::{
-    AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
+    protocol_negotiation, save_startup_parameters_to_metadata, AuthSource,
+    DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
 };
 use pgwire::api::{ClientInfo, ConnectionManager};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
@@ -453,15 +456,21 @@ impl AuthSource for UserSource {
 /// `--require-tls`, a refusal of clients that did not ask for TLS.
 pub struct Startup {
     method: Method,
+    users: Option<Arc<Users>>,
     require_tls: bool,
     session: Arc<Session>,
+    slots: Option<Arc<super::slots::Slots>>,
 }
 
 enum Method {
     /// No users file: everyone is admin without a password.
     Trust(Connection),
-    /// Users from a file, authenticated with SCRAM-SHA-256.
-    Scram(Box<SASLAuthStartupHandler<DefaultServerParameterProvider>>),
+    /// Users from a file, authenticated with SCRAM-SHA-256: pgwire's driver runs the
+    /// exchange, and the client is let in (or refused for want of a slot) by us.
+    Scram {
+        driver: Box<AuthDriver<Arc<DefaultServerParameterProvider>>>,
+        mechanisms: SaslMechanisms,
+    },
 }
 
 impl Startup {
@@ -474,24 +483,45 @@ impl Startup {
         require_tls: bool,
         session: Arc<Session>,
     ) -> Self {
-        let method = match users {
+        let method = match users.clone() {
             None => Method::Trust(connection.clone()),
             Some(users) => {
                 let mut scram = ScramAuth::new(Arc::new(UserSource(users)));
                 scram.set_iterations(SCRAM_ITERATIONS);
                 // The same parameters (server_version naming saql, DateStyle, TimeZone) as
                 // without users.
-                let handler = SASLAuthStartupHandler::new(Arc::new(super::startup::parameters()))
-                    .with_scram(scram)
+                let driver = AuthDriver::new(Arc::new(super::startup::parameters()))
                     .with_connection_manager(manager);
-                Method::Scram(Box::new(handler))
+                Method::Scram {
+                    driver: Box::new(driver),
+                    mechanisms: SaslMechanisms::new(vec![]).with_mechanism(Arc::new(scram)),
+                }
             }
         };
         Startup {
             method,
+            users,
             require_tls,
             session,
+            slots: connection.slots.clone(),
         }
+    }
+
+    /// Takes the connection slot of a client that logged in (FATAL 53300 when none is left
+    /// for its role) and takes it out of the start-up room.
+    fn take_slot(&self, admin: bool) -> PgWireResult<()> {
+        let slot = match &self.slots {
+            Some(slots) => Some(slots.take(admin).map_err(|e| {
+                PgWireError::UserError(Box::new(ErrorInfo::new(
+                    "FATAL".into(),
+                    e.sqlstate().into(),
+                    e.to_string(),
+                )))
+            })?),
+            None => None,
+        };
+        self.session.logged_in(slot);
+        Ok(())
     }
 }
 
@@ -519,8 +549,40 @@ impl StartupHandler for Startup {
             ))));
         }
         let result = match &self.method {
-            Method::Trust(c) => c.on_startup(client, message).await,
-            Method::Scram(h) => h.on_startup(client, message).await,
+            Method::Trust(c) => {
+                // Everyone is admin and nothing is verified: the slot is taken before the
+                // server says the client is in.
+                if startup {
+                    self.take_slot(true)?;
+                }
+                c.on_startup(client, message).await
+            }
+            Method::Scram { driver, mechanisms } => {
+                let outcome = match message {
+                    PgWireFrontendMessage::Startup(ref startup) => {
+                        protocol_negotiation(client, startup).await?;
+                        save_startup_parameters_to_metadata(client, startup);
+                        driver
+                            .begin_authentication(client, mechanisms.create())
+                            .await
+                    }
+                    PgWireFrontendMessage::PasswordMessageFamily(m) => {
+                        driver.advance_authentication(client, m).await
+                    }
+                    _ => Ok(AuthOutcome::InProgress),
+                };
+                match outcome {
+                    Ok(AuthOutcome::Authenticated { final_message, .. }) => {
+                        // The password is right: a slot for the user's role, before the
+                        // client is told it is in (as PostgreSQL refuses 53300).
+                        let role = role_of(self.users.as_deref(), client);
+                        self.take_slot(role == Role::Admin)?;
+                        driver.complete_authentication(client, final_message).await
+                    }
+                    Ok(AuthOutcome::InProgress) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
         };
         match result {
             // pgwire does not know the user at the end of the SCRAM exchange: name it, as

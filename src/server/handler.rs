@@ -121,6 +121,8 @@ pub struct Connection {
     pub(super) session: Arc<Session>,
     pub(super) users: Option<Arc<Users>>,
     pub(super) require_tls: bool,
+    /// The server's connection slots (None: not counted).
+    pub(super) slots: Option<Arc<super::slots::Slots>>,
 }
 
 /// The session a client's statements run for: its user, database and process id.
@@ -153,7 +155,14 @@ impl Connection {
             session: Session::new(None),
             users: None,
             require_tls: false,
+            slots: None,
         }
+    }
+
+    /// These handlers counting their connection in `slots` once it logs in.
+    pub fn with_slots(mut self, slots: Arc<super::slots::Slots>) -> Self {
+        self.slots = Some(slots);
+        self
     }
 
     /// These handlers authenticating clients against `users` (None: everyone is admin),

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod portal;
 pub mod prepared;
 pub mod session;
+pub mod slots;
 mod startup;
 pub mod tls;
 
@@ -24,7 +25,6 @@ use std::time::Duration;
 
 use pgwire::api::ConnectionManager;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use crate::Engine;
 
@@ -49,8 +49,12 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// The server's connection limits.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Most clients served at once; one more gets `53300 too many clients`.
+    /// Most clients logged in at once; one more gets `53300 too many clients`.
     pub max_connections: usize,
+    /// Of those, slots only admins may take.
+    pub reserved_connections: usize,
+    /// How long a client may take to log in before it is disconnected.
+    pub authentication_timeout: Duration,
     /// Close sessions idle this long (57P05); None: never.
     pub idle_session_timeout: Option<Duration>,
     /// Default `statement_timeout` of each session (57014 past it); None: none.
@@ -87,6 +91,8 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            reserved_connections: slots::DEFAULT_RESERVED_CONNECTIONS,
+            authentication_timeout: slots::DEFAULT_AUTHENTICATION_TIMEOUT,
             idle_session_timeout: None,
             statement_timeout: Some(DEFAULT_STATEMENT_TIMEOUT),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
@@ -115,7 +121,11 @@ pub async fn run_with(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let manager = Arc::new(ConnectionManager::new());
-    let limit = Arc::new(Semaphore::new(config.max_connections));
+    let slots = slots::Slots::new(
+        config.max_connections,
+        config.reserved_connections,
+        config.authentication_timeout,
+    );
     let ticker = {
         let engine = engine.clone();
         tokio::spawn(async move {
@@ -143,23 +153,15 @@ pub async fn run_with(
             };
             let _ = socket.set_nodelay(true);
             while connections.try_join_next().is_some() {}
-            let Ok(permit) = limit.clone().try_acquire_owned() else {
-                let max = config.max_connections;
-                let handlers = Arc::new(handler::Connection::new(engine.clone(), manager.clone()));
-                connections.spawn(async move {
-                    if admission::is_cancel_request(&socket).await {
-                        let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
-                        return;
-                    }
-                    tracing::warn!("refused {peer}: {max} connections open (--max-connections)");
-                    admission::refuse(socket, max).await;
-                });
-                continue;
-            };
+            // A slot is taken once the client logs in; until then it waits in the start-up
+            // room, for at most the authentication timeout.
             let session = session::Session::new(config.statement_timeout);
+            let (waiting, evicted) = slots.enter();
+            session.wait_for_login(waiting);
             let handlers = Arc::new(
                 handler::Connection::new(engine.clone(), manager.clone())
                     .with_session(session.clone())
+                    .with_slots(slots.clone())
                     .with_auth(
                         config.security.users.as_ref().map(auth::UsersFile::current),
                         config.security.require_tls,
@@ -169,13 +171,16 @@ pub async fn run_with(
                 idle_timeout: config.idle_session_timeout,
                 closing: closing_rx.clone(),
                 grace: config.shutdown_grace,
+                login: admission::LoginDeadline {
+                    timeout: config.authentication_timeout,
+                    evicted,
+                },
             };
             let tls = config.security.tls.clone();
             connections.spawn(async move {
                 if let Err(e) = admission::serve(socket, tls, handlers, session, lifetime).await {
                     tracing::debug!("connection from {peer} ended: {e}");
                 }
-                drop(permit);
             });
         }
     };

@@ -23,6 +23,21 @@ pub struct Session {
     /// Set when the server shuts down: statements that never finish on their own (a
     /// SUBSCRIBE, a FETCH waiting for rows) end at once instead of holding up the shutdown.
     closing: tokio::sync::watch::Sender<bool>,
+    /// Until the client logs in: its place in the start-up room. Then: its connection slot.
+    login: Mutex<Login>,
+}
+
+#[derive(Debug, Default)]
+enum Login {
+    #[default]
+    Pending,
+    // Both are held for what dropping them frees.
+    Waiting {
+        _place: super::slots::Waiting,
+    },
+    Done {
+        _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    },
 }
 
 /// Marks its session busy while it lives.
@@ -48,12 +63,29 @@ impl Session {
             last_active: Mutex::new(Instant::now()),
             tls: AtomicBool::new(false),
             closing: tokio::sync::watch::Sender::new(false),
+            login: Mutex::new(Login::Pending),
         })
     }
 
     /// Records that the client talks TLS: the server must not write plaintext to it.
     pub fn set_tls(&self) {
         self.tls.store(true, Ordering::Release);
+    }
+
+    /// Holds the connection's place in the start-up room until it logs in.
+    pub fn wait_for_login(&self, waiting: super::slots::Waiting) {
+        *lock(&self.login) = Login::Waiting { _place: waiting };
+    }
+
+    /// The client logged in and holds `slot` (None: slots are not counted) for as long as
+    /// the session lives; it leaves the start-up room.
+    pub fn logged_in(&self, slot: Option<tokio::sync::OwnedSemaphorePermit>) {
+        *lock(&self.login) = Login::Done { _slot: slot };
+    }
+
+    /// Whether the client has logged in.
+    pub fn is_logged_in(&self) -> bool {
+        matches!(*lock(&self.login), Login::Done { .. })
     }
 
     /// Tells the session's open-ended statements that the server shuts down.
