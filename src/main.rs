@@ -68,6 +68,11 @@ enum Command {
         /// console's data needs the token printed at start.
         #[arg(long, env = "SAQL_HTTP", value_name = "ADDR")]
         http: Option<String>,
+        /// Host names the console and /metrics answer to besides IP addresses and localhost
+        /// (comma-separated): a request naming another Host gets 421, so that no web page
+        /// reaches the console through a rebound DNS name.
+        #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+        http_allowed_hosts: Vec<String>,
         /// How log lines on stderr are written: `text` for people, `json` (one object per
         /// line: timestamp, level, target, fields) for log collectors.
         #[arg(long, env = "SAQL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -200,6 +205,7 @@ fn main() -> ExitCode {
             queries,
             metrics_listen,
             http,
+            http_allowed_hosts,
             limits,
             security,
             log_format: _,
@@ -207,6 +213,7 @@ fn main() -> ExitCode {
             listen,
             cli::serve::HttpListeners {
                 metrics: metrics_listen,
+                allowed_hosts: http_allowed_hosts,
                 console_is_default: demo && http.is_none(),
                 console: http.or_else(|| demo.then(|| cli::serve::DEMO_CONSOLE.to_string())),
             },

@@ -43,6 +43,8 @@ async fn console(access: ConsoleAccess) -> (Engine, SocketAddr) {
     let addr = listener.local_addr().unwrap();
     let options = HttpOptions {
         console: Some(access),
+        // The requests below name it so.
+        allowed_hosts: vec!["saql".into()],
     };
     tokio::spawn(serve(
         listener,
@@ -267,6 +269,85 @@ async fn a_token_guards_the_data_not_the_page() {
     );
     let (status, _) = get(addr, "/queries/q/events?token=t0ken", "").await;
     assert_eq!(status, "HTTP/1.1 200 OK");
+}
+
+/// A request's status line and whole head, for a raw request text.
+async fn raw(addr: SocketAddr, request: &str) -> String {
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    socket.read_to_end(&mut out).await.unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// DNS rebinding: a page on evil.example whose name now points at 127.0.0.1 sends
+/// `Host: evil.example`; it gets 421, while IP addresses, localhost and the listed names are
+/// served. Every response forbids framing and foreign scripts.
+#[tokio::test]
+async fn only_requests_for_this_host_are_answered() {
+    let (_engine, addr) = console(ConsoleAccess::Open).await;
+    for host in ["evil.example", "evil.example:5480", "saql.evil.example"] {
+        let response = raw(
+            addr,
+            &format!("GET /api/overview HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+        )
+        .await;
+        assert!(
+            response.starts_with("HTTP/1.1 421 Misdirected Request"),
+            "{host}: {response}"
+        );
+        assert!(!response.contains("\"queries\""), "{response}");
+    }
+    for host in [
+        addr.to_string(),
+        "localhost".into(),
+        format!("localhost:{}", addr.port()),
+        "[::1]:80".into(),
+        "SAQL".into(),
+    ] {
+        let response = raw(
+            addr,
+            &format!("GET /api/overview HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+        )
+        .await;
+        assert!(
+            response.starts_with("HTTP/1.1 200 OK"),
+            "{host}: {response}"
+        );
+        assert!(response.contains("X-Frame-Options: DENY"), "{response}");
+        assert!(
+            response
+                .contains("Content-Security-Policy: default-src 'self'; frame-ancestors 'none'"),
+            "{response}"
+        );
+    }
+}
+
+/// Clients that send half a request hold no request slot: with 40 of them waiting (more
+/// than the 16 slots), a whole request is answered while they all still wait.
+#[tokio::test]
+async fn half_sent_requests_delay_no_one() {
+    let (_engine, addr) = console(ConsoleAccess::Open).await;
+    let mut slow = Vec::new();
+    for _ in 0..40 {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: saql\r\n")
+            .await
+            .unwrap();
+        slow.push(s);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let (status, body) = get_body(addr, "/metrics").await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(body.contains("saql_"), "{body}");
+    // None of the half-sent ones has been answered (or timed out) yet.
+    for s in &mut slow {
+        let mut byte = [0u8; 1];
+        assert!(
+            s.try_read(&mut byte).is_err(),
+            "a half-sent request was answered"
+        );
+    }
 }
 
 // --- headless Chromium ------------------------------------------------------------------

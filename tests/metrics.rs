@@ -163,7 +163,7 @@ async fn metrics_agree_with_show_streams_queries_and_sources() {
         .await
         .unwrap();
 
-    let (status, headers, body) = http(maddr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (status, headers, body) = http(maddr, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     let streams = show(&client, "SHOW STREAMS").await;
     let queries = show(&client, "SHOW QUERIES").await;
     let sources = show(&client, "SHOW SOURCES").await;

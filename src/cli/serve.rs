@@ -182,6 +182,8 @@ pub struct HttpListeners {
     pub console: Option<String>,
     /// The console address is the demo's default: a port in use is a warning, not an error.
     pub console_is_default: bool,
+    /// `--http-allowed-hosts`: names requests may give as `Host`.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Where `serve --demo` serves the console unless `--http` says otherwise.
@@ -219,7 +221,7 @@ pub fn serve(
         }
         let listener = tokio::net::TcpListener::bind(&listen).await?;
         if let Some(addr) = &http.metrics {
-            start_http(&engine, addr, None).await?;
+            start_http(&engine, addr, None, &http.allowed_hosts).await?;
         }
         let console = match &http.console {
             Some(addr) => {
@@ -227,7 +229,7 @@ pub fn serve(
                     Some(_) => ConsoleAccess::random_token(),
                     None => ConsoleAccess::Open,
                 };
-                match start_http(&engine, addr, Some(access)).await {
+                match start_http(&engine, addr, Some(access), &http.allowed_hosts).await {
                     Ok(url) => Some(url),
                     Err(e) if http.console_is_default => {
                         tracing::warn!("no console: {e} (choose another address with --http)");
@@ -299,6 +301,7 @@ async fn start_http(
     engine: &Engine,
     addr: &str,
     console: Option<ConsoleAccess>,
+    allowed_hosts: &[String],
 ) -> Result<String, Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -319,7 +322,10 @@ async fn start_http(
         None => tracing::info!("Prometheus metrics on {url}"),
     }
     let engine = engine.clone();
-    let options = HttpOptions { console };
+    let options = HttpOptions {
+        console,
+        allowed_hosts: allowed_hosts.to_vec(),
+    };
     tokio::spawn(async move {
         if let Err(e) =
             saql::server::http::serve(listener, engine, options, std::future::pending()).await

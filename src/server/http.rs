@@ -1,7 +1,14 @@
 //! saql's own small HTTP/1.1 server: `/metrics` for Prometheus and, when asked for, the web
 //! console (`saql serve --http 127.0.0.1:PORT`, see [`super::console`]). One request per
-//! connection (`Connection: close`); request heads are bounded (8 KiB, 5 seconds), at most
-//! [`MAX_REQUESTS`] plain requests and [`MAX_EVENT_STREAMS`] event streams are served at once.
+//! connection (`Connection: close`); request heads are bounded (8 KiB, 5 seconds) and read
+//! before a request takes one of the [`MAX_REQUESTS`] slots, so that clients sending half a
+//! request delay nobody; at most [`MAX_CONNECTIONS`] connections are open and
+//! [`MAX_EVENT_STREAMS`] event streams served at once.
+//!
+//! A request must name this server in its `Host` header: an IP address, `localhost`, or a
+//! name given with `--http-allowed-hosts` (421 otherwise), so that a web page cannot read the
+//! console through a name it rebinds to 127.0.0.1 (DNS rebinding). Every response forbids
+//! framing and scripts from elsewhere (`Content-Security-Policy`, `X-Frame-Options`).
 //!
 //! The console's data (the overview and the query results) is guarded by a token when the
 //! server has users ([`ConsoleAccess::Token`]), given as `?token=` (an `EventSource` cannot
@@ -21,6 +28,10 @@ use crate::Engine;
 
 /// Most plain requests (metrics, pages, overview) served at once; more wait for a slot.
 pub const MAX_REQUESTS: usize = 16;
+
+/// Most HTTP connections open at once (reading their request or waiting for a slot); one more
+/// is closed at once.
+pub const MAX_CONNECTIONS: usize = 512;
 
 /// Most console event streams open at once; one more gets 503.
 pub const MAX_EVENT_STREAMS: usize = 64;
@@ -78,10 +89,34 @@ impl ConsoleAccess {
 }
 
 /// What the server answers besides `/metrics`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct HttpOptions {
     /// The console, and who may use it; `None`: metrics only.
     pub console: Option<ConsoleAccess>,
+    /// Host names (besides IP addresses and `localhost`) requests may name in `Host`.
+    pub allowed_hosts: Vec<String>,
+}
+
+impl HttpOptions {
+    /// Whether a request naming `host` in its `Host` header is for this server: IP
+    /// addresses cannot be rebound, `localhost` resolves only here, other names must be
+    /// listed. A request without `Host` (HTTP/1.0) does not come from a browser.
+    fn serves_host(&self, host: Option<&str>) -> bool {
+        let Some(host) = host else {
+            return true;
+        };
+        let name = match host.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+        };
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        name.parse::<std::net::IpAddr>().is_ok()
+            || name == "localhost"
+            || self
+                .allowed_hosts
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(&name))
+    }
 }
 
 /// A parsed request head.
@@ -172,6 +207,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let requests = Arc::new(Semaphore::new(MAX_REQUESTS));
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let streams = Arc::new(Semaphore::new(MAX_EVENT_STREAMS));
     let options = Arc::new(options);
     let accept = async {
@@ -184,12 +220,15 @@ pub async fn serve(
                     continue;
                 }
             };
-            let Ok(permit) = requests.clone().acquire_owned().await else {
-                return;
+            let Ok(open) = connections.clone().try_acquire_owned() else {
+                drop(socket);
+                continue;
             };
-            let (engine, options, streams) = (engine.clone(), options.clone(), streams.clone());
+            let (engine, options) = (engine.clone(), options.clone());
+            let (requests, streams) = (requests.clone(), streams.clone());
             tokio::spawn(async move {
-                let _ = answer(socket, engine, &options, streams, permit).await;
+                let _ = answer(socket, engine, &options, requests, streams).await;
+                drop(open);
             });
         }
     };
@@ -204,8 +243,8 @@ async fn answer(
     mut socket: TcpStream,
     engine: Engine,
     options: &HttpOptions,
+    requests: Arc<Semaphore>,
     streams: Arc<Semaphore>,
-    permit: tokio::sync::OwnedSemaphorePermit,
 ) -> std::io::Result<()> {
     let head = match tokio::time::timeout(REQUEST_TIMEOUT, read_head(&mut socket)).await {
         Ok(Ok(Some(head))) => head,
@@ -216,6 +255,20 @@ async fn answer(
         Err(_) => return respond(&mut socket, "408 Request Timeout", "", "").await,
     };
     let request = Request::parse(&head);
+    if !options.serves_host(request.header("host")) {
+        return respond(
+            &mut socket,
+            "421 Misdirected Request",
+            TEXT,
+            "this Host is not served here: use the address saql printed, or name the host \
+             with --http-allowed-hosts\n",
+        )
+        .await;
+    }
+    // The whole request is here: now it waits for a slot to be answered.
+    let Ok(permit) = requests.acquire_owned().await else {
+        return Ok(());
+    };
     if request.method != "GET" && request.method != "HEAD" {
         return respond(&mut socket, "405 Method Not Allowed", TEXT, "use GET\n").await;
     }
@@ -292,7 +345,9 @@ pub async fn respond(
 ) -> std::io::Result<()> {
     let mut head = format!(
         "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\
-         X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n",
+         X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n\
+         X-Frame-Options: DENY\r\n\
+         Content-Security-Policy: default-src 'self'; frame-ancestors 'none'\r\n",
         body.len()
     );
     if !content_type.is_empty() {

@@ -18,5 +18,5 @@ pub async fn serve(
     engine: Engine,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    http::serve(listener, engine, HttpOptions { console: None }, shutdown).await
+    http::serve(listener, engine, HttpOptions::default(), shutdown).await
 }
