@@ -547,3 +547,70 @@ async fn silent_connections_and_idle_readers_do_not_lock_the_admin_out() {
         "a silent connection was not closed: {silent:?}"
     );
 }
+
+/// A sink's credentials are never shown back: SHOW SINKS masks the password in its URL (and
+/// in what the target answered), and only an admin sees where it delivers and its errors.
+#[tokio::test]
+async fn sink_credentials_are_masked_and_targets_are_for_admins() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path());
+    let server = Server::start(&["--users", users.to_str().unwrap()]);
+    let alice = server.connect("alice", "alice-pw").await.unwrap();
+    alice
+        .batch_execute(&format!(
+            "{EVENTS}; CREATE CONTINUOUS QUERY big AS SELECT ts, host FROM events WHERE amount > 1;
+             CREATE SINK out FROM big INTO POSTGRES
+               (url = 'postgres://bob:Sup3rS3cret@127.0.0.1:1/alerts?sslpassword=Other5ecret',
+                table = 'alerts', retry_initial_ms = '10')"
+        ))
+        .await
+        .unwrap();
+    alice.batch_execute(INSERT).await.unwrap();
+    // Wait for the first failed delivery, so that last_error holds what the target said.
+    let mut shown = show_sink(&alice).await;
+    for _ in 0..100 {
+        if shown.1.as_deref().is_some_and(|e| !e.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        shown = show_sink(&alice).await;
+    }
+    let (definition, error) = shown;
+    let definition = definition.expect("an admin sees the definition");
+    assert!(definition.contains("127.0.0.1:1"), "{definition}");
+    for secret in ["Sup3rS3cret", "Other5ecret"] {
+        assert!(!definition.contains(secret), "{definition}");
+        assert!(
+            !error.clone().unwrap_or_default().contains(secret),
+            "{error:?}"
+        );
+    }
+    assert!(definition.contains("********"), "{definition}");
+    let rita = server.connect("rita", "rita-pw").await.unwrap();
+    assert_eq!(
+        show_sink(&rita).await,
+        (None, None),
+        "a reader sees neither"
+    );
+    // The data directory is the server user's alone.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(server._dir.path())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+}
+
+/// The definition and last error SHOW SINKS gives the (only) sink.
+async fn show_sink(client: &Client) -> (Option<String>, Option<String>) {
+    let rows = client.simple_query("SHOW SINKS").await.unwrap();
+    rows.into_iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => Some((
+                r.get("definition").map(str::to_string),
+                r.get("last_error").map(str::to_string),
+            )),
+            _ => None,
+        })
+        .expect("the sink's row")
+}

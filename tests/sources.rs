@@ -402,3 +402,35 @@ async fn kill_9_while_reading_loses_and_duplicates_no_line() {
     drop(client);
     server.kill();
 }
+
+/// One line over the line bound (16 MiB) is skipped and counted, and the source reads on:
+/// whoever can write the followed log cannot blind detection with one huge record.
+#[tokio::test]
+async fn a_line_over_16_mib_is_skipped_and_the_source_reads_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("events.jsonl");
+    for i in 0..3 {
+        append(&log, &event(i));
+    }
+    let huge = format!("{{\"pad\": \"{}\"}}\n", "x".repeat(17 << 20));
+    append(&log, &huge);
+    for i in 3..6 {
+        append(&log, &event(i));
+    }
+    let server = Server::start(None).await;
+    let client = connect(server.addr).await;
+    client.batch_execute(SETUP).await.unwrap();
+    client
+        .batch_execute(&create_source(&log, ", on_error = 'skip'"))
+        .await
+        .unwrap();
+    let row = await_source(&client, "f", |r| r["rows"] == "6").await;
+    assert_eq!(row["bad_records"], "1", "{row:?}");
+    assert!(row["error"].contains("line 4"), "{row:?}");
+    assert_eq!(row["state"], "running", "{row:?}");
+    // Later lines, appended after it, still arrive.
+    append(&log, &event(6));
+    await_source(&client, "f", |r| r["rows"] == "7").await;
+    assert_eq!(stream_pids(&client).await, (0..7).collect::<Vec<_>>());
+    server.stop().await;
+}

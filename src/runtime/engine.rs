@@ -420,6 +420,7 @@ impl Engine {
     ) -> Result<StatementResult> {
         match stmt {
             Statement::Sql(s) => self.execute_sql(*s, params, session).await,
+            Statement::ShowSinks => Ok(show_sinks(&self.read(), session.admin)),
             other => self.execute_own(other),
         }
     }
@@ -460,7 +461,7 @@ impl Engine {
             Statement::ShowStreams => return Ok(show::show_streams(&self.read())),
             Statement::ShowQueries => return Ok(show::show_queries(&self.read())),
             Statement::ShowSources => return Ok(show_sources(&self.read())),
-            Statement::ShowSinks => return Ok(show_sinks(&self.read())),
+            Statement::ShowSinks => return Ok(show_sinks(&self.read(), true)),
             Statement::Subscribe(sub) => return self.subscribe(sub),
             Statement::CopyFrom(c) => return self.start_copy(&c),
             Statement::Explain { json, target } => {
@@ -606,7 +607,7 @@ impl Engine {
             Statement::ShowStreams => Some(show::show_streams(&self.read()).schema()),
             Statement::ShowQueries => Some(show::show_queries(&self.read()).schema()),
             Statement::ShowSources => Some(show_sources(&self.read()).schema()),
-            Statement::ShowSinks => Some(show_sinks(&self.read()).schema()),
+            Statement::ShowSinks => Some(show_sinks(&self.read(), true).schema()),
             Statement::Subscribe(sub) => {
                 let name = normalize(&sub.query);
                 let (hub, _) = self.query_hub(&name)?;

@@ -43,6 +43,8 @@ pub struct SessionInfo {
     pub database: String,
     /// The process id the client was given (`pg_backend_pid()`).
     pub pid: i32,
+    /// Whether the session's role is admin (it sees where sinks deliver and their errors).
+    pub admin: bool,
 }
 
 impl Default for SessionInfo {
@@ -51,6 +53,7 @@ impl Default for SessionInfo {
             user: "saql".into(),
             database: "saql".into(),
             pid: 0,
+            admin: true,
         }
     }
 }

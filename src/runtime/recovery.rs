@@ -43,6 +43,13 @@ impl Durability {
     ) -> Result<Durability> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        // The log and checkpoints hold every statement, sink credentials among them: only
+        // the server's user may enter the directory (as PostgreSQL's 0700 data directory).
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| Error::io(format!("restricting {}", dir.display()), e))?;
+        }
         let lock_path = dir.join("LOCK");
         let lock = File::options()
             .create(true)

@@ -299,7 +299,7 @@ async fn deliver(
         p.errors += 1;
         // A broken connection is opened again on the next attempt.
         *connector = None;
-        let note = format!("seq {}: {e}", d.key());
+        let note = crate::sql::sink::mask(&format!("seq {}: {e}", d.key()), &rt.spec.ddl.secrets());
         tracing::warn!(
             "sink \"{}\": {note}; retrying in up to {delay:?}",
             rt.spec.name

@@ -263,7 +263,9 @@ impl Engine {
 
 /// `SHOW SINKS`: each sink's query, kind, delivered seq and rows, retries, errors, gaps,
 /// state and last error.
-pub(super) fn show_sinks(shared: &Shared) -> StatementResult {
+/// `SHOW SINKS`: secrets in the definitions and errors are masked, and only an admin sees
+/// where a sink delivers and what its target answered (others get NULL there).
+pub(super) fn show_sinks(shared: &Shared, admin: bool) -> StatementResult {
     let text = |name: &str| Field::new(name, DataType::Utf8, true);
     let int = |name: &str| Field::new(name, DataType::Int64, true);
     let schema = Arc::new(Schema::new(vec![
@@ -289,8 +291,11 @@ pub(super) fn show_sinks(shared: &Shared) -> StatementResult {
             rt.spec.query.clone(),
             rt.spec.kind().to_string(),
             st.state.clone(),
-            st.error.clone().unwrap_or_default(),
-            rt.spec.ddl.to_string(),
+            st.error
+                .as_deref()
+                .map(|e| crate::sql::sink::mask(e, &rt.spec.ddl.secrets()))
+                .unwrap_or_default(),
+            rt.spec.ddl.redacted(),
         ]) {
             col.push(v);
         }
@@ -302,6 +307,10 @@ pub(super) fn show_sinks(shared: &Shared) -> StatementResult {
         }
     }
     let t = |i: usize| -> ArrayRef { Arc::new(StringArray::from(texts[i].clone())) };
+    let hidden = |i: usize| -> ArrayRef {
+        let rows = texts[i].iter().map(|v| admin.then_some(v.as_str()));
+        Arc::new(StringArray::from_iter(rows))
+    };
     let n = |i: usize| -> ArrayRef { Arc::new(Int64Array::from(nums[i].clone())) };
     let columns = vec![
         t(0),
@@ -313,8 +322,8 @@ pub(super) fn show_sinks(shared: &Shared) -> StatementResult {
         n(3),
         n(4),
         t(3),
-        t(4),
-        t(5),
+        hidden(4),
+        hidden(5),
     ];
     let batches = RecordBatch::try_new(schema.clone(), columns)
         .map(|b| vec![b])

@@ -297,6 +297,23 @@ fn run_file(weak: &WeakEngine, rt: &Arc<SourceRuntime>) -> Result<()> {
                 rt.update(|s| s.state = "finished".into());
                 return Ok(());
             }
+            Poll::TooLong { line, max } => {
+                let at = format!(
+                    "line {line} of {} is longer than {max} bytes (--max-copy-line-bytes)",
+                    path.display()
+                );
+                if stop_at_bad {
+                    return Err(Error::limit(sqlstate::PROGRAM_LIMIT_EXCEEDED, at));
+                }
+                // Counted as a bad record; its position moves past what was dropped.
+                let mut next = progress.clone();
+                next.bad += 1;
+                next.position = tail.position();
+                let schema = decoder_schema(&engine, rt)?;
+                engine.ingest_from_source(rt, RecordBatch::new_empty(schema), next.clone())?;
+                progress = next;
+                rt.update(|s| s.error = Some(format!("{at}: skipped")));
+            }
         }
         drop(engine);
         std::thread::sleep(rt.spec.poll_interval);

@@ -294,7 +294,7 @@ impl ExtendedQueryHandler for Connection {
             let stmt = sql::parse_one(&query).map_err(|e| pg_error(&e, &query))?;
             let result = self
                 .engine
-                .execute_statement_for(stmt, &[], &session_info(client))
+                .execute_statement_for(stmt, &[], &session_info(client, self.users.as_deref()))
                 .await
                 .map_err(|e| pg_error(&e, &query))?;
             self.live

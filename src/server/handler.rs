@@ -125,8 +125,9 @@ pub struct Connection {
     pub(super) slots: Option<Arc<super::slots::Slots>>,
 }
 
-/// The session a client's statements run for: its user, database and process id.
-pub(super) fn session_info<C: ClientInfo>(client: &C) -> SessionInfo {
+/// The session a client's statements run for: its user, database, process id and whether
+/// its role is admin.
+pub(super) fn session_info<C: ClientInfo>(client: &C, users: Option<&Users>) -> SessionInfo {
     let metadata: &HashMap<String, String> = client.metadata();
     let user = metadata
         .get(METADATA_USER)
@@ -139,6 +140,7 @@ pub(super) fn session_info<C: ClientInfo>(client: &C) -> SessionInfo {
             .unwrap_or_else(|| user.clone()),
         user,
         pid: client.pid_and_secret_key().0,
+        admin: auth::role_of(users, client) == auth::Role::Admin,
     }
 }
 
@@ -202,7 +204,7 @@ impl Connection {
     {
         let fail = |e: Error| pg_error(&e, query);
         auth::authorize(auth::role_of(self.users.as_deref(), client), &stmt)?;
-        let session = session_info(client);
+        let session = session_info(client, self.users.as_deref());
         let _active = self.session.active();
         match stmt {
             Statement::DeclareCursor { name, target } => {

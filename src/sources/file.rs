@@ -9,7 +9,6 @@
 //! When resuming from a saved position whose file is no longer at the path, the directory is
 //! searched for it (e.g. `x.log.1`) and its rest is read first.
 
-use crate::error::sqlstate;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
@@ -29,6 +28,14 @@ pub enum Poll {
     Missing,
     /// Without `follow`: the whole file has been handed out.
     End,
+    /// A line longer than the bound: it is skipped (the rest of it too, as it arrives), so
+    /// that one oversized record cannot stop the source for good.
+    TooLong {
+        /// Its line number.
+        line: u64,
+        /// The bound it broke.
+        max: usize,
+    },
 }
 
 /// A run of complete lines and where they end.
@@ -66,6 +73,8 @@ struct OpenFile {
     pending: Vec<u8>,
     /// The file was rotated away: hand out the rest, then open the path again.
     rotated: bool,
+    /// Inside a line that was too long: drop bytes up to its newline.
+    discarding: bool,
 }
 
 impl FileTail {
@@ -117,21 +126,34 @@ impl FileTail {
             .map_err(|e| io("reading", &self.path, e))?;
         if n > 0 {
             f.pending.extend_from_slice(&buf[..n]);
+            if f.discarding {
+                match f.pending.iter().position(|&b| b == b'\n') {
+                    Some(end) => {
+                        f.offset += end as u64 + 1;
+                        f.line += 1;
+                        f.pending.drain(..=end);
+                        f.discarding = false;
+                    }
+                    None => {
+                        f.offset += f.pending.len() as u64;
+                        f.pending.clear();
+                        return Ok(Poll::Idle);
+                    }
+                }
+            }
             if let Some(last) = f.pending.iter().rposition(|&b| b == b'\n') {
                 let rest = f.pending.split_off(last + 1);
                 let data = std::mem::replace(&mut f.pending, rest);
                 return Ok(Poll::Lines(f.take(data, self.header)));
             }
             if f.pending.len() > self.max_line_bytes {
-                return Err(Error::limit(
-                    sqlstate::PROGRAM_LIMIT_EXCEEDED,
-                    format!(
-                        "line {} of {} is longer than {} bytes (--max-copy-line-bytes)",
-                        f.line + 1,
-                        self.path.display(),
-                        self.max_line_bytes
-                    ),
-                ));
+                f.offset += f.pending.len() as u64;
+                f.pending.clear();
+                f.discarding = true;
+                return Ok(Poll::TooLong {
+                    line: f.line + 1,
+                    max: self.max_line_bytes,
+                });
             }
             return Ok(Poll::Idle);
         }
@@ -198,6 +220,7 @@ impl FileTail {
                     offset,
                     line,
                     pending: Vec::new(),
+                    discarding: false,
                     rotated,
                 }));
             }
@@ -225,6 +248,7 @@ impl FileTail {
             line: u64::from(offset > 0),
             pending: Vec::new(),
             rotated: false,
+            discarding: false,
         }))
     }
 
@@ -351,6 +375,49 @@ mod tests {
         let mut long = FileTail::new(path.clone(), true, false, None, true, 2);
         assert!(matches!(long.poll(64).unwrap(), Poll::Idle));
         append(&path, "678");
-        assert_eq!(long.poll(64).unwrap_err().sqlstate(), "54000");
+        assert!(matches!(
+            long.poll(64).unwrap(),
+            Poll::TooLong { max: 2, .. }
+        ));
+    }
+
+    #[test]
+    fn a_line_over_the_bound_is_skipped_and_the_next_ones_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.log");
+        append(&path, "ok1\n");
+        let mut tail = FileTail::new(path.clone(), true, false, None, false, 8);
+        assert_eq!(lines(tail.poll(64).unwrap()), "ok1\n");
+        // A long line arriving in pieces, then ordinary ones.
+        append(&path, &"x".repeat(20));
+        assert!(matches!(
+            tail.poll(64).unwrap(),
+            Poll::TooLong { line: 2, max: 8 }
+        ));
+        append(&path, &"y".repeat(30));
+        assert!(matches!(tail.poll(64).unwrap(), Poll::Idle));
+        append(&path, "zz\nok2\nok3\n");
+        let chunk = match tail.poll(64).unwrap() {
+            Poll::Lines(c) => c,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(String::from_utf8(chunk.data).unwrap(), "ok2\nok3\n");
+        assert!(matches!(
+            chunk.start,
+            SourcePosition::File {
+                line: 2,
+                offset: 57,
+                ..
+            }
+        ));
+        // Lines keep their numbers, and the position is after everything read.
+        assert!(matches!(
+            tail.position(),
+            Some(SourcePosition::File {
+                line: 4,
+                offset: 65,
+                ..
+            })
+        ));
     }
 }
