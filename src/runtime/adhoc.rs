@@ -6,6 +6,7 @@
 //! names them (`?column?`, `count`, `min`), and the session functions drivers call are there.
 
 use crate::error::sqlstate;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
@@ -19,6 +20,7 @@ use futures::StreamExt;
 use super::adhoc_windows;
 use super::engine::{Shared, StatementResult};
 use super::output::QueryOutput;
+use super::param_types;
 use super::pg_catalog::{self, RelKind, Relation};
 use super::pg_functions::{self, SessionInfo};
 use super::pg_rewrite;
@@ -103,6 +105,7 @@ pub(super) async fn select(
         pg_rewrite::rewrite(&mut stmt, exists);
     }
     let names = pg_column_names(&stmt);
+    let hints = param_types::hinted(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
     let plan = match ctx.state().statement_to_plan(df_stmt).await {
         Ok(plan) => plan,
@@ -114,7 +117,7 @@ pub(super) async fn select(
         }
         Err(e) => return Err(e.into()),
     };
-    let plan = bind(plan, params)?;
+    let plan = bind(plan, params, &hints)?;
     let df = ctx.execute_logical_plan(plan).await?;
     let schema = rename(df.schema().as_arrow(), &names);
     let mut stream = df.execute_stream().await?;
@@ -150,6 +153,7 @@ pub(super) async fn describe_select(
     pg_rewrite::rewrite(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
     let names = pg_column_names(&stmt);
     let count = count_placeholders(&stmt);
+    let hints = param_types::hinted(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
     let plan = ctx.state().statement_to_plan(df_stmt).await?;
     let mut inferred = plan.get_parameter_types()?;
@@ -158,6 +162,7 @@ pub(super) async fn describe_select(
             inferred
                 .remove(&format!("${n}"))
                 .flatten()
+                .or_else(|| hints.get(&n).cloned())
                 .unwrap_or(DataType::Utf8)
         })
         .collect();
@@ -236,8 +241,13 @@ fn rename(schema: &Schema, names: &[Option<String>]) -> SchemaRef {
 }
 
 /// `plan` with its placeholders replaced by `params`, each resolved to the type DataFusion
-/// inferred for its place (42P02 for a placeholder without a value).
-fn bind(plan: LogicalPlan, params: &[Param]) -> Result<LogicalPlan> {
+/// inferred for its place, or else the type `hints` give it (42P02 for a placeholder without
+/// a value).
+fn bind(
+    plan: LogicalPlan,
+    params: &[Param],
+    hints: &HashMap<usize, DataType>,
+) -> Result<LogicalPlan> {
     let types = plan.get_parameter_types()?;
     if types.is_empty() {
         return Ok(plan);
@@ -245,7 +255,11 @@ fn bind(plan: LogicalPlan, params: &[Param]) -> Result<LogicalPlan> {
     let mut values = Vec::with_capacity(params.len());
     for (i, param) in params.iter().enumerate() {
         let n = i + 1;
-        let target = types.get(&format!("${n}")).cloned().flatten();
+        let target = types
+            .get(&format!("${n}"))
+            .cloned()
+            .flatten()
+            .or_else(|| hints.get(&n).cloned());
         values.push(
             param
                 .resolve(target.as_ref())

@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::plan::catalog::normalize;
 use crate::plan::{plan_continuous, Catalog};
 use crate::sources::insert;
-use crate::sources::param::{placeholder_number, Param};
+use crate::sources::param::Param;
 use crate::sql::{self, ExplainTarget, Statement, Subscribe};
 use crate::time::Watermark;
 
@@ -596,17 +596,7 @@ impl Engine {
                 sq::Statement::Insert(ins) => {
                     let target = insert::insert_target(ins)?;
                     let schema = self.stream_schema(&target)?;
-                    let cols = insert::insert_columns(ins, &schema)?;
-                    for row in insert::insert_rows(ins)? {
-                        for (e, &c) in row.iter().zip(&cols) {
-                            if let Some(n) = placeholder_number(e) {
-                                if params.len() < n {
-                                    params.resize(n, DataType::Utf8);
-                                }
-                                params[n - 1] = schema.field(c).data_type().clone();
-                            }
-                        }
-                    }
+                    params = insert::insert_param_types(ins, &schema)?;
                     None
                 }
                 sq::Statement::Query(_) => {

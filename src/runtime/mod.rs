@@ -13,6 +13,7 @@ mod hub;
 mod ingest;
 mod metrics;
 mod output;
+mod param_types;
 mod pg_catalog;
 pub mod pg_functions;
 mod pg_rewrite;

@@ -6,14 +6,16 @@
 
 use crate::error::sqlstate;
 
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use std::ops::ControlFlow;
+
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast::{self as sq, Expr, SetExpr, Spanned, UnaryOperator, Value};
 
 use super::param::{placeholder_number, Param};
 use super::value::BatchBuilder;
 use crate::error::{Error, Result};
-use crate::plan::catalog::normalize;
+use crate::plan::catalog::{arrow_type, normalize};
 use crate::plan::ConstantEvaluator;
 
 /// The target stream of an INSERT.
@@ -62,6 +64,47 @@ pub fn insert_rows(insert: &sq::Insert) -> Result<Vec<&[Expr]>> {
             "INSERT ... SELECT is not supported; use INSERT ... VALUES or COPY".into(),
         )),
     }
+}
+
+/// The types of an INSERT's `$1`, `$2`, ... as a Describe reports them: a placeholder that
+/// is a value takes its column's type, one under a cast (`$1::timestamp`, as SQLAlchemy's
+/// psycopg dialect writes every parameter) the cast's type, any other TEXT.
+pub fn insert_param_types(insert: &sq::Insert, schema: &Schema) -> Result<Vec<DataType>> {
+    let columns = insert_columns(insert, schema)?;
+    let mut types: Vec<Option<DataType>> = Vec::new();
+    let mut note = |n: usize, ty: Option<DataType>| {
+        if types.len() < n {
+            types.resize(n, None);
+        }
+        if let Some(ty) = ty {
+            types[n - 1].get_or_insert(ty);
+        }
+    };
+    for row in insert_rows(insert)? {
+        for (e, &c) in row.iter().zip(&columns) {
+            if let Some(n) = placeholder_number(e) {
+                note(n, Some(schema.field(c).data_type().clone()));
+                continue;
+            }
+            let _ = sq::visit_expressions(e, |e| {
+                if let Expr::Cast {
+                    expr, data_type, ..
+                } = e
+                {
+                    if let Some(n) = placeholder_number(expr) {
+                        note(n, arrow_type(data_type).ok());
+                    }
+                } else if let Some(n) = placeholder_number(e) {
+                    note(n, None);
+                }
+                ControlFlow::<()>::Continue(())
+            });
+        }
+    }
+    Ok(types
+        .into_iter()
+        .map(|t| t.unwrap_or(DataType::Utf8))
+        .collect())
 }
 
 /// Builds the batch for an INSERT into a stream of `schema`; `params` fill `$1`, `$2`, ...
@@ -128,7 +171,18 @@ fn push_expr(
     if let Some(text) = literal_text(expr) {
         return builder.push_text(column, text.as_deref());
     }
-    let value = evaluator.evaluate(expr)?;
+    let value = evaluator.evaluate_bound(expr, &|n, ty| {
+        let param = n
+            .checked_sub(1)
+            .and_then(|i| params.get(i))
+            .ok_or_else(|| {
+                Error::plan(
+                    sqlstate::UNDEFINED_PARAMETER,
+                    format!("there is no parameter ${n}"),
+                )
+            })?;
+        param.resolve(ty).map_err(|e| e.for_parameter(n))
+    })?;
     builder.push_scalar(column, &value)
 }
 
