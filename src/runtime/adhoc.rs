@@ -50,17 +50,21 @@ pub(super) fn context(
         let hub = hub.lock();
         let rows = hub.stream.recent.batches();
         recent.insert(name.clone(), (hub.stream.def.schema.clone(), rows.clone()));
+        let count = rows.iter().map(|b| b.num_rows()).sum();
         relations.push((
             name.clone(),
             RelKind::Stream,
             hub.stream.def.schema.clone(),
             None,
+            count,
         ));
         let table = MemTable::try_new(hub.stream.def.schema.clone(), vec![rows])?;
         ctx.register_table(name.as_str(), Arc::new(table))?;
         for (q, rt) in &hub.queries {
             let output = QueryOutput::lock(&rt.output);
-            let table = MemTable::try_new(rt.plan.schema.clone(), vec![output.retained()])?;
+            let retained = output.retained();
+            let count = retained.iter().map(|b| b.num_rows()).sum();
+            let table = MemTable::try_new(rt.plan.schema.clone(), vec![retained])?;
             ctx.register_table(q.as_str(), Arc::new(table))?;
             let definition = rt.def.to_string();
             relations.push((
@@ -68,16 +72,18 @@ pub(super) fn context(
                 RelKind::Query,
                 rt.plan.schema.clone(),
                 Some(definition),
+                count,
             ));
         }
     }
     let relations = relations
         .iter()
-        .map(|(name, kind, schema, definition)| Relation {
+        .map(|(name, kind, schema, definition, rows)| Relation {
             name,
             kind: *kind,
             schema,
             definition: definition.clone(),
+            rows: *rows,
         });
     pg_catalog::register(&ctx, relations)?;
     adhoc_windows::register(&ctx, Arc::new(recent), max_rows);
@@ -104,6 +110,7 @@ pub(super) async fn select(
         bind_literals(&mut stmt, params);
         pg_rewrite::rewrite(&mut stmt, exists);
     }
+    alias_beside_wildcard(&mut stmt);
     let names = pg_column_names(&stmt);
     let hints = param_types::hinted(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
@@ -119,7 +126,7 @@ pub(super) async fn select(
     };
     let plan = bind(plan, params, &hints)?;
     let df = ctx.execute_logical_plan(plan).await?;
-    let schema = rename(df.schema().as_arrow(), &names);
+    let schema = unalias(&rename(df.schema().as_arrow(), &names));
     let mut stream = df.execute_stream().await?;
     let mut batches = Vec::new();
     let (mut rows, mut bytes) = (0usize, 0usize);
@@ -136,7 +143,7 @@ pub(super) async fn select(
                 ),
             ));
         }
-        let renamed = rename(batch.schema_ref(), &names);
+        let renamed = unalias(&rename(batch.schema_ref(), &names));
         batches.push(RecordBatch::try_new(renamed, batch.columns().to_vec())?);
     }
     Ok(StatementResult::Rows { schema, batches })
@@ -151,6 +158,7 @@ pub(super) async fn describe_select(
 ) -> Result<(SchemaRef, Vec<DataType>)> {
     let mut stmt = stmt.clone();
     pg_rewrite::rewrite(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
+    alias_beside_wildcard(&mut stmt);
     let names = pg_column_names(&stmt);
     let count = count_placeholders(&stmt);
     let hints = param_types::hinted(&stmt);
@@ -166,7 +174,7 @@ pub(super) async fn describe_select(
                 .unwrap_or(DataType::Utf8)
         })
         .collect();
-    Ok((rename(plan.schema().as_arrow(), &names), params))
+    Ok((unalias(&rename(plan.schema().as_arrow(), &names)), params))
 }
 
 /// The names PostgreSQL gives the result columns of a `SELECT` whose select list has no
@@ -221,6 +229,70 @@ pub(super) fn pg_expr_name(e: &Expr) -> Option<String> {
         Expr::Substring { .. } => "substring".into(),
         _ => "?column?".into(),
     })
+}
+
+/// The prefix of the aliases [`alias_beside_wildcard`] gives.
+const BESIDE_WILDCARD: &str = "saql#beside*#";
+
+/// PostgreSQL lets a column appear twice in a result (`SELECT db.oid, db.* FROM pg_database
+/// db`, as DBeaver asks), DataFusion does not: a column named beside a `*` in the select list
+/// of `stmt` is aliased to a unique name that [`unalias`] turns back into the column's name.
+fn alias_beside_wildcard(stmt: &mut sq::Statement) {
+    let sq::Statement::Query(q) = stmt else {
+        return;
+    };
+    let sq::SetExpr::Select(select) = q.body.as_mut() else {
+        return;
+    };
+    let wildcard = select.projection.iter().any(|item| {
+        matches!(
+            item,
+            sq::SelectItem::Wildcard(_) | sq::SelectItem::QualifiedWildcard(..)
+        )
+    });
+    if !wildcard {
+        return;
+    }
+    for (i, item) in select.projection.iter_mut().enumerate() {
+        let sq::SelectItem::UnnamedExpr(e) = item else {
+            continue;
+        };
+        let name = match e {
+            Expr::Identifier(id) => id.value.clone(),
+            Expr::CompoundIdentifier(parts) => match parts.last() {
+                Some(id) => id.value.clone(),
+                None => continue,
+            },
+            _ => continue,
+        };
+        *item = sq::SelectItem::ExprWithAlias {
+            expr: e.clone(),
+            alias: sq::Ident::with_quote('"', format!("{BESIDE_WILDCARD}{i}#{name}")),
+        };
+    }
+}
+
+/// `schema` with the aliases of [`alias_beside_wildcard`] named as their columns again.
+fn unalias(schema: &SchemaRef) -> SchemaRef {
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| f.name().starts_with(BESIDE_WILDCARD))
+    {
+        return schema.clone();
+    }
+    let fields: Vec<_> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.name().strip_prefix(BESIDE_WILDCARD) {
+            Some(rest) => {
+                let name = rest.split_once('#').map_or(rest, |(_, n)| n).to_string();
+                Arc::new(f.as_ref().clone().with_name(name))
+            }
+            None => f.clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 /// `schema` with the fields that `names` names renamed.

@@ -14,6 +14,7 @@ mod ingest;
 mod metrics;
 mod output;
 mod param_types;
+mod pg_array_literal;
 mod pg_catalog;
 pub mod pg_functions;
 mod pg_rewrite;

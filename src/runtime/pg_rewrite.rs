@@ -11,12 +11,14 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions, visit_expressions_mut, visit_relations, visit_relations_mut, AccessExpr,
     BinaryOperator, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr,
-    Ident, ObjectName, ObjectNamePart, SelectItem, SetExpr, SetOperator, Statement, Subscript,
-    TableFactor, TableWithJoins, Value,
+    Ident, ObjectName, ObjectNamePart, SelectItem, SetExpr, SetOperator, Statement, TableFactor,
+    TableWithJoins, Value,
 };
 
 use super::adhoc::pg_expr_name;
+use super::pg_array_literal;
 use super::pg_catalog::{is_catalog_table, is_empty_table, SCHEMA};
+use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 
 /// Rewrites `stmt` in place; `taken` says whether a stream or query has a name, which then
 /// wins over a catalog table's.
@@ -40,6 +42,55 @@ fn rewrite_expr(e: &mut Expr, catalog: bool) {
             if let [ObjectNamePart::Identifier(schema), _] = f.name.0.as_slice() {
                 if schema.value.eq_ignore_ascii_case(SCHEMA) {
                     f.name.0.remove(0);
+                }
+            }
+            // Arrays are indexed from 1: the upper bound of dimension 1 is its length (a
+            // bigint, as `generate_series` takes it).
+            if f.name.to_string().eq_ignore_ascii_case("array_upper") {
+                let mut length = f.clone();
+                length.name = ObjectName::from(vec![Ident::new("array_length")]);
+                *e = Expr::Cast {
+                    kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+                    expr: Box::new(Expr::Function(length)),
+                    data_type: DataType::BigInt(None),
+                    array: false,
+                    format: None,
+                };
+                return;
+            }
+            // The catalog's array columns (`reloptions`, ...) are all NULL.
+            if catalog && f.name.to_string().eq_ignore_ascii_case("array_remove") {
+                if let FunctionArguments::List(list) = &f.args {
+                    if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(first))) =
+                        list.args.first()
+                    {
+                        *e = first.clone();
+                        return;
+                    }
+                }
+            }
+            if f.name.to_string().eq_ignore_ascii_case("array_lower") {
+                if let FunctionArguments::List(list) = &f.args {
+                    let length = Expr::Function(datafusion::sql::sqlparser::ast::Function {
+                        name: ObjectName::from(vec![Ident::new("array_length")]),
+                        args: FunctionArguments::List(list.clone()),
+                        ..f.clone()
+                    });
+                    *e = Expr::Case {
+                        case_token: AttachedToken::empty(),
+                        end_token: AttachedToken::empty(),
+                        operand: None,
+                        conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
+                            condition: Expr::BinaryOp {
+                                left: Box::new(length),
+                                op: BinaryOperator::Gt,
+                                right: Box::new(Expr::value(Value::Number("0".into(), false))),
+                            },
+                            result: Expr::value(Value::Number("1".into(), false)),
+                        }],
+                        else_result: None,
+                    };
+                    return;
                 }
             }
             // `ARRAY(SELECT ...)`, which DataFusion lacks, builds the catalog's arrays (options,
@@ -85,6 +136,60 @@ fn rewrite_expr(e: &mut Expr, catalog: bool) {
                 negated,
             };
         }
+        // `x = ANY ('{a,b}')` and `x <> ALL ('{a,b}'::text[])`: a text array literal, as an
+        // IN list of its elements.
+        Expr::AnyOp {
+            left,
+            compare_op: BinaryOperator::Eq,
+            right,
+            ..
+        }
+        | Expr::AllOp {
+            left,
+            compare_op: BinaryOperator::NotEq,
+            right,
+        } if array_literal(right).is_some() => {
+            let list = array_literal(right)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|v| Expr::value(v.map_or(Value::Null, Value::SingleQuotedString)))
+                .collect();
+            let left = std::mem::replace(left, Box::new(Expr::value(Value::Null)));
+            let negated = matches!(e, Expr::AllOp { .. });
+            *e = Expr::InList {
+                expr: left,
+                list,
+                negated,
+            };
+        }
+        // `x = ANY (c.reloptions)`: the catalog's array columns are all NULL, and so is the
+        // comparison.
+        Expr::AnyOp {
+            left,
+            compare_op: BinaryOperator::Eq,
+            right,
+            ..
+        } if catalog
+            && matches!(
+                right.as_ref(),
+                Expr::Identifier(_) | Expr::CompoundIdentifier(_)
+            ) =>
+        {
+            let left = std::mem::replace(left, Box::new(Expr::value(Value::Null)));
+            let right = std::mem::replace(right, Box::new(Expr::value(Value::Null)));
+            *e = Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            };
+        }
+        // `(composite).field`: saql's catalog has no composite values (pgJDBC's
+        // `(information_schema._pg_expandarray(i.indkey)).x` reads an index, and there are none).
+        Expr::CompoundFieldAccess { access_chain, .. }
+            if catalog && matches!(access_chain.first(), Some(AccessExpr::Dot(_))) =>
+        {
+            *e = Expr::value(Value::Null);
+        }
         // DataFusion's LIKE escapes with `\` only: a pattern of literals with another escape
         // character is rewritten to escape with `\`.
         Expr::Like {
@@ -107,26 +212,6 @@ fn rewrite_expr(e: &mut Expr, catalog: bool) {
                         Expr::value(Value::SingleQuotedString(backslash_escaped(&text, escape)));
                     *escape_char = None;
                 }
-            }
-        }
-        // `(current_schemas(true))[i]`: saql's search path is `pg_catalog, public`.
-        Expr::CompoundFieldAccess { root, access_chain } => {
-            let mut root = root.as_ref();
-            while let Expr::Nested(inner) = root {
-                root = inner;
-            }
-            let schemas = matches!(root, Expr::Function(f)
-                if f.name.to_string().eq_ignore_ascii_case("current_schemas")
-                    || f.name.to_string().eq_ignore_ascii_case("pg_catalog.current_schemas"));
-            if let (true, [AccessExpr::Subscript(Subscript::Index { index })]) =
-                (schemas, access_chain.as_slice())
-            {
-                let schema = match literal_int(index) {
-                    Some(1) => Value::SingleQuotedString(SCHEMA.into()),
-                    Some(2) => Value::SingleQuotedString("public".into()),
-                    _ => Value::Null,
-                };
-                *e = Expr::value(schema);
             }
         }
         Expr::Collate { expr, .. } => {
@@ -287,10 +372,17 @@ const AGGREGATES: [&str; 8] = [
     "string_agg",
 ];
 
-fn literal_int(e: &Expr) -> Option<i64> {
+/// The elements of a text array literal (`'{a,b}'`, also cast: `'{a,b}'::text[]`).
+fn array_literal(e: &Expr) -> Option<Vec<Option<String>>> {
     match e {
+        Expr::Nested(inner) => array_literal(inner),
+        Expr::Cast {
+            expr,
+            data_type: DataType::Array(_) | DataType::Custom(..),
+            ..
+        } => array_literal(expr),
         Expr::Value(v) => match &v.value {
-            Value::Number(n, _) => n.parse().ok(),
+            Value::SingleQuotedString(s) => pg_array_literal::parse(s),
             _ => None,
         },
         _ => None,
@@ -444,6 +536,16 @@ fn qualify_catalog_tables(stmt: &mut Statement, taken: impl Fn(&str) -> bool) {
                 f.value = f.value.to_lowercase();
             }
         }
+        // `pg_catalog.pg_get_keywords()`: table functions are registered without a schema.
+        if let [ObjectNamePart::Identifier(schema), ObjectNamePart::Identifier(f)] =
+            name.0.as_slice()
+        {
+            if schema.value.eq_ignore_ascii_case(SCHEMA)
+                && TABLE_FUNCTIONS.contains(&f.value.to_lowercase().as_str())
+            {
+                name.0.remove(0);
+            }
+        }
         if let [ObjectNamePart::Identifier(table)] = name.0.as_slice() {
             let lower = table.value.to_lowercase();
             if is_catalog_table(&lower) && !taken(&lower) {
@@ -454,6 +556,9 @@ fn qualify_catalog_tables(stmt: &mut Statement, taken: impl Fn(&str) -> bool) {
         ControlFlow::<()>::Continue(())
     });
 }
+
+/// The catalog's table functions, which tools may name with their schema.
+const TABLE_FUNCTIONS: [&str; 3] = ["pg_get_keywords", "generate_series", "unnest"];
 
 /// Whether a query reads a `pg_catalog` or `information_schema` relation (psql's describing
 /// queries and drivers' introspection do).
