@@ -19,6 +19,7 @@ use futures::StreamExt;
 
 use super::adhoc_windows;
 use super::engine::{Shared, StatementResult};
+use super::function_hint;
 use super::output::QueryOutput;
 use super::param_types;
 use super::pg_catalog::{self, RelKind, Relation};
@@ -122,7 +123,7 @@ pub(super) async fn select(
                  SHOW STREAMS and SHOW QUERIES describe streams and queries"
             )))
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(function_hint::with_hint(e.into(), &ctx)),
     };
     let plan = bind(plan, params, &hints)?;
     let df = ctx.execute_logical_plan(plan).await?;
@@ -163,7 +164,11 @@ pub(super) async fn describe_select(
     let count = count_placeholders(&stmt);
     let hints = param_types::hinted(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
-    let plan = ctx.state().statement_to_plan(df_stmt).await?;
+    let plan = ctx
+        .state()
+        .statement_to_plan(df_stmt)
+        .await
+        .map_err(|e| function_hint::with_hint(e.into(), &ctx))?;
     let mut inferred = plan.get_parameter_types()?;
     let params = (1..=count)
         .map(|n| {

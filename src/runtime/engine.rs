@@ -149,6 +149,15 @@ pub enum StatementResult {
     Subscribe(Subscription),
     /// The client must now send COPY data.
     CopyIn(Box<CopyIn>),
+    /// Rows to send as COPY data (`COPY (query) TO STDOUT`).
+    CopyOut {
+        /// Their framing.
+        format: crate::sql::CopyOut,
+        /// Their schema.
+        schema: SchemaRef,
+        /// The rows.
+        batches: Vec<RecordBatch>,
+    },
 }
 
 /// What a statement will take and return, for the extended query protocol.
@@ -405,6 +414,7 @@ impl Engine {
     ) -> Result<StatementResult> {
         match stmt {
             Statement::Sql(s) => self.execute_sql(*s, params, session).await,
+            Statement::CopyTo(c) => self.copy_to(c, session).await,
             other => self.execute_own(other),
         }
     }
@@ -472,7 +482,9 @@ impl Engine {
                     "cursors belong to a client session; use a Subscription in the library".into(),
                 ))
             }
-            Statement::Sql(_) => unreachable!("plain SQL is executed by execute_sql"),
+            Statement::Sql(_) | Statement::CopyTo(_) => {
+                unreachable!("plain SQL and COPY TO are executed by execute_statement_for")
+            }
         };
         Ok(StatementResult::Command(tag.into()))
     }
@@ -660,6 +672,11 @@ impl Engine {
                 );
                 Ok(StatementResult::CommandWithNotice { tag, notice })
             }
+            sq::Statement::Query(ref q) if modifies_in_with(q) => Err(Error::NotSupported(
+                "data-modifying statements in WITH are not supported: streams are append-only; \
+                 run the INSERT on its own"
+                    .into(),
+            )),
             sq::Statement::Query(_) => {
                 let ctx = adhoc::context(&self.read(), session, self.config.max_result_rows)?;
                 let c = &self.config;
@@ -671,10 +688,7 @@ impl Engine {
             sq::Statement::Commit { .. } => Ok(StatementResult::Command("COMMIT".into())),
             sq::Statement::Rollback { .. } => Ok(StatementResult::Command("ROLLBACK".into())),
             sq::Statement::Discard { .. } => Ok(StatementResult::Command("DISCARD ALL".into())),
-            other => Err(Error::NotSupported(format!(
-                "statement not supported: {}",
-                first_words(&other.to_string())
-            ))),
+            other => Err(unsupported(&other)),
         }
     }
 }
@@ -703,6 +717,35 @@ async fn off_async<T: Send + 'static>(
         };
     }
     work()
+}
+
+/// 0A000 for a statement saql does not run, naming what it is and what to use instead.
+fn unsupported(stmt: &sq::Statement) -> Error {
+    let what = first_words(&stmt.to_string());
+    let hint = match stmt {
+        sq::Statement::Update { .. } | sq::Statement::Delete(_) | sq::Statement::Merge { .. } => {
+            "streams are append-only: INSERT or COPY rows into them"
+        }
+        sq::Statement::CreateTable(_) => "use CREATE STREAM",
+        sq::Statement::CreateView { .. } => "use CREATE CONTINUOUS QUERY",
+        _ => "see the README for the statements saql runs",
+    };
+    Error::NotSupported(format!("statement not supported: {what}; {hint}"))
+}
+
+/// Whether a query's WITH holds an INSERT, UPDATE or DELETE (a writable CTE).
+fn modifies_in_with(q: &sq::Query) -> bool {
+    q.with.as_ref().is_some_and(|with| {
+        with.cte_tables.iter().any(|cte| {
+            matches!(
+                cte.query.body.as_ref(),
+                sq::SetExpr::Insert(_)
+                    | sq::SetExpr::Update(_)
+                    | sq::SetExpr::Delete(_)
+                    | sq::SetExpr::Merge(_)
+            ) || modifies_in_with(&cte.query)
+        })
+    })
 }
 
 fn first_words(s: &str) -> String {

@@ -8,6 +8,7 @@ mod checkpoint;
 mod copy;
 mod ddl;
 pub mod engine;
+mod function_hint;
 mod graph;
 mod hub;
 mod ingest;

@@ -183,6 +183,45 @@ fn rewrite_expr(e: &mut Expr, catalog: bool) {
                 right,
             };
         }
+        // Grafana's query builder lists the tables of the schemas on the search path with a
+        // subquery that splits `current_setting('search_path')` into an array and reads it
+        // back row by row: that set is saql's search path, `"$user", public`.
+        Expr::InSubquery {
+            expr,
+            subquery,
+            negated,
+        } if catalog
+            && subquery
+                .to_string()
+                .to_lowercase()
+                .contains("current_setting('search_path')") =>
+        {
+            let user = Expr::Function(datafusion::sql::sqlparser::ast::Function {
+                name: ObjectName::from(vec![Ident::new("current_user")]),
+                uses_odbc_syntax: false,
+                parameters: FunctionArguments::None,
+                args: FunctionArguments::List(
+                    datafusion::sql::sqlparser::ast::FunctionArgumentList {
+                        duplicate_treatment: None,
+                        args: vec![],
+                        clauses: vec![],
+                    },
+                ),
+                filter: None,
+                null_treatment: None,
+                over: None,
+                within_group: vec![],
+            });
+            let expr = std::mem::replace(expr, Box::new(Expr::value(Value::Null)));
+            *e = Expr::InList {
+                expr,
+                list: vec![
+                    user,
+                    Expr::value(Value::SingleQuotedString("public".into())),
+                ],
+                negated: *negated,
+            };
+        }
         // `(composite).field`: saql's catalog has no composite values (pgJDBC's
         // `(information_schema._pg_expandarray(i.indkey)).x` reads an index, and there are none).
         Expr::CompoundFieldAccess { access_chain, .. }
