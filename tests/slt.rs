@@ -131,7 +131,9 @@ impl sqllogictest::DB for SaqlDb {
                 StatementResult::Command(_) | StatementResult::CommandWithNotice { .. } => {}
                 // `COPY (query) TO STDOUT` shows the rows it would send.
                 StatementResult::Rows { schema, batches }
-                | StatementResult::CopyOut { schema, batches, .. } => {
+                | StatementResult::CopyOut {
+                    schema, batches, ..
+                } => {
                     let types = schema
                         .fields()
                         .iter()

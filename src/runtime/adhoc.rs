@@ -240,8 +240,8 @@ pub(super) fn pg_expr_name(e: &Expr) -> Option<String> {
 const BESIDE_WILDCARD: &str = "saql#beside*#";
 
 /// PostgreSQL lets a column appear twice in a result (`SELECT db.oid, db.* FROM pg_database
-/// db`, as DBeaver asks), DataFusion does not: a column named beside a `*` in the select list
-/// of `stmt` is aliased to a unique name that [`unalias`] turns back into the column's name.
+/// db`, as DBeaver asks, or `SELECT a, a`), DataFusion does not: a column named beside a `*`,
+/// or named twice, in the select list of `stmt` is aliased to a unique name that [`unalias`] turns back into the column's name.
 fn alias_beside_wildcard(stmt: &mut sq::Statement) {
     let sq::Statement::Query(q) = stmt else {
         return;
@@ -255,13 +255,25 @@ fn alias_beside_wildcard(stmt: &mut sq::Statement) {
             sq::SelectItem::Wildcard(_) | sq::SelectItem::QualifiedWildcard(..)
         )
     });
-    if !wildcard {
-        return;
-    }
+    let column_name = |item: &sq::SelectItem| match item {
+        sq::SelectItem::UnnamedExpr(Expr::Identifier(id)) => Some(id.value.to_lowercase()),
+        sq::SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
+            parts.last().map(|id| id.value.to_lowercase())
+        }
+        _ => None,
+    };
+    let names: Vec<Option<String>> = select.projection.iter().map(column_name).collect();
     for (i, item) in select.projection.iter_mut().enumerate() {
+        let Some(name) = &names[i] else {
+            continue;
+        };
+        let repeated = names.iter().filter(|n| n.as_ref() == Some(name)).count() > 1;
         let sq::SelectItem::UnnamedExpr(e) = item else {
             continue;
         };
+        if !wildcard && !repeated {
+            continue;
+        }
         let name = match e {
             Expr::Identifier(id) => id.value.clone(),
             Expr::CompoundIdentifier(parts) => match parts.last() {
