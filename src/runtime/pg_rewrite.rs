@@ -30,10 +30,47 @@ pub fn rewrite(stmt: &mut Statement, taken: impl Fn(&str) -> bool) {
             empty_query(q);
         }
     }
+    // Before the casts to oid types are dropped: `x::regtype::text` is the type's name.
+    let _ = visit_expressions_mut(stmt, |e| {
+        if let Some(oid) = regtype_as_text(e) {
+            *e = call("format_type", oid);
+        }
+        ControlFlow::<()>::Continue(())
+    });
     let _ = visit_expressions_mut(stmt, |e| {
         rewrite_expr(e, catalog);
         ControlFlow::<()>::Continue(())
     });
+}
+
+/// The `x` of `x::regtype::text` (pgcli's `att.atttypid::regtype::text`, psql's
+/// `c.reloftype::pg_catalog.regtype::pg_catalog.text`), where `x` is not a literal name.
+fn regtype_as_text(e: &Expr) -> Option<Expr> {
+    let Expr::Cast {
+        expr, data_type, ..
+    } = e
+    else {
+        return None;
+    };
+    let name = |t: &DataType| {
+        let name = t.to_string().to_lowercase();
+        name.strip_prefix("pg_catalog.")
+            .unwrap_or(&name)
+            .to_string()
+    };
+    if !matches!(name(data_type).as_str(), "text" | "varchar" | "name") {
+        return None;
+    }
+    match expr.as_ref() {
+        Expr::Cast {
+            expr: inner,
+            data_type,
+            ..
+        } if name(data_type) == "regtype" && !is_text_or_parameter(inner) => {
+            Some(inner.as_ref().clone())
+        }
+        _ => None,
+    }
 }
 
 fn rewrite_expr(e: &mut Expr, catalog: bool) {
@@ -639,7 +676,7 @@ mod tests {
         );
         assert_eq!(
             rewritten("SELECT 'x'::regclass, a::regtype::pg_catalog.text FROM pg_user"),
-            "SELECT to_regclass('x'), a::TEXT FROM pg_user"
+            "SELECT to_regclass('x'), format_type(a) FROM pg_user"
         );
         assert_eq!(
             rewritten("SELECT CAST($1 AS REGCLASS), $2::regtype, b::regclass FROM pg_user"),

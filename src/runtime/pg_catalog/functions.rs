@@ -11,11 +11,12 @@ use datafusion::scalar::ScalarValue;
 use super::{relation_oid, type_oid, OWNER, TYPES};
 
 /// The functions the catalog queries of psql and drivers call, with what they return.
-pub(super) const FUNCTIONS: [(&str, DataType); 37] = [
+pub(super) const FUNCTIONS: [(&str, DataType); 38] = [
     ("has_schema_privilege", DataType::Boolean),
     ("has_database_privilege", DataType::Boolean),
     ("has_table_privilege", DataType::Boolean),
     ("has_column_privilege", DataType::Boolean),
+    ("has_any_column_privilege", DataType::Boolean),
     ("has_function_privilege", DataType::Boolean),
     ("pg_size_pretty", DataType::Utf8),
     ("pg_table_size", DataType::Int64),
@@ -91,6 +92,7 @@ impl CatalogFn {
             | "has_schema_privilege"
             | "has_database_privilege"
             | "has_column_privilege"
+            | "has_any_column_privilege"
             | "has_function_privilege" => ScalarValue::Boolean(Some(true)),
             "pg_is_other_temp_schema" => ScalarValue::Boolean(Some(false)),
             "pg_my_temp_schema" | "pg_stat_get_numscans" => ScalarValue::Int64(Some(0)),
