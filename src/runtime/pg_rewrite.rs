@@ -378,7 +378,23 @@ fn empty_result(body: &mut SetExpr) -> bool {
                 return false;
             }
             let mut seen = std::collections::HashSet::new();
+            // Beside a `*` (DBeaver's `e.oid, e.*`), a column stays itself: a NULL named
+            // like it would make the name ambiguous.
+            let wildcard = select.projection.iter().any(|item| {
+                matches!(
+                    item,
+                    SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+                )
+            });
             for (i, item) in select.projection.iter_mut().enumerate() {
+                if wildcard
+                    && matches!(
+                        item,
+                        SelectItem::UnnamedExpr(Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+                    )
+                {
+                    continue;
+                }
                 let mut alias = match item {
                     SelectItem::UnnamedExpr(e) => {
                         let name = match &*e {
