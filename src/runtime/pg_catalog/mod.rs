@@ -7,8 +7,10 @@
 //! (SQLAlchemy and psycopg looking for hstore) learn that it is absent. Relations saql has no
 //! use for (indexes, constraints, triggers, policies, inheritance, defaults) are there and
 //! empty, so the questions tools ask about them have their true answer: none.
-//! `information_schema.tables` and `.columns` say the same with PostgreSQL's type names.
-//! How the statements tools send are made plannable is in [`super::pg_rewrite`].
+//! `information_schema` says the same with PostgreSQL's type names ([`info_schema`]); the
+//! empty tables are listed in [`empty`], the functions in [`functions`], the settings and
+//! table statistics in [`settings`], the keywords in [`keywords`]. How the statements tools
+//! send are made plannable is in [`super::pg_rewrite`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
