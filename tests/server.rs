@@ -1263,7 +1263,10 @@ async fn session_functions_and_postgresql_column_names() {
             .unwrap(),
     );
     // `oid::regtype::text` is the type's name, as PostgreSQL gives it.
-    assert_eq!(probe, vec![vec![Some("int8".into()), Some("bigint".into())]]);
+    assert_eq!(
+        probe,
+        vec![vec![Some("int8".into()), Some("bigint".into())]]
+    );
     server.stop().await;
 }
 
