@@ -289,12 +289,14 @@ fn alias_beside_wildcard(stmt: &mut sq::Statement) {
     }
 }
 
-/// `schema` with the aliases of [`alias_beside_wildcard`] named as their columns again.
+/// `schema` with the aliases of [`alias_beside_wildcard`] named as their columns again, and
+/// the column of `FROM unnest(...)` named `unnest`, as PostgreSQL names it (DataFusion names
+/// it after the whole call).
 fn unalias(schema: &SchemaRef) -> SchemaRef {
     if !schema
         .fields()
         .iter()
-        .any(|f| f.name().starts_with(BESIDE_WILDCARD))
+        .any(|f| f.name().starts_with(BESIDE_WILDCARD) || f.name().starts_with("UNNEST("))
     {
         return schema.clone();
     }
@@ -305,6 +307,9 @@ fn unalias(schema: &SchemaRef) -> SchemaRef {
             Some(rest) => {
                 let name = rest.split_once('#').map_or(rest, |(_, n)| n).to_string();
                 Arc::new(f.as_ref().clone().with_name(name))
+            }
+            None if f.name().starts_with("UNNEST(") => {
+                Arc::new(f.as_ref().clone().with_name("unnest"))
             }
             None => f.clone(),
         })

@@ -282,6 +282,8 @@ PGCLI_STATEMENTS = [
 def _():
     with psycopg.connect(DSN, autocommit=True) as conn:
         results = [conn.execute(sql, params).fetchall() for sql, params in PGCLI_STATEMENTS]
+        names = conn.execute(PGCLI_STATEMENTS[0][0]).description
+        expect([c.name for c in names] == ["unnest"], names)
         expect([r[0] for r in results[0]] == ["pg_catalog", "public"], results[0])
         expect(("public", "tool_events") in results[2], results[2])
         expect(("public", "tool_events", "amount", "bigint", False, None) in results[3],
@@ -289,6 +291,19 @@ def _():
         expect(results[4] == [("saql",)], results[4])
         listed = {(r[1], r[2]) for r in results[7]}
         expect({("tool_events", "table"), ("tool_big", "materialized view")} <= listed, listed)
+
+
+@check("psycopg: COPY (query) TO STDOUT as CSV, COPY stream TO STDOUT as text rows")
+def _():
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        sql = ("COPY (SELECT host, amount FROM tool_events WHERE amount >= 20 ORDER BY ts) "
+               "TO STDOUT WITH (FORMAT csv, HEADER)")
+        with conn.cursor().copy(sql) as copy:
+            data = b"".join(bytes(chunk) for chunk in copy)
+        expect(data == b"host,amount\nb,20\nc,30\nd,40\norm,99\n", data)
+        with conn.cursor().copy("COPY tool_big (host, amount) TO STDOUT") as copy:
+            rows = list(copy.rows())
+        expect(("orm", "99") in rows and len(rows) == 4, rows)
 
 
 @check("What saql cannot do is refused with PostgreSQL's SQLSTATE, never XX000")
