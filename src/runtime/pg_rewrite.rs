@@ -718,6 +718,30 @@ mod tests {
             rewritten("SELECT 1 WHERE a = ANY (ARRAY['r', 'p']) AND b <> ALL (ARRAY[1])"),
             "SELECT 1 WHERE a IN ('r', 'p') AND b NOT IN (1)"
         );
+        // Text array literals, arrays' bounds, composite fields of empty catalog rows,
+        // Grafana's search-path subquery.
+        assert_eq!(
+            rewritten(
+                "SELECT 1 FROM pg_class c WHERE c.relkind = ANY ('{r,\"\",NULL}') \
+                 AND w <> ALL ('{a,b}'::text[])"
+            ),
+            "SELECT 1 FROM pg_catalog.pg_class c WHERE c.relkind IN ('r', '', NULL) \
+             AND w NOT IN ('a', 'b')"
+        );
+        assert_eq!(
+            rewritten("SELECT array_upper(current_schemas(false), 1), array_lower(a, 1)"),
+            "SELECT CAST(array_length(current_schemas(false), 1) AS BIGINT), \
+             CASE WHEN array_length(a, 1) > 0 THEN 1 END"
+        );
+        assert_eq!(
+            rewritten("SELECT (a.keys).x FROM pg_attribute a"),
+            "SELECT NULL FROM pg_catalog.pg_attribute a"
+        );
+        assert!(rewritten(
+            "SELECT t FROM information_schema.tables WHERE s IN (SELECT trim(s[i]) \
+             FROM generate_series(1, 2) AS i, string_to_array(current_setting('search_path'), ',') s)"
+        )
+        .ends_with("WHERE s IN (current_user(), 'public')"));
         // A subquery over a table with rows stays.
         assert!(rewritten("SELECT (SELECT max(oid) FROM pg_type)").contains("SELECT max(oid)"));
     }

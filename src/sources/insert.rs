@@ -213,3 +213,74 @@ fn literal_text(expr: &Expr) -> Option<Option<String>> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{AsArray, Int64Array};
+    use datafusion::arrow::datatypes::{Field, TimeUnit, TimestampNanosecondType};
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+    use std::sync::Arc;
+
+    fn insert(sql: &str) -> sq::Insert {
+        match Parser::parse_sql(&PostgreSqlDialect {}, sql)
+            .unwrap()
+            .remove(0)
+        {
+            sq::Statement::Insert(i) => i,
+            other => panic!("not an INSERT: {other}"),
+        }
+    }
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
+            Field::new("host", DataType::Utf8, true),
+            Field::new("amount", DataType::Int64, true),
+        ]))
+    }
+
+    #[test]
+    fn parameters_bind_under_casts_and_inside_expressions() {
+        let ins =
+            insert("INSERT INTO s (ts, host, amount) VALUES ($1::timestamp, upper($2), $3 + 1)");
+        assert_eq!(
+            insert_param_types(&ins, &schema()).unwrap(),
+            vec![
+                DataType::Timestamp(TimeUnit::Nanosecond, None),
+                DataType::Utf8,
+                DataType::Utf8
+            ]
+        );
+        let params = [
+            Param::from("2024-01-01 00:00:01"),
+            Param::from("ab"),
+            Param::from("41"),
+        ];
+        let batch = insert_batch(&ins, &schema(), &params).unwrap();
+        assert_eq!(
+            batch
+                .column(0)
+                .as_primitive::<TimestampNanosecondType>()
+                .value(0),
+            1_704_067_201_000_000_000
+        );
+        assert_eq!(batch.column(1).as_string::<i32>().value(0), "AB");
+        assert_eq!(
+            batch
+                .column(2)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .value(0),
+            42
+        );
+        // A missing parameter is 42P02, a bad one names itself.
+        let e = insert_batch(&ins, &schema(), &params[..2]).unwrap_err();
+        assert_eq!(e.sqlstate(), sqlstate::UNDEFINED_PARAMETER, "{e}");
+        let bad = [params[0].clone(), params[1].clone(), Param::from("x")];
+        let e = insert_batch(&ins, &schema(), &bad).unwrap_err();
+        assert!(e.to_string().contains("$3"), "{e}");
+    }
+}
