@@ -327,6 +327,13 @@ impl From<datafusion::error::DataFusionError> for Error {
                     .to_string();
                 Error::undefined("stream or query", &name)
             }
+            D::Plan(m) if m.starts_with("table function '") && m.ends_with("' not found") => {
+                let name = &m["table function '".len()..m.len() - "' not found".len()];
+                Error::plan(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!("table function \"{name}\" does not exist"),
+                )
+            }
             D::Plan(m) if m.starts_with("Invalid function '") => {
                 let rest = &m["Invalid function '".len()..];
                 let name = rest.split('\'').next().unwrap_or_default();

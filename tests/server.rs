@@ -1262,7 +1262,11 @@ async fn session_functions_and_postgresql_column_names() {
             .await
             .unwrap(),
     );
-    assert_eq!(probe, vec![vec![Some("int8".into()), Some("20".into())]]);
+    // `oid::regtype::text` is the type's name, as PostgreSQL gives it.
+    assert_eq!(
+        probe,
+        vec![vec![Some("int8".into()), Some("bigint".into())]]
+    );
     server.stop().await;
 }
 

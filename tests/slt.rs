@@ -129,7 +129,11 @@ impl sqllogictest::DB for SaqlDb {
         for result in self.runtime.block_on(self.engine.execute(sql))? {
             match result {
                 StatementResult::Command(_) | StatementResult::CommandWithNotice { .. } => {}
-                StatementResult::Rows { schema, batches } => {
+                // `COPY (query) TO STDOUT` shows the rows it would send.
+                StatementResult::Rows { schema, batches }
+                | StatementResult::CopyOut {
+                    schema, batches, ..
+                } => {
                     let types = schema
                         .fields()
                         .iter()

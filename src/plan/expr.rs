@@ -161,10 +161,53 @@ pub struct ConstantEvaluator {
 impl ConstantEvaluator {
     /// The value of `expr`, which reads no column; `now()` is the time of the call.
     pub fn evaluate(&mut self, expr: &SqlExpr) -> Result<ScalarValue> {
+        self.evaluate_bound(expr, &|n, _| {
+            Err(Error::plan(
+                crate::error::sqlstate::UNDEFINED_PARAMETER,
+                format!("there is no parameter ${n}"),
+            ))
+        })
+    }
+
+    /// [`ConstantEvaluator::evaluate`] of an expression with `$n` placeholders
+    /// (`$1::timestamp`, `$2 || 'x'`): `param(n, type)` gives the value of `$n` for a place of
+    /// the type DataFusion infers for it (`None` where nothing says, as inside a cast).
+    pub fn evaluate_bound(
+        &mut self,
+        expr: &SqlExpr,
+        param: &dyn Fn(usize, Option<&DataType>) -> Result<ScalarValue>,
+    ) -> Result<ScalarValue> {
         let ctx = self.ctx.get_or_insert_with(PlanContext::new);
         let empty = DFSchema::empty();
         let logical =
             SqlToRel::new(ctx).sql_to_expr(expr.clone(), &empty, &mut PlannerContext::new())?;
+        let (logical, _) = logical.infer_placeholder_types(&empty)?;
+        let mut failure = None;
+        let logical = logical
+            .transform(|e| match &e {
+                LExpr::Placeholder(Placeholder { id, field }) => {
+                    let n = id.strip_prefix('$').and_then(|n| n.parse::<usize>().ok());
+                    let value = match n {
+                        Some(n) => param(n, field.as_ref().map(|f| f.data_type())),
+                        None => Err(Error::plan(
+                            crate::error::sqlstate::UNDEFINED_PARAMETER,
+                            format!("there is no parameter {id}"),
+                        )),
+                    };
+                    match value {
+                        Ok(v) => Ok(Transformed::yes(LExpr::Literal(v, None))),
+                        Err(err) => {
+                            failure.get_or_insert(err);
+                            Ok(Transformed::no(e))
+                        }
+                    }
+                }
+                _ => Ok(Transformed::no(e)),
+            })?
+            .data;
+        if let Some(err) = failure {
+            return Err(err);
+        }
         let logical = simplify_at(&logical, &empty, Some(Utc::now()))?;
         let physical = ctx.state().create_physical_expr(logical, &empty)?;
         let batch = RecordBatch::try_new_with_options(

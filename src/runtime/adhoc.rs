@@ -6,6 +6,7 @@
 //! names them (`?column?`, `count`, `min`), and the session functions drivers call are there.
 
 use crate::error::sqlstate;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
@@ -18,7 +19,9 @@ use futures::StreamExt;
 
 use super::adhoc_windows;
 use super::engine::{Shared, StatementResult};
+use super::function_hint;
 use super::output::QueryOutput;
+use super::param_types;
 use super::pg_catalog::{self, RelKind, Relation};
 use super::pg_functions::{self, SessionInfo};
 use super::pg_rewrite;
@@ -48,17 +51,21 @@ pub(super) fn context(
         let hub = hub.lock();
         let rows = hub.stream.recent.batches();
         recent.insert(name.clone(), (hub.stream.def.schema.clone(), rows.clone()));
+        let count = rows.iter().map(|b| b.num_rows()).sum();
         relations.push((
             name.clone(),
             RelKind::Stream,
             hub.stream.def.schema.clone(),
             None,
+            count,
         ));
         let table = MemTable::try_new(hub.stream.def.schema.clone(), vec![rows])?;
         ctx.register_table(name.as_str(), Arc::new(table))?;
         for (q, rt) in &hub.queries {
             let output = QueryOutput::lock(&rt.output);
-            let table = MemTable::try_new(rt.plan.schema.clone(), vec![output.retained()])?;
+            let retained = output.retained();
+            let count = retained.iter().map(|b| b.num_rows()).sum();
+            let table = MemTable::try_new(rt.plan.schema.clone(), vec![retained])?;
             ctx.register_table(q.as_str(), Arc::new(table))?;
             let definition = rt.def.to_string();
             relations.push((
@@ -66,16 +73,18 @@ pub(super) fn context(
                 RelKind::Query,
                 rt.plan.schema.clone(),
                 Some(definition),
+                count,
             ));
         }
     }
     let relations = relations
         .iter()
-        .map(|(name, kind, schema, definition)| Relation {
+        .map(|(name, kind, schema, definition, rows)| Relation {
             name,
             kind: *kind,
             schema,
             definition: definition.clone(),
+            rows: *rows,
         });
     pg_catalog::register(&ctx, relations)?;
     adhoc_windows::register(&ctx, Arc::new(recent), max_rows);
@@ -102,7 +111,9 @@ pub(super) async fn select(
         bind_literals(&mut stmt, params);
         pg_rewrite::rewrite(&mut stmt, exists);
     }
+    alias_beside_wildcard(&mut stmt);
     let names = pg_column_names(&stmt);
+    let hints = param_types::hinted(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
     let plan = match ctx.state().statement_to_plan(df_stmt).await {
         Ok(plan) => plan,
@@ -112,11 +123,11 @@ pub(super) async fn select(
                  SHOW STREAMS and SHOW QUERIES describe streams and queries"
             )))
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(function_hint::with_hint(e.into(), &ctx)),
     };
-    let plan = bind(plan, params)?;
+    let plan = bind(plan, params, &hints)?;
     let df = ctx.execute_logical_plan(plan).await?;
-    let schema = rename(df.schema().as_arrow(), &names);
+    let schema = unalias(&rename(df.schema().as_arrow(), &names));
     let mut stream = df.execute_stream().await?;
     let mut batches = Vec::new();
     let (mut rows, mut bytes) = (0usize, 0usize);
@@ -133,7 +144,7 @@ pub(super) async fn select(
                 ),
             ));
         }
-        let renamed = rename(batch.schema_ref(), &names);
+        let renamed = unalias(&rename(batch.schema_ref(), &names));
         batches.push(RecordBatch::try_new(renamed, batch.columns().to_vec())?);
     }
     Ok(StatementResult::Rows { schema, batches })
@@ -148,20 +159,27 @@ pub(super) async fn describe_select(
 ) -> Result<(SchemaRef, Vec<DataType>)> {
     let mut stmt = stmt.clone();
     pg_rewrite::rewrite(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
+    alias_beside_wildcard(&mut stmt);
     let names = pg_column_names(&stmt);
     let count = count_placeholders(&stmt);
+    let hints = param_types::hinted(&stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
-    let plan = ctx.state().statement_to_plan(df_stmt).await?;
+    let plan = ctx
+        .state()
+        .statement_to_plan(df_stmt)
+        .await
+        .map_err(|e| function_hint::with_hint(e.into(), &ctx))?;
     let mut inferred = plan.get_parameter_types()?;
     let params = (1..=count)
         .map(|n| {
             inferred
                 .remove(&format!("${n}"))
                 .flatten()
+                .or_else(|| hints.get(&n).cloned())
                 .unwrap_or(DataType::Utf8)
         })
         .collect();
-    Ok((rename(plan.schema().as_arrow(), &names), params))
+    Ok((unalias(&rename(plan.schema().as_arrow(), &names)), params))
 }
 
 /// The names PostgreSQL gives the result columns of a `SELECT` whose select list has no
@@ -218,6 +236,87 @@ pub(super) fn pg_expr_name(e: &Expr) -> Option<String> {
     })
 }
 
+/// The prefix of the aliases [`alias_beside_wildcard`] gives.
+const BESIDE_WILDCARD: &str = "saql#beside*#";
+
+/// PostgreSQL lets a column appear twice in a result (`SELECT db.oid, db.* FROM pg_database
+/// db`, as DBeaver asks, or `SELECT a, a`), DataFusion does not: a column named beside a `*`,
+/// or named twice, in the select list of `stmt` is aliased to a unique name that [`unalias`] turns back into the column's name.
+fn alias_beside_wildcard(stmt: &mut sq::Statement) {
+    let sq::Statement::Query(q) = stmt else {
+        return;
+    };
+    let sq::SetExpr::Select(select) = q.body.as_mut() else {
+        return;
+    };
+    let wildcard = select.projection.iter().any(|item| {
+        matches!(
+            item,
+            sq::SelectItem::Wildcard(_) | sq::SelectItem::QualifiedWildcard(..)
+        )
+    });
+    let column_name = |item: &sq::SelectItem| match item {
+        sq::SelectItem::UnnamedExpr(Expr::Identifier(id)) => Some(id.value.to_lowercase()),
+        sq::SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
+            parts.last().map(|id| id.value.to_lowercase())
+        }
+        _ => None,
+    };
+    let names: Vec<Option<String>> = select.projection.iter().map(column_name).collect();
+    for (i, item) in select.projection.iter_mut().enumerate() {
+        let Some(name) = &names[i] else {
+            continue;
+        };
+        let repeated = names.iter().filter(|n| n.as_ref() == Some(name)).count() > 1;
+        let sq::SelectItem::UnnamedExpr(e) = item else {
+            continue;
+        };
+        if !wildcard && !repeated {
+            continue;
+        }
+        let name = match e {
+            Expr::Identifier(id) => id.value.clone(),
+            Expr::CompoundIdentifier(parts) => match parts.last() {
+                Some(id) => id.value.clone(),
+                None => continue,
+            },
+            _ => continue,
+        };
+        *item = sq::SelectItem::ExprWithAlias {
+            expr: e.clone(),
+            alias: sq::Ident::with_quote('"', format!("{BESIDE_WILDCARD}{i}#{name}")),
+        };
+    }
+}
+
+/// `schema` with the aliases of [`alias_beside_wildcard`] named as their columns again, and
+/// the column of `FROM unnest(...)` named `unnest`, as PostgreSQL names it (DataFusion names
+/// it after the whole call).
+fn unalias(schema: &SchemaRef) -> SchemaRef {
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| f.name().starts_with(BESIDE_WILDCARD) || f.name().starts_with("UNNEST("))
+    {
+        return schema.clone();
+    }
+    let fields: Vec<_> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.name().strip_prefix(BESIDE_WILDCARD) {
+            Some(rest) => {
+                let name = rest.split_once('#').map_or(rest, |(_, n)| n).to_string();
+                Arc::new(f.as_ref().clone().with_name(name))
+            }
+            None if f.name().starts_with("UNNEST(") => {
+                Arc::new(f.as_ref().clone().with_name("unnest"))
+            }
+            None => f.clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
 /// `schema` with the fields that `names` names renamed.
 fn rename(schema: &Schema, names: &[Option<String>]) -> SchemaRef {
     if names.len() != schema.fields().len() {
@@ -236,8 +335,13 @@ fn rename(schema: &Schema, names: &[Option<String>]) -> SchemaRef {
 }
 
 /// `plan` with its placeholders replaced by `params`, each resolved to the type DataFusion
-/// inferred for its place (42P02 for a placeholder without a value).
-fn bind(plan: LogicalPlan, params: &[Param]) -> Result<LogicalPlan> {
+/// inferred for its place, or else the type `hints` give it (42P02 for a placeholder without
+/// a value).
+fn bind(
+    plan: LogicalPlan,
+    params: &[Param],
+    hints: &HashMap<usize, DataType>,
+) -> Result<LogicalPlan> {
     let types = plan.get_parameter_types()?;
     if types.is_empty() {
         return Ok(plan);
@@ -245,7 +349,11 @@ fn bind(plan: LogicalPlan, params: &[Param]) -> Result<LogicalPlan> {
     let mut values = Vec::with_capacity(params.len());
     for (i, param) in params.iter().enumerate() {
         let n = i + 1;
-        let target = types.get(&format!("${n}")).cloned().flatten();
+        let target = types
+            .get(&format!("${n}"))
+            .cloned()
+            .flatten()
+            .or_else(|| hints.get(&n).cloned());
         values.push(
             param
                 .resolve(target.as_ref())

@@ -1,14 +1,19 @@
 //! `COPY ... FROM STDIN`: a statement starts a [`CopyIn`] that decodes the data as it arrives
 //! (text, CSV or PostgreSQL's binary format, with the stream's columns or a list of them), and
 //! [`Engine::finish_copy`] inserts its rows once all of them decoded: a COPY is all or nothing.
+//! `COPY (query) TO STDOUT` runs the query as an ad hoc `SELECT` (a stream copied by name
+//! gives its recent rows, a continuous query its retained results) within the same result
+//! limits, and the server sends the rows as COPY data.
 
 use crate::error::sqlstate;
 
+use super::adhoc;
 use super::engine::{Engine, StatementResult};
+use super::pg_functions::SessionInfo;
 use crate::error::{Error, Result};
 use crate::plan::catalog::{normalize, normalize_object};
 use crate::sources::csv::{CopyDecoder, CopyFormat, CopyOptions};
-use crate::sql::CopyFrom;
+use crate::sql::{CopyFrom, CopyTo};
 
 /// A COPY FROM STDIN in progress: [`CopyIn::feed`] it the data as it arrives, then hand it
 /// to [`Engine::finish_copy`].
@@ -93,6 +98,25 @@ impl Engine {
             decoder: CopyDecoder::new(def.schema.clone(), columns, options)?
                 .with_limits(self.config.max_copy_line_bytes, self.config.max_copy_bytes),
         })))
+    }
+
+    /// `COPY (query) TO STDOUT`: the query's rows, to be sent in `c.format`.
+    pub(super) async fn copy_to(
+        &self,
+        c: CopyTo,
+        session: &SessionInfo,
+    ) -> Result<StatementResult> {
+        let (max_rows, max_bytes) = (self.config.max_result_rows, self.config.max_result_bytes);
+        let ctx = adhoc::context(&self.read(), session, max_rows)?;
+        let stmt = datafusion::sql::sqlparser::ast::Statement::Query(c.query);
+        match adhoc::select(ctx, stmt, &[], max_rows, max_bytes).await? {
+            StatementResult::Rows { schema, batches } => Ok(StatementResult::CopyOut {
+                format: c.format,
+                schema,
+                batches,
+            }),
+            _ => Err(Error::Internal("a SELECT gave no rows".into())),
+        }
     }
 
     /// Completes a COPY: decodes what is left, then inserts its rows, the batches decoded

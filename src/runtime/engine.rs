@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::plan::catalog::normalize;
 use crate::plan::{plan_continuous, Catalog};
 use crate::sources::insert;
-use crate::sources::param::{placeholder_number, Param};
+use crate::sources::param::Param;
 use crate::sql::{self, ExplainTarget, Statement, Subscribe};
 use crate::time::Watermark;
 
@@ -149,6 +149,15 @@ pub enum StatementResult {
     Subscribe(Subscription),
     /// The client must now send COPY data.
     CopyIn(Box<CopyIn>),
+    /// Rows to send as COPY data (`COPY (query) TO STDOUT`).
+    CopyOut {
+        /// Their framing.
+        format: crate::sql::CopyOut,
+        /// Their schema.
+        schema: SchemaRef,
+        /// The rows.
+        batches: Vec<RecordBatch>,
+    },
 }
 
 /// What a statement will take and return, for the extended query protocol.
@@ -421,6 +430,7 @@ impl Engine {
         match stmt {
             Statement::Sql(s) => self.execute_sql(*s, params, session).await,
             Statement::ShowSinks => Ok(show_sinks(&self.read(), session.admin)),
+            Statement::CopyTo(c) => self.copy_to(c, session).await,
             other => self.execute_own(other),
         }
     }
@@ -488,7 +498,9 @@ impl Engine {
                     "cursors belong to a client session; use a Subscription in the library".into(),
                 ))
             }
-            Statement::Sql(_) => unreachable!("plain SQL is executed by execute_sql"),
+            Statement::Sql(_) | Statement::CopyTo(_) => {
+                unreachable!("plain SQL and COPY TO are executed by execute_statement_for")
+            }
         };
         Ok(StatementResult::Command(tag.into()))
     }
@@ -573,17 +585,7 @@ impl Engine {
                 sq::Statement::Insert(ins) => {
                     let target = insert::insert_target(ins)?;
                     let schema = self.stream_schema(&target)?;
-                    let cols = insert::insert_columns(ins, &schema)?;
-                    for row in insert::insert_rows(ins)? {
-                        for (e, &c) in row.iter().zip(&cols) {
-                            if let Some(n) = placeholder_number(e) {
-                                if params.len() < n {
-                                    params.resize(n, DataType::Utf8);
-                                }
-                                params[n - 1] = schema.field(c).data_type().clone();
-                            }
-                        }
-                    }
+                    params = insert::insert_param_types(ins, &schema)?;
                     None
                 }
                 sq::Statement::Query(_) => {
@@ -647,6 +649,11 @@ impl Engine {
                 );
                 Ok(StatementResult::CommandWithNotice { tag, notice })
             }
+            sq::Statement::Query(ref q) if modifies_in_with(q) => Err(Error::NotSupported(
+                "data-modifying statements in WITH are not supported: streams are append-only; \
+                 run the INSERT on its own"
+                    .into(),
+            )),
             sq::Statement::Query(_) => {
                 let ctx = adhoc::context(&self.read(), session, self.config.max_result_rows)?;
                 let c = &self.config;
@@ -658,10 +665,7 @@ impl Engine {
             sq::Statement::Commit { .. } => Ok(StatementResult::Command("COMMIT".into())),
             sq::Statement::Rollback { .. } => Ok(StatementResult::Command("ROLLBACK".into())),
             sq::Statement::Discard { .. } => Ok(StatementResult::Command("DISCARD ALL".into())),
-            other => Err(Error::NotSupported(format!(
-                "statement not supported: {}",
-                first_words(&other.to_string())
-            ))),
+            other => Err(unsupported(&other)),
         }
     }
 }
@@ -690,6 +694,35 @@ async fn off_async<T: Send + 'static>(
         };
     }
     work()
+}
+
+/// 0A000 for a statement saql does not run, naming what it is and what to use instead.
+fn unsupported(stmt: &sq::Statement) -> Error {
+    let what = first_words(&stmt.to_string());
+    let hint = match stmt {
+        sq::Statement::Update { .. } | sq::Statement::Delete(_) | sq::Statement::Merge { .. } => {
+            "streams are append-only: INSERT or COPY rows into them"
+        }
+        sq::Statement::CreateTable(_) => "use CREATE STREAM",
+        sq::Statement::CreateView { .. } => "use CREATE CONTINUOUS QUERY",
+        _ => "see the README for the statements saql runs",
+    };
+    Error::NotSupported(format!("statement not supported: {what}; {hint}"))
+}
+
+/// Whether a query's WITH holds an INSERT, UPDATE or DELETE (a writable CTE).
+fn modifies_in_with(q: &sq::Query) -> bool {
+    q.with.as_ref().is_some_and(|with| {
+        with.cte_tables.iter().any(|cte| {
+            matches!(
+                cte.query.body.as_ref(),
+                sq::SetExpr::Insert(_)
+                    | sq::SetExpr::Update(_)
+                    | sq::SetExpr::Delete(_)
+                    | sq::SetExpr::Merge(_)
+            ) || modifies_in_with(&cte.query)
+        })
+    })
 }
 
 fn first_words(s: &str) -> String {

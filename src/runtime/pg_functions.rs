@@ -58,6 +58,25 @@ impl Default for SessionInfo {
     }
 }
 
+/// The run-time settings saql has, as `pg_settings` lists them.
+pub const SETTINGS: [&str; 15] = [
+    "client_encoding",
+    "DateStyle",
+    "default_transaction_isolation",
+    "integer_datetimes",
+    "IntervalStyle",
+    "is_superuser",
+    "max_identifier_length",
+    "max_index_keys",
+    "search_path",
+    "server_encoding",
+    "server_version",
+    "server_version_num",
+    "standard_conforming_strings",
+    "TimeZone",
+    "transaction_isolation",
+];
+
 /// The value of a run-time setting as `SHOW name` and `current_setting('name')` give it;
 /// empty for a setting saql does not have.
 pub fn setting(name: &str) -> String {
@@ -73,6 +92,7 @@ pub fn setting(name: &str) -> String {
         "integer_datetimes" => "on".into(),
         "search_path" => "\"$user\", public".into(),
         "max_identifier_length" => "63".into(),
+        "max_index_keys" => "32".into(),
         "intervalstyle" => "postgres".into(),
         "is_superuser" => "on".into(),
         _ => String::new(),

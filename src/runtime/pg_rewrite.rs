@@ -11,12 +11,14 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions, visit_expressions_mut, visit_relations, visit_relations_mut, AccessExpr,
     BinaryOperator, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr,
-    Ident, ObjectName, ObjectNamePart, SelectItem, SetExpr, SetOperator, Statement, Subscript,
-    TableFactor, TableWithJoins, Value,
+    Ident, ObjectName, ObjectNamePart, SelectItem, SetExpr, SetOperator, Statement, TableFactor,
+    TableWithJoins, Value,
 };
 
 use super::adhoc::pg_expr_name;
+use super::pg_array_literal;
 use super::pg_catalog::{is_catalog_table, is_empty_table, SCHEMA};
+use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 
 /// Rewrites `stmt` in place; `taken` says whether a stream or query has a name, which then
 /// wins over a catalog table's.
@@ -28,10 +30,47 @@ pub fn rewrite(stmt: &mut Statement, taken: impl Fn(&str) -> bool) {
             empty_query(q);
         }
     }
+    // Before the casts to oid types are dropped: `x::regtype::text` is the type's name.
+    let _ = visit_expressions_mut(stmt, |e| {
+        if let Some(oid) = regtype_as_text(e) {
+            *e = call("format_type", oid);
+        }
+        ControlFlow::<()>::Continue(())
+    });
     let _ = visit_expressions_mut(stmt, |e| {
         rewrite_expr(e, catalog);
         ControlFlow::<()>::Continue(())
     });
+}
+
+/// The `x` of `x::regtype::text` (pgcli's `att.atttypid::regtype::text`, psql's
+/// `c.reloftype::pg_catalog.regtype::pg_catalog.text`), where `x` is not a literal name.
+fn regtype_as_text(e: &Expr) -> Option<Expr> {
+    let Expr::Cast {
+        expr, data_type, ..
+    } = e
+    else {
+        return None;
+    };
+    let name = |t: &DataType| {
+        let name = t.to_string().to_lowercase();
+        name.strip_prefix("pg_catalog.")
+            .unwrap_or(&name)
+            .to_string()
+    };
+    if !matches!(name(data_type).as_str(), "text" | "varchar" | "name") {
+        return None;
+    }
+    match expr.as_ref() {
+        Expr::Cast {
+            expr: inner,
+            data_type,
+            ..
+        } if name(data_type) == "regtype" && !is_text_or_parameter(inner) => {
+            Some(inner.as_ref().clone())
+        }
+        _ => None,
+    }
 }
 
 fn rewrite_expr(e: &mut Expr, catalog: bool) {
@@ -40,6 +79,55 @@ fn rewrite_expr(e: &mut Expr, catalog: bool) {
             if let [ObjectNamePart::Identifier(schema), _] = f.name.0.as_slice() {
                 if schema.value.eq_ignore_ascii_case(SCHEMA) {
                     f.name.0.remove(0);
+                }
+            }
+            // Arrays are indexed from 1: the upper bound of dimension 1 is its length (a
+            // bigint, as `generate_series` takes it).
+            if f.name.to_string().eq_ignore_ascii_case("array_upper") {
+                let mut length = f.clone();
+                length.name = ObjectName::from(vec![Ident::new("array_length")]);
+                *e = Expr::Cast {
+                    kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+                    expr: Box::new(Expr::Function(length)),
+                    data_type: DataType::BigInt(None),
+                    array: false,
+                    format: None,
+                };
+                return;
+            }
+            // The catalog's array columns (`reloptions`, ...) are all NULL.
+            if catalog && f.name.to_string().eq_ignore_ascii_case("array_remove") {
+                if let FunctionArguments::List(list) = &f.args {
+                    if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(first))) =
+                        list.args.first()
+                    {
+                        *e = first.clone();
+                        return;
+                    }
+                }
+            }
+            if f.name.to_string().eq_ignore_ascii_case("array_lower") {
+                if let FunctionArguments::List(list) = &f.args {
+                    let length = Expr::Function(datafusion::sql::sqlparser::ast::Function {
+                        name: ObjectName::from(vec![Ident::new("array_length")]),
+                        args: FunctionArguments::List(list.clone()),
+                        ..f.clone()
+                    });
+                    *e = Expr::Case {
+                        case_token: AttachedToken::empty(),
+                        end_token: AttachedToken::empty(),
+                        operand: None,
+                        conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
+                            condition: Expr::BinaryOp {
+                                left: Box::new(length),
+                                op: BinaryOperator::Gt,
+                                right: Box::new(Expr::value(Value::Number("0".into(), false))),
+                            },
+                            result: Expr::value(Value::Number("1".into(), false)),
+                        }],
+                        else_result: None,
+                    };
+                    return;
                 }
             }
             // `ARRAY(SELECT ...)`, which DataFusion lacks, builds the catalog's arrays (options,
@@ -85,6 +173,99 @@ fn rewrite_expr(e: &mut Expr, catalog: bool) {
                 negated,
             };
         }
+        // `x = ANY ('{a,b}')` and `x <> ALL ('{a,b}'::text[])`: a text array literal, as an
+        // IN list of its elements.
+        Expr::AnyOp {
+            left,
+            compare_op: BinaryOperator::Eq,
+            right,
+            ..
+        }
+        | Expr::AllOp {
+            left,
+            compare_op: BinaryOperator::NotEq,
+            right,
+        } if array_literal(right).is_some() => {
+            let list = array_literal(right)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|v| Expr::value(v.map_or(Value::Null, Value::SingleQuotedString)))
+                .collect();
+            let left = std::mem::replace(left, Box::new(Expr::value(Value::Null)));
+            let negated = matches!(e, Expr::AllOp { .. });
+            *e = Expr::InList {
+                expr: left,
+                list,
+                negated,
+            };
+        }
+        // `x = ANY (c.reloptions)`: the catalog's array columns are all NULL, and so is the
+        // comparison.
+        Expr::AnyOp {
+            left,
+            compare_op: BinaryOperator::Eq,
+            right,
+            ..
+        } if catalog
+            && matches!(
+                right.as_ref(),
+                Expr::Identifier(_) | Expr::CompoundIdentifier(_)
+            ) =>
+        {
+            let left = std::mem::replace(left, Box::new(Expr::value(Value::Null)));
+            let right = std::mem::replace(right, Box::new(Expr::value(Value::Null)));
+            *e = Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            };
+        }
+        // Grafana's query builder lists the tables of the schemas on the search path with a
+        // subquery that splits `current_setting('search_path')` into an array and reads it
+        // back row by row: that set is saql's search path, `"$user", public`.
+        Expr::InSubquery {
+            expr,
+            subquery,
+            negated,
+        } if catalog
+            && subquery
+                .to_string()
+                .to_lowercase()
+                .contains("current_setting('search_path')") =>
+        {
+            let user = Expr::Function(datafusion::sql::sqlparser::ast::Function {
+                name: ObjectName::from(vec![Ident::new("current_user")]),
+                uses_odbc_syntax: false,
+                parameters: FunctionArguments::None,
+                args: FunctionArguments::List(
+                    datafusion::sql::sqlparser::ast::FunctionArgumentList {
+                        duplicate_treatment: None,
+                        args: vec![],
+                        clauses: vec![],
+                    },
+                ),
+                filter: None,
+                null_treatment: None,
+                over: None,
+                within_group: vec![],
+            });
+            let expr = std::mem::replace(expr, Box::new(Expr::value(Value::Null)));
+            *e = Expr::InList {
+                expr,
+                list: vec![
+                    user,
+                    Expr::value(Value::SingleQuotedString("public".into())),
+                ],
+                negated: *negated,
+            };
+        }
+        // `(composite).field`: saql's catalog has no composite values (pgJDBC's
+        // `(information_schema._pg_expandarray(i.indkey)).x` reads an index, and there are none).
+        Expr::CompoundFieldAccess { access_chain, .. }
+            if catalog && matches!(access_chain.first(), Some(AccessExpr::Dot(_))) =>
+        {
+            *e = Expr::value(Value::Null);
+        }
         // DataFusion's LIKE escapes with `\` only: a pattern of literals with another escape
         // character is rewritten to escape with `\`.
         Expr::Like {
@@ -107,26 +288,6 @@ fn rewrite_expr(e: &mut Expr, catalog: bool) {
                         Expr::value(Value::SingleQuotedString(backslash_escaped(&text, escape)));
                     *escape_char = None;
                 }
-            }
-        }
-        // `(current_schemas(true))[i]`: saql's search path is `pg_catalog, public`.
-        Expr::CompoundFieldAccess { root, access_chain } => {
-            let mut root = root.as_ref();
-            while let Expr::Nested(inner) = root {
-                root = inner;
-            }
-            let schemas = matches!(root, Expr::Function(f)
-                if f.name.to_string().eq_ignore_ascii_case("current_schemas")
-                    || f.name.to_string().eq_ignore_ascii_case("pg_catalog.current_schemas"));
-            if let (true, [AccessExpr::Subscript(Subscript::Index { index })]) =
-                (schemas, access_chain.as_slice())
-            {
-                let schema = match literal_int(index) {
-                    Some(1) => Value::SingleQuotedString(SCHEMA.into()),
-                    Some(2) => Value::SingleQuotedString("public".into()),
-                    _ => Value::Null,
-                };
-                *e = Expr::value(schema);
             }
         }
         Expr::Collate { expr, .. } => {
@@ -217,7 +378,23 @@ fn empty_result(body: &mut SetExpr) -> bool {
                 return false;
             }
             let mut seen = std::collections::HashSet::new();
+            // Beside a `*` (DBeaver's `e.oid, e.*`), a column stays itself: a NULL named
+            // like it would make the name ambiguous.
+            let wildcard = select.projection.iter().any(|item| {
+                matches!(
+                    item,
+                    SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+                )
+            });
             for (i, item) in select.projection.iter_mut().enumerate() {
+                if wildcard
+                    && matches!(
+                        item,
+                        SelectItem::UnnamedExpr(Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+                    )
+                {
+                    continue;
+                }
                 let mut alias = match item {
                     SelectItem::UnnamedExpr(e) => {
                         let name = match &*e {
@@ -287,10 +464,17 @@ const AGGREGATES: [&str; 8] = [
     "string_agg",
 ];
 
-fn literal_int(e: &Expr) -> Option<i64> {
+/// The elements of a text array literal (`'{a,b}'`, also cast: `'{a,b}'::text[]`).
+fn array_literal(e: &Expr) -> Option<Vec<Option<String>>> {
     match e {
+        Expr::Nested(inner) => array_literal(inner),
+        Expr::Cast {
+            expr,
+            data_type: DataType::Array(_) | DataType::Custom(..),
+            ..
+        } => array_literal(expr),
         Expr::Value(v) => match &v.value {
-            Value::Number(n, _) => n.parse().ok(),
+            Value::SingleQuotedString(s) => pg_array_literal::parse(s),
             _ => None,
         },
         _ => None,
@@ -444,6 +628,16 @@ fn qualify_catalog_tables(stmt: &mut Statement, taken: impl Fn(&str) -> bool) {
                 f.value = f.value.to_lowercase();
             }
         }
+        // `pg_catalog.pg_get_keywords()`: table functions are registered without a schema.
+        if let [ObjectNamePart::Identifier(schema), ObjectNamePart::Identifier(f)] =
+            name.0.as_slice()
+        {
+            if schema.value.eq_ignore_ascii_case(SCHEMA)
+                && TABLE_FUNCTIONS.contains(&f.value.to_lowercase().as_str())
+            {
+                name.0.remove(0);
+            }
+        }
         if let [ObjectNamePart::Identifier(table)] = name.0.as_slice() {
             let lower = table.value.to_lowercase();
             if is_catalog_table(&lower) && !taken(&lower) {
@@ -454,6 +648,9 @@ fn qualify_catalog_tables(stmt: &mut Statement, taken: impl Fn(&str) -> bool) {
         ControlFlow::<()>::Continue(())
     });
 }
+
+/// The catalog's table functions, which tools may name with their schema.
+const TABLE_FUNCTIONS: [&str; 3] = ["pg_get_keywords", "generate_series", "unnest"];
 
 /// Whether a query reads a `pg_catalog` or `information_schema` relation (psql's describing
 /// queries and drivers' introspection do).
@@ -495,7 +692,7 @@ mod tests {
         );
         assert_eq!(
             rewritten("SELECT 'x'::regclass, a::regtype::pg_catalog.text FROM pg_user"),
-            "SELECT to_regclass('x'), a::TEXT FROM pg_user"
+            "SELECT to_regclass('x'), format_type(a) FROM pg_user"
         );
         assert_eq!(
             rewritten("SELECT CAST($1 AS REGCLASS), $2::regtype, b::regclass FROM pg_user"),
@@ -521,6 +718,30 @@ mod tests {
             rewritten("SELECT 1 WHERE a = ANY (ARRAY['r', 'p']) AND b <> ALL (ARRAY[1])"),
             "SELECT 1 WHERE a IN ('r', 'p') AND b NOT IN (1)"
         );
+        // Text array literals, arrays' bounds, composite fields of empty catalog rows,
+        // Grafana's search-path subquery.
+        assert_eq!(
+            rewritten(
+                "SELECT 1 FROM pg_class c WHERE c.relkind = ANY ('{r,\"\",NULL}') \
+                 AND w <> ALL ('{a,b}'::text[])"
+            ),
+            "SELECT 1 FROM pg_catalog.pg_class c WHERE c.relkind IN ('r', '', NULL) \
+             AND w NOT IN ('a', 'b')"
+        );
+        assert_eq!(
+            rewritten("SELECT array_upper(current_schemas(false), 1), array_lower(a, 1)"),
+            "SELECT CAST(array_length(current_schemas(false), 1) AS BIGINT), \
+             CASE WHEN array_length(a, 1) > 0 THEN 1 END"
+        );
+        assert_eq!(
+            rewritten("SELECT (a.keys).x FROM pg_attribute a"),
+            "SELECT NULL FROM pg_catalog.pg_attribute a"
+        );
+        assert!(rewritten(
+            "SELECT t FROM information_schema.tables WHERE s IN (SELECT trim(s[i]) \
+             FROM generate_series(1, 2) AS i, string_to_array(current_setting('search_path'), ',') s)"
+        )
+        .ends_with("WHERE s IN (current_user(), 'public')"));
         // A subquery over a table with rows stays.
         assert!(rewritten("SELECT (SELECT max(oid) FROM pg_type)").contains("SELECT max(oid)"));
     }

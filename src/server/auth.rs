@@ -346,6 +346,7 @@ pub fn required_role(stmt: &Statement) -> (Role, &'static str) {
         Statement::DropQuery { .. } => (Role::Admin, "DROP QUERY"),
         Statement::Checkpoint => (Role::Admin, "CHECKPOINT"),
         Statement::CopyFrom(_) => (Role::Writer, "COPY FROM"),
+        Statement::CopyTo(_) => (Role::Reader, "COPY TO"),
         Statement::CreateSource(_) => (Role::Admin, "CREATE SOURCE"),
         Statement::DropSource { .. } => (Role::Admin, "DROP SOURCE"),
         Statement::CreateSink(_) => (Role::Admin, "CREATE SINK"),

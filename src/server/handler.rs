@@ -416,6 +416,11 @@ impl Connection {
                     e = closed => Err(pg_error(&e, query)),
                 }
             }
+            StatementResult::CopyOut {
+                format: copy,
+                schema,
+                batches,
+            } => send_copy_out(client, copy, &schema, &batches, query).await,
         }
     }
 }
@@ -445,6 +450,53 @@ fn rows_response(
         })
     });
     Ok(QueryResponse::new(fields, rows))
+}
+
+/// Sends finite rows as COPY data (CopyOutResponse, a CSV header if asked for, one CopyData
+/// per line, CopyDone) and returns the `COPY n` tag.
+async fn send_copy_out<C>(
+    client: &mut C,
+    copy: CopyOut,
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+    batches: &[datafusion::arrow::record_batch::RecordBatch],
+    query: &str,
+) -> PgWireResult<Response>
+where
+    C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let columns = schema.fields().len();
+    client
+        .send(PgWireBackendMessage::CopyOutResponse(CopyOutResponse::new(
+            0,
+            columns as i16,
+            vec![0; columns],
+        )))
+        .await?;
+    if copy == (CopyOut::Csv { header: true }) {
+        let names = schema.fields().iter().map(|f| Some(f.name().as_str()));
+        client
+            .feed(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
+                csv_line(names),
+            ))))
+            .await?;
+    }
+    let mut sent = 0;
+    for batch in batches {
+        for line in copy_lines(batch, copy).map_err(|e| pg_error(&e, query))? {
+            client
+                .feed(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
+                    line,
+                ))))
+                .await?;
+        }
+        sent += batch.num_rows();
+    }
+    client
+        .send(PgWireBackendMessage::CopyDone(CopyDone::new()))
+        .await?;
+    Ok(Response::Execution(Tag::new("COPY").with_rows(sent)))
 }
 
 /// Streams a subscription until its query goes away, the client cancels (the future is

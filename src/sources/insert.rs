@@ -6,14 +6,16 @@
 
 use crate::error::sqlstate;
 
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use std::ops::ControlFlow;
+
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast::{self as sq, Expr, SetExpr, Spanned, UnaryOperator, Value};
 
 use super::param::{placeholder_number, Param};
 use super::value::BatchBuilder;
 use crate::error::{Error, Result};
-use crate::plan::catalog::normalize;
+use crate::plan::catalog::{arrow_type, normalize};
 use crate::plan::ConstantEvaluator;
 
 /// The target stream of an INSERT.
@@ -62,6 +64,47 @@ pub fn insert_rows(insert: &sq::Insert) -> Result<Vec<&[Expr]>> {
             "INSERT ... SELECT is not supported; use INSERT ... VALUES or COPY".into(),
         )),
     }
+}
+
+/// The types of an INSERT's `$1`, `$2`, ... as a Describe reports them: a placeholder that
+/// is a value takes its column's type, one under a cast (`$1::timestamp`, as SQLAlchemy's
+/// psycopg dialect writes every parameter) the cast's type, any other TEXT.
+pub fn insert_param_types(insert: &sq::Insert, schema: &Schema) -> Result<Vec<DataType>> {
+    let columns = insert_columns(insert, schema)?;
+    let mut types: Vec<Option<DataType>> = Vec::new();
+    let mut note = |n: usize, ty: Option<DataType>| {
+        if types.len() < n {
+            types.resize(n, None);
+        }
+        if let Some(ty) = ty {
+            types[n - 1].get_or_insert(ty);
+        }
+    };
+    for row in insert_rows(insert)? {
+        for (e, &c) in row.iter().zip(&columns) {
+            if let Some(n) = placeholder_number(e) {
+                note(n, Some(schema.field(c).data_type().clone()));
+                continue;
+            }
+            let _ = sq::visit_expressions(e, |e| {
+                if let Expr::Cast {
+                    expr, data_type, ..
+                } = e
+                {
+                    if let Some(n) = placeholder_number(expr) {
+                        note(n, arrow_type(data_type).ok());
+                    }
+                } else if let Some(n) = placeholder_number(e) {
+                    note(n, None);
+                }
+                ControlFlow::<()>::Continue(())
+            });
+        }
+    }
+    Ok(types
+        .into_iter()
+        .map(|t| t.unwrap_or(DataType::Utf8))
+        .collect())
 }
 
 /// Builds the batch for an INSERT into a stream of `schema`; `params` fill `$1`, `$2`, ...
@@ -128,7 +171,18 @@ fn push_expr(
     if let Some(text) = literal_text(expr) {
         return builder.push_text(column, text.as_deref());
     }
-    let value = evaluator.evaluate(expr)?;
+    let value = evaluator.evaluate_bound(expr, &|n, ty| {
+        let param = n
+            .checked_sub(1)
+            .and_then(|i| params.get(i))
+            .ok_or_else(|| {
+                Error::plan(
+                    sqlstate::UNDEFINED_PARAMETER,
+                    format!("there is no parameter ${n}"),
+                )
+            })?;
+        param.resolve(ty).map_err(|e| e.for_parameter(n))
+    })?;
     builder.push_scalar(column, &value)
 }
 
@@ -157,5 +211,76 @@ fn literal_text(expr: &Expr) -> Option<Option<String>> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{AsArray, Int64Array};
+    use datafusion::arrow::datatypes::{Field, TimeUnit, TimestampNanosecondType};
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+    use std::sync::Arc;
+
+    fn insert(sql: &str) -> sq::Insert {
+        match Parser::parse_sql(&PostgreSqlDialect {}, sql)
+            .unwrap()
+            .remove(0)
+        {
+            sq::Statement::Insert(i) => i,
+            other => panic!("not an INSERT: {other}"),
+        }
+    }
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
+            Field::new("host", DataType::Utf8, true),
+            Field::new("amount", DataType::Int64, true),
+        ]))
+    }
+
+    #[test]
+    fn parameters_bind_under_casts_and_inside_expressions() {
+        let ins =
+            insert("INSERT INTO s (ts, host, amount) VALUES ($1::timestamp, upper($2), $3 + 1)");
+        assert_eq!(
+            insert_param_types(&ins, &schema()).unwrap(),
+            vec![
+                DataType::Timestamp(TimeUnit::Nanosecond, None),
+                DataType::Utf8,
+                DataType::Utf8
+            ]
+        );
+        let params = [
+            Param::from("2024-01-01 00:00:01"),
+            Param::from("ab"),
+            Param::from("41"),
+        ];
+        let batch = insert_batch(&ins, &schema(), &params).unwrap();
+        assert_eq!(
+            batch
+                .column(0)
+                .as_primitive::<TimestampNanosecondType>()
+                .value(0),
+            1_704_067_201_000_000_000
+        );
+        assert_eq!(batch.column(1).as_string::<i32>().value(0), "AB");
+        assert_eq!(
+            batch
+                .column(2)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .value(0),
+            42
+        );
+        // A missing parameter is 42P02, a bad one names itself.
+        let e = insert_batch(&ins, &schema(), &params[..2]).unwrap_err();
+        assert_eq!(e.sqlstate(), sqlstate::UNDEFINED_PARAMETER, "{e}");
+        let bad = [params[0].clone(), params[1].clone(), Param::from("x")];
+        let e = insert_batch(&ins, &schema(), &bad).unwrap_err();
+        assert!(e.to_string().contains("$3"), "{e}");
     }
 }

@@ -64,6 +64,8 @@ pub enum Statement {
     Subscribe(Subscribe),
     /// `COPY stream [(cols)] FROM STDIN [WITH (FORMAT csv, HEADER true, ...)]`
     CopyFrom(CopyFrom),
+    /// `COPY (query) TO STDOUT`, `COPY stream [(cols)] TO STDOUT`
+    CopyTo(super::CopyTo),
     /// `DECLARE name CURSOR FOR SUBSCRIBE q` or `... FOR SELECT ...`: a cursor of the
     /// connection, read with FETCH (psql's `\set FETCH_COUNT` uses this).
     DeclareCursor {
@@ -677,6 +679,7 @@ impl fmt::Display for Statement {
             Statement::Checkpoint => f.write_str("CHECKPOINT"),
             Statement::Subscribe(sub) => sub.fmt(f),
             Statement::CopyFrom(c) => c.fmt(f),
+            Statement::CopyTo(c) => c.fmt(f),
             Statement::DeclareCursor { name, target } => {
                 write!(f, "DECLARE {name} CURSOR FOR {target}")
             }

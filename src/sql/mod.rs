@@ -4,6 +4,7 @@
 
 pub mod ast;
 mod complexity;
+mod copy_to;
 pub mod dialect;
 pub mod interval;
 pub mod parser;
@@ -18,5 +19,6 @@ pub use ast::{
     CreateStream, ExplainTarget, InvariantClause, InvariantKind, OutlierClause, OutlierMethod,
     SourceConnector, Statement, Subscribe, SubsetDef, SuppressClause, Training, WatermarkDef,
 };
+pub use copy_to::CopyTo;
 pub use parser::{parse, parse_one};
 pub use sink::{CreateSink, SinkConnector};

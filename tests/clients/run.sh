@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Real PostgreSQL clients against the real `saql serve`: Python (psycopg 3, psycopg2, asyncpg,
-# SQLAlchemy 2 + pandas), node (pg, pg-query-stream, pg-copy-streams; installed with npm into
-# ~/.cache/saql-clients-node) when node is there, and Java (pgJDBC) when a JDK and Debian's
-# libpostgresql-jdbc-java are installed. Exits non-zero when any check fails.
+# SQLAlchemy 2 + pandas, and the statements of Grafana, Metabase and pgcli: test_tools.py),
+# pgcli driven in tmux (when tmux is there), psql's \copy (query) TO, node (pg,
+# pg-query-stream, pg-copy-streams, knex; installed with npm into ~/.cache/saql-clients-node)
+# when node is there, and Java (pgJDBC, its DatabaseMetaData and DBeaver's catalog statements)
+# when a JDK and Debian's libpostgresql-jdbc-java are installed. Exits non-zero when any check
+# fails.
 #
 #   tests/clients/run.sh              # builds saql (debug) unless SAQL_BIN names a binary
 #
@@ -17,11 +20,23 @@ venv="${SAQL_CLIENTS_VENV:-$HOME/.cache/saql-clients-venv}"
 started=$(date +%s)
 
 if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c \
-    'import psycopg, psycopg2, asyncpg, sqlalchemy, pandas' 2>/dev/null; then
+    'import psycopg, psycopg2, asyncpg, sqlalchemy, pandas, pgcli' 2>/dev/null; then
     echo "== installing the Python clients into $venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check \
-        'psycopg[binary]>=3.1' psycopg2-binary asyncpg 'sqlalchemy>=2' pandas
+        'psycopg[binary]>=3.1' psycopg2-binary asyncpg 'sqlalchemy>=2' pandas pgcli
+fi
+
+# pgJDBC and tmux are Debian packages: installed here when missing and this is a root shell
+# with apt-get (CI), else their checks are skipped.
+missing=()
+[[ -f /usr/share/java/postgresql.jar ]] || missing+=(libpostgresql-jdbc-java)
+command -v tmux >/dev/null || missing+=(tmux)
+if (( ${#missing[@]} )) && [[ $EUID == 0 ]] && command -v apt-get >/dev/null; then
+    echo "== installing ${missing[*]}"
+    apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 \
+        || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1; } \
+        || echo "   (could not install ${missing[*]}: their checks are skipped)"
 fi
 
 if [[ -z "${SAQL_BIN:-}" ]]; then
@@ -58,17 +73,41 @@ echo "== saql serve on 127.0.0.1:$port ($SAQL_BIN)"
 failed=0
 echo "== Python"
 SAQL_PORT="$port" timeout 300 "$venv/bin/python" "$here/test_python.py" || failed=1
+echo "== Grafana, Metabase, pgcli statements; SQLAlchemy writes"
+SAQL_PORT="$port" timeout 120 "$venv/bin/python" "$here/test_tools.py" || failed=1
+
+if command -v tmux >/dev/null && command -v psql >/dev/null; then
+    echo "== pgcli in tmux"
+    timeout 120 "$here/pgcli_tmux.sh" "$venv/bin/pgcli" "$port" || failed=1
+else
+    echo "== pgcli in tmux: SKIPPED (needs tmux and psql; test_tools.py replays its statements)"
+fi
+
+if command -v psql >/dev/null; then
+    echo "== psql \\copy (query) TO 'file'"
+    out="$data/copy.csv"
+    psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U saql -d saql \
+        -c "CREATE STREAM copy_events (ts TIMESTAMP NOT NULL, host TEXT, n BIGINT)" \
+        -c "INSERT INTO copy_events VALUES ('2026-12-04 10:00:00', 'a', 1), ('2026-12-04 10:00:01', 'b', 2)" \
+        -c "\\copy (SELECT host, n FROM copy_events ORDER BY ts) TO '$out' WITH (FORMAT csv, HEADER)" \
+        && [[ "$(cat "$out")" == $'host,n\na,1\nb,2' ]] \
+        && echo "PASS psql: \\copy (query) TO 'file' wrote the rows" \
+        || { echo "FAIL psql: \\copy (query) TO 'file'"; cat "$out" 2>/dev/null; failed=1; }
+fi
 
 if command -v node >/dev/null && command -v npm >/dev/null; then
     modules="${SAQL_CLIENTS_NODE:-$HOME/.cache/saql-clients-node}"
-    if [[ ! -d "$modules/node_modules/pg-copy-streams" || ! -d "$modules/node_modules/pg-query-stream" ]]; then
+    if [[ ! -d "$modules/node_modules/pg-copy-streams" || ! -d "$modules/node_modules/pg-query-stream" \
+          || ! -d "$modules/node_modules/knex" ]]; then
         echo "== installing the node clients into $modules"
         mkdir -p "$modules"
         [[ -f "$modules/package.json" ]] || echo '{"name":"saql-clients","private":true}' >"$modules/package.json"
-        (cd "$modules" && npm install --silent --no-audit --no-fund pg pg-query-stream pg-copy-streams)
+        (cd "$modules" && npm install --silent --no-audit --no-fund pg pg-query-stream pg-copy-streams knex)
     fi
     echo "== node ($(node --version), pg $(node -p "require('$modules/node_modules/pg/package.json').version"))"
     NODE_PATH="$modules/node_modules" SAQL_PORT="$port" timeout 300 node "$here/test_node.js" || failed=1
+    echo "== knex $(node -p "require('$modules/node_modules/knex/package.json').version")"
+    NODE_PATH="$modules/node_modules" SAQL_PORT="$port" timeout 120 node "$here/test_knex.js" || failed=1
 else
     echo "== node: SKIPPED (needs node and npm)"
 fi

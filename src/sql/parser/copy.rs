@@ -1,5 +1,6 @@
-//! `COPY`: `COPY stream FROM STDIN` with PostgreSQL's options (and the legacy forms), and
-//! the options of `COPY (SUBSCRIBE ...) TO STDOUT`.
+//! `COPY`: `COPY stream FROM STDIN` with PostgreSQL's options (and the legacy forms),
+//! `COPY (query) TO STDOUT` and `COPY stream TO STDOUT`, and the options of
+//! `COPY (SUBSCRIBE ...) TO STDOUT`.
 
 use crate::error::sqlstate;
 use datafusion::sql::sqlparser::ast::{
@@ -10,6 +11,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::super::ast::{CopyFrom, CopyOut, Statement};
+use super::super::CopyTo;
 use super::{error_at, is_word, parse_word};
 use crate::error::{Error, Result};
 
@@ -101,6 +103,101 @@ pub(super) fn parse_copy_out_options(parser: &mut Parser) -> Result<CopyOut> {
     })
 }
 
+/// `COPY (query) TO STDOUT` or `COPY name [(cols)] TO STDOUT` with FORMAT text or csv and
+/// HEADER; a file target (the server's file system) is refused with 0A000.
+pub(super) fn copy_to(
+    source: CopySource,
+    target: CopyTarget,
+    options: Vec<CopyOption>,
+    legacy_options: Vec<CopyLegacyOption>,
+    at: &TokenWithSpan,
+) -> Result<Statement> {
+    if !matches!(target, CopyTarget::Stdout) {
+        return Err(Error::NotSupported(
+            "COPY TO a server file or program is not supported; use COPY ... TO STDOUT \
+             (psql's \\copy ... TO 'file' writes the file on the client)"
+                .to_string(),
+        ));
+    }
+    let query = match source {
+        CopySource::Query(q) => q,
+        CopySource::Table {
+            table_name,
+            columns,
+        } => {
+            let list = if columns.is_empty() {
+                "*".to_string()
+            } else {
+                columns
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let sql = format!("SELECT {list} FROM {table_name}");
+            Parser::new(&datafusion::sql::sqlparser::dialect::PostgreSqlDialect {})
+                .try_with_sql(&sql)
+                .and_then(|mut p| p.parse_query())
+                .map_err(|e| error_at(at, format!("COPY {table_name} TO STDOUT: {e}")))?
+        }
+    };
+    let (mut csv, mut header) = (false, false);
+    for opt in options {
+        match opt {
+            CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
+                "csv" => csv = true,
+                "text" => csv = false,
+                other => {
+                    return Err(Error::NotSupported(format!(
+                        "COPY TO format \"{other}\" is not supported; use csv or text"
+                    )))
+                }
+            },
+            CopyOption::Header(h) => header = h,
+            other => {
+                return Err(Error::NotSupported(format!(
+                    "COPY TO option {other} is not supported; use FORMAT and HEADER"
+                )))
+            }
+        }
+    }
+    for opt in legacy_options {
+        match opt {
+            CopyLegacyOption::Csv(csv_options) => {
+                csv = true;
+                for o in csv_options {
+                    match o {
+                        CopyLegacyCsvOption::Header => header = true,
+                        other => {
+                            return Err(Error::NotSupported(format!(
+                                "COPY TO option {other} is not supported; use FORMAT and HEADER"
+                            )))
+                        }
+                    }
+                }
+            }
+            CopyLegacyOption::Header => header = true,
+            other => {
+                return Err(Error::NotSupported(format!(
+                    "COPY TO option {other} is not supported; use FORMAT and HEADER"
+                )))
+            }
+        }
+    }
+    if header && !csv {
+        return Err(Error::invalid_input(
+            sqlstate::FEATURE_NOT_SUPPORTED,
+            "COPY HEADER is available only in CSV mode".to_string(),
+        ));
+    }
+    let format = if csv {
+        CopyOut::Csv { header }
+    } else {
+        CopyOut::Text
+    };
+    Ok(Statement::CopyTo(CopyTo { query, format }))
+}
+
 pub(super) fn copy_from(
     source: CopySource,
     to: bool,
@@ -118,13 +215,14 @@ pub(super) fn copy_from(
         CopySource::Query(_) => {
             return Err(error_at(
                 at,
-                "COPY (query) TO is not supported; use COPY (SUBSCRIBE q) TO STDOUT or SELECT",
+                "COPY (query) FROM is not valid; a query is copied TO STDOUT",
             ))
         }
     };
     if to || !matches!(target, CopyTarget::Stdin) {
         return Err(Error::NotSupported(
-            "only COPY stream FROM STDIN is supported; use \\copy in psql to load a file"
+            "COPY FROM a server file or program is not supported; use COPY stream FROM STDIN \
+             (psql's \\copy stream FROM 'file' reads the file on the client)"
                 .to_string(),
         ));
     }

@@ -30,7 +30,7 @@ use super::window_tvf;
 use crate::error::{Error, Location, Result};
 use crate::limits::PARSER_RECURSION_LIMIT;
 use clauses::parse_clauses;
-use copy::{copy_from, parse_copy_out_options};
+use copy::{copy_from, copy_to, parse_copy_out_options};
 use subscribe::{parse_declare, parse_fetch, parse_subscribe};
 use within::{lift_within, rewrite_pattern_words};
 
@@ -328,6 +328,14 @@ fn parse_session_statement(
     }
     let stmt = parser.parse_statement()?;
     match stmt {
+        sq::Statement::Copy {
+            source,
+            to,
+            target,
+            options,
+            legacy_options,
+            ..
+        } if to => copy_to(source, target, options, legacy_options, &first),
         sq::Statement::Copy {
             source,
             to,

@@ -7,25 +7,34 @@
 //! (SQLAlchemy and psycopg looking for hstore) learn that it is absent. Relations saql has no
 //! use for (indexes, constraints, triggers, policies, inheritance, defaults) are there and
 //! empty, so the questions tools ask about them have their true answer: none.
-//! `information_schema.tables` and `.columns` say the same with PostgreSQL's type names.
-//! How the statements tools send are made plannable is in [`super::pg_rewrite`].
+//! `information_schema` says the same with PostgreSQL's type names ([`info_schema`]); the
+//! empty tables are listed in [`empty`], the functions in [`functions`], the settings and
+//! table statistics in [`settings`], the keywords in [`keywords`]. How the statements tools
+//! send are made plannable is in [`super::pg_rewrite`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
-};
+use datafusion::arrow::array::ListArray;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::MemorySchemaProvider;
-use datafusion::datasource::MemTable;
-use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
-};
+use datafusion::logical_expr::{create_udf, ColumnarValue, ScalarUDF, Signature, Volatility};
 use datafusion::prelude::SessionContext;
 use datafusion::scalar::ScalarValue;
 
 use crate::error::{Error, Result};
+
+mod empty;
+mod functions;
+mod info_schema;
+mod keywords;
+mod settings;
+mod table;
+
+use empty::EMPTY_TABLES;
+use functions::{CatalogFn, FUNCTIONS};
+use info_schema::information_schema;
+use table::Table;
 
 /// The schema the catalog's tables live in.
 pub const SCHEMA: &str = "pg_catalog";
@@ -34,7 +43,7 @@ pub const DATABASE: &str = "saql";
 /// The oid psql joins relations to their namespace by; `public` as in PostgreSQL.
 const PUBLIC_OID: i64 = 2200;
 const CATALOG_OID: i64 = 11;
-const OWNER: &str = "saql";
+pub(super) const OWNER: &str = "saql";
 const OWNER_OID: i64 = 10;
 const DATABASE_OID: i64 = 16383;
 /// PostgreSQL's default collation, which text columns carry.
@@ -56,6 +65,8 @@ pub struct Relation<'a> {
     pub schema: &'a Schema,
     /// A query's statement, as `pg_get_viewdef` gives it.
     pub definition: Option<String>,
+    /// The rows it holds now (a stream's recent rows, a query's retained results).
+    pub rows: usize,
 }
 
 /// A relation's oid: derived from its name, so that it stays the same between the statements
@@ -71,12 +82,12 @@ pub fn relation_oid(name: &str) -> i64 {
 
 /// A PostgreSQL type saql sends: oid, name, array type oid, length, name as `format_type`
 /// gives it, default collation.
-struct PgType {
-    oid: i64,
-    name: &'static str,
+pub(super) struct PgType {
+    pub(super) oid: i64,
+    pub(super) name: &'static str,
     array: i64,
     len: i64,
-    formatted: &'static str,
+    pub(super) formatted: &'static str,
     collation: i64,
 }
 
@@ -91,8 +102,11 @@ const fn ty(oid: i64, name: &'static str, array: i64, len: i64, formatted: &'sta
     }
 }
 
-const TYPES: [PgType; 10] = [
+pub(super) const TYPES: [PgType; 13] = [
     ty(16, "bool", 1000, 1, "boolean"),
+    ty(18, "char", 1002, 1, "\"char\""),
+    ty(19, "name", 1003, 64, "name"),
+    ty(26, "oid", 1028, 4, "oid"),
     ty(20, "int8", 1016, 8, "bigint"),
     ty(21, "int2", 1005, 2, "smallint"),
     ty(23, "int4", 1007, 4, "integer"),
@@ -111,7 +125,7 @@ const TYPES: [PgType; 10] = [
 ];
 
 /// The PostgreSQL type an Arrow column is sent as (the wire encoder's choice).
-fn pg_type_of(t: &DataType) -> &'static PgType {
+pub(super) fn pg_type_of(t: &DataType) -> &'static PgType {
     let oid = match t {
         DataType::Boolean => 16,
         DataType::Int8 | DataType::Int16 | DataType::UInt8 => 21,
@@ -127,7 +141,7 @@ fn pg_type_of(t: &DataType) -> &'static PgType {
 }
 
 /// The oid of a type name as `to_regtype` takes it (`int8`, `bigint`, `pg_catalog.text`, ...).
-fn type_oid(name: &str) -> Option<i64> {
+pub(super) fn type_oid(name: &str) -> Option<i64> {
     let name = name.trim().to_lowercase();
     let name = name.strip_prefix("pg_catalog.").unwrap_or(&name);
     TYPES
@@ -218,6 +232,9 @@ pub fn register<'a>(
         .filter_map(|r| Some((relation_oid(r.name), r.definition.clone()?)))
         .collect();
     let definitions = Arc::new(definitions);
+    settings::register(ctx, &relations)?;
+    ctx.register_udtf("pg_get_keywords", Arc::new(keywords::Keywords));
+    ctx.register_udf(current_schemas());
     for (name, returns) in FUNCTIONS {
         ctx.register_udf(ScalarUDF::new_from_impl(CatalogFn {
             name,
@@ -227,267 +244,6 @@ pub fn register<'a>(
         }));
     }
     Ok(())
-}
-
-/// Catalog tables saql has nothing in, by column (`:i` integer, `:b` boolean, else text).
-const EMPTY_TABLES: &[(&str, &[&str])] = &[
-    ("pg_am", &["oid:i", "amname", "amtype"]),
-    ("pg_attrdef", &["oid:i", "adrelid:i", "adnum:i", "adbin"]),
-    ("pg_collation", &["oid:i", "collname", "collnamespace:i"]),
-    (
-        "pg_index",
-        &[
-            "indexrelid:i",
-            "indrelid:i",
-            "indnatts:i",
-            "indisunique:b",
-            "indisprimary:b",
-            "indisexclusion:b",
-            "indimmediate:b",
-            "indisclustered:b",
-            "indisvalid:b",
-            "indisreplident:b",
-            "indkey",
-            "indexprs",
-            "indpred",
-        ],
-    ),
-    (
-        "pg_constraint",
-        &[
-            "oid:i",
-            "conname",
-            "connamespace:i",
-            "contype",
-            "condeferrable:b",
-            "condeferred:b",
-            "convalidated:b",
-            "conrelid:i",
-            "conindid:i",
-            "confrelid:i",
-            "conparentid:i",
-            "conislocal:b",
-            "conkey",
-            "confkey",
-        ],
-    ),
-    (
-        "pg_inherits",
-        &[
-            "inhrelid:i",
-            "inhparent:i",
-            "inhseqno:i",
-            "inhdetachpending:b",
-        ],
-    ),
-    (
-        "pg_trigger",
-        &[
-            "oid:i",
-            "tgrelid:i",
-            "tgparentid:i",
-            "tgname",
-            "tgenabled",
-            "tgisinternal:b",
-        ],
-    ),
-    (
-        "pg_policy",
-        &[
-            "oid:i",
-            "polname",
-            "polrelid:i",
-            "polcmd",
-            "polpermissive:b",
-            "polroles",
-            "polqual",
-            "polwithcheck",
-        ],
-    ),
-    (
-        "pg_statistic_ext",
-        &[
-            "oid:i",
-            "stxrelid:i",
-            "stxname",
-            "stxnamespace:i",
-            "stxkeys",
-            "stxkind",
-            "stxstattarget:i",
-        ],
-    ),
-    ("pg_publication", &["oid:i", "pubname", "puballtables:b"]),
-    ("pg_publication_rel", &["oid:i", "prpubid:i", "prrelid:i"]),
-    (
-        "pg_publication_namespace",
-        &["oid:i", "pnpubid:i", "pnnspid:i"],
-    ),
-    (
-        "pg_rewrite",
-        &["oid:i", "rulename", "ev_class:i", "ev_type", "is_instead:b"],
-    ),
-    (
-        "pg_description",
-        &["objoid:i", "classoid:i", "objsubid:i", "description"],
-    ),
-    (
-        "pg_sequence",
-        &["seqrelid:i", "seqstart:i", "seqincrement:i"],
-    ),
-    (
-        "pg_proc",
-        &[
-            "oid:i",
-            "proname",
-            "pronamespace:i",
-            "prokind",
-            "prorettype:i",
-            "proretset:b",
-            "proargtypes",
-        ],
-    ),
-    ("pg_foreign_table", &["ftrelid:i", "ftserver:i"]),
-    (
-        "pg_partitioned_table",
-        &["partrelid:i", "partstrat", "partnatts:i"],
-    ),
-    ("pg_event_trigger", &["oid:i", "evtname"]),
-    ("pg_extension", &["oid:i", "extname", "extversion"]),
-    ("pg_opclass", &["oid:i", "opcname", "opcdefault:b"]),
-    ("pg_enum", &["oid:i", "enumtypid:i", "enumlabel"]),
-];
-
-/// The functions the catalog queries of psql and drivers call, with what they return.
-const FUNCTIONS: [(&str, DataType); 24] = [
-    ("has_schema_privilege", DataType::Boolean),
-    ("pg_size_pretty", DataType::Utf8),
-    ("pg_table_size", DataType::Int64),
-    ("pg_total_relation_size", DataType::Int64),
-    ("array_to_string", DataType::Utf8),
-    ("to_regtype", DataType::Int64),
-    ("to_regclass", DataType::Int64),
-    ("format_type", DataType::Utf8),
-    ("pg_get_userbyid", DataType::Utf8),
-    ("pg_table_is_visible", DataType::Boolean),
-    ("pg_type_is_visible", DataType::Boolean),
-    ("pg_function_is_visible", DataType::Boolean),
-    ("pg_get_viewdef", DataType::Utf8),
-    ("pg_get_expr", DataType::Utf8),
-    ("pg_get_indexdef", DataType::Utf8),
-    ("pg_get_constraintdef", DataType::Utf8),
-    ("pg_get_function_result", DataType::Utf8),
-    ("pg_get_function_arguments", DataType::Utf8),
-    ("obj_description", DataType::Utf8),
-    ("col_description", DataType::Utf8),
-    ("shobj_description", DataType::Utf8),
-    ("pg_encoding_to_char", DataType::Utf8),
-    ("has_table_privilege", DataType::Boolean),
-    ("pg_relation_size", DataType::Int64),
-];
-
-/// One catalog function, answered row by row (catalog queries read a few rows).
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CatalogFn {
-    name: &'static str,
-    returns: DataType,
-    signature: Signature,
-    /// Queries' definitions by oid, for `pg_get_viewdef`.
-    definitions: Arc<BTreeMap<i64, String>>,
-}
-
-impl CatalogFn {
-    fn answer(&self, args: &[ScalarValue]) -> ScalarValue {
-        let text = |i: usize| match args.get(i) {
-            Some(ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s)) => {
-                s.clone()
-            }
-            Some(v) if !v.is_null() => Some(v.to_string()),
-            _ => None,
-        };
-        let int = |i: usize| text(i).and_then(|s| s.trim().parse::<i64>().ok());
-        match self.name {
-            "to_regtype" => ScalarValue::Int64(text(0).as_deref().and_then(type_oid)),
-            "to_regclass" => ScalarValue::Int64(text(0).map(|n| relation_oid(&n.to_lowercase()))),
-            "format_type" => ScalarValue::Utf8(int(0).map(|oid| {
-                TYPES
-                    .iter()
-                    .find(|t| t.oid == oid)
-                    .map_or("???", |t| t.formatted)
-                    .to_string()
-            })),
-            "pg_get_userbyid" => ScalarValue::from(OWNER),
-            "pg_table_is_visible" | "pg_type_is_visible" | "pg_function_is_visible" => {
-                ScalarValue::Boolean(Some(true))
-            }
-            // Without users every client is admin; with them, the role decides per statement
-            // kind, not per relation.
-            "has_table_privilege" | "has_schema_privilege" => ScalarValue::Boolean(Some(true)),
-            "pg_get_viewdef" => {
-                ScalarValue::Utf8(int(0).and_then(|oid| self.definitions.get(&oid).cloned()))
-            }
-            "pg_encoding_to_char" => ScalarValue::from("UTF8"),
-            // Streams and queries keep their rows in memory and in the ingest log, not in
-            // relation files.
-            "pg_relation_size" | "pg_table_size" | "pg_total_relation_size" => {
-                ScalarValue::Int64(Some(0))
-            }
-            "pg_size_pretty" => ScalarValue::Utf8(int(0).map(|b| format!("{b} bytes"))),
-            _ => ScalarValue::Utf8(None),
-        }
-    }
-}
-
-impl ScalarUDFImpl for CatalogFn {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
-        Ok(self.returns.clone())
-    }
-
-    fn invoke_with_args(
-        &self,
-        args: ScalarFunctionArgs,
-    ) -> datafusion::error::Result<ColumnarValue> {
-        if args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
-        {
-            let scalars: Vec<ScalarValue> = args
-                .args
-                .iter()
-                .map(|a| match a {
-                    ColumnarValue::Scalar(s) => s.clone(),
-                    ColumnarValue::Array(_) => unreachable!("all scalars"),
-                })
-                .collect();
-            return Ok(ColumnarValue::Scalar(self.answer(&scalars)));
-        }
-        let mut values = Vec::with_capacity(args.number_rows);
-        for row in 0..args.number_rows {
-            let scalars = args
-                .args
-                .iter()
-                .map(|a| match a {
-                    ColumnarValue::Scalar(s) => Ok(s.clone()),
-                    ColumnarValue::Array(a) => ScalarValue::try_from_array(a, row),
-                })
-                .collect::<datafusion::error::Result<Vec<_>>>()?;
-            values.push(self.answer(&scalars));
-        }
-        if values.is_empty() {
-            return Ok(ColumnarValue::Array(
-                datafusion::arrow::array::new_empty_array(&self.returns),
-            ));
-        }
-        Ok(ColumnarValue::Array(ScalarValue::iter_to_array(values)?))
-    }
 }
 
 fn pg_class(ctx: &SessionContext, relations: &[Relation]) -> Result<()> {
@@ -597,129 +353,49 @@ fn pg_type(ctx: &SessionContext) -> Result<()> {
         .int("typndims", vec![0; n])
         .int("typcollation", TYPES.iter().map(|t| t.collation))
         .null_text("typdefault", n)
+        .text("typinput", TYPES.iter().map(|t| format!("{}in", t.name)))
+        .text("typoutput", TYPES.iter().map(|t| format!("{}out", t.name)))
+        .null_text("typacl", n)
         .register(ctx, SCHEMA)
 }
 
 fn category(oid: i64) -> &'static str {
     match oid {
         16 => "B",
-        20 | 21 | 23 | 700 | 701 => "N",
+        20 | 21 | 23 | 26 | 700 | 701 => "N",
         1114 | 1184 => "D",
         _ => "S",
     }
 }
 
-/// `information_schema.tables` and `.columns`, in database `saql` and with PostgreSQL's type
-/// names (`bigint`, `timestamp without time zone`).
-fn information_schema(ctx: &SessionContext, relations: &[Relation]) -> Result<()> {
-    let n = relations.len();
-    Table::new("tables")
-        .text("table_catalog", vec![DATABASE; n])
-        .text("table_schema", vec!["public"; n])
-        .text("table_name", relations.iter().map(|r| r.name))
-        .text(
-            "table_type",
-            relations.iter().map(|r| match r.kind {
-                RelKind::Stream => "BASE TABLE",
-                RelKind::Query => "VIEW",
-            }),
-        )
-        .text(
-            "is_insertable_into",
-            relations.iter().map(|r| yes(r.kind == RelKind::Stream)),
-        )
-        .register(ctx, "information_schema")?;
-    let columns: Vec<(&str, usize, &Field)> = relations
-        .iter()
-        .flat_map(|r| {
-            r.schema
-                .fields()
-                .iter()
-                .enumerate()
-                .map(move |(i, f)| (r.name, i + 1, f.as_ref()))
-        })
-        .collect();
-    let n = columns.len();
-    let types = || columns.iter().map(|c| pg_type_of(c.2.data_type()));
-    Table::new("columns")
-        .text("table_catalog", vec![DATABASE; n])
-        .text("table_schema", vec!["public"; n])
-        .text("table_name", columns.iter().map(|c| c.0))
-        .text("column_name", columns.iter().map(|c| c.2.name().as_str()))
-        .int("ordinal_position", columns.iter().map(|c| c.1 as i64))
-        .null_text("column_default", n)
-        .text(
-            "is_nullable",
-            columns.iter().map(|c| yes(c.2.is_nullable())),
-        )
-        .text("data_type", types().map(|t| t.formatted))
-        .text("udt_name", types().map(|t| t.name))
-        .register(ctx, "information_schema")
-}
-
-fn yes(b: bool) -> &'static str {
-    if b {
-        "YES"
-    } else {
-        "NO"
-    }
-}
-
-/// A catalog table built column by column.
-struct Table {
-    name: &'static str,
-    columns: Vec<(String, ArrayRef)>,
-}
-
-impl Table {
-    fn new(name: &'static str) -> Self {
-        Table {
-            name,
-            columns: Vec::new(),
-        }
-    }
-
-    fn column(mut self, name: &str, values: ArrayRef) -> Self {
-        self.columns.push((name.to_string(), values));
-        self
-    }
-
-    fn int(self, name: &str, values: impl IntoIterator<Item = i64>) -> Self {
-        self.column(name, Arc::new(Int64Array::from_iter_values(values)))
-    }
-
-    fn float(self, name: &str, values: impl IntoIterator<Item = f64>) -> Self {
-        self.column(name, Arc::new(Float64Array::from_iter_values(values)))
-    }
-
-    fn boolean(self, name: &str, values: impl IntoIterator<Item = bool>) -> Self {
-        let values: BooleanArray = values.into_iter().map(Some).collect();
-        self.column(name, Arc::new(values))
-    }
-
-    fn text<S: AsRef<str>>(self, name: &str, values: impl IntoIterator<Item = S>) -> Self {
-        self.column(name, Arc::new(StringArray::from_iter_values(values)))
-    }
-
-    fn null_text(self, name: &str, rows: usize) -> Self {
-        self.column(name, Arc::new(StringArray::new_null(rows)))
-    }
-
-    fn register(self, ctx: &SessionContext, schema: &str) -> Result<()> {
-        let fields: Vec<Field> = self
-            .columns
-            .iter()
-            .map(|(n, a)| Field::new(n, a.data_type().clone(), a.null_count() > 0))
-            .collect();
-        let schema_ref = Arc::new(Schema::new(fields));
-        let batch = RecordBatch::try_new(
-            schema_ref.clone(),
-            self.columns.into_iter().map(|c| c.1).collect(),
-        )?;
-        let table = MemTable::try_new(schema_ref, vec![vec![batch]])?;
-        ctx.register_table(format!("{schema}.{}", self.name), Arc::new(table))?;
-        Ok(())
-    }
+/// `current_schemas(include_implicit)`: the search path, `pg_catalog` first when the implicit
+/// schemas are asked for (pgcli completes names from it, pgJDBC orders types by it).
+fn current_schemas() -> ScalarUDF {
+    let item = Arc::new(Field::new("item", DataType::Utf8, true));
+    create_udf(
+        "current_schemas",
+        vec![DataType::Boolean],
+        DataType::List(item),
+        Volatility::Stable,
+        Arc::new(|args| {
+            let implicit = match &args[0] {
+                ColumnarValue::Scalar(ScalarValue::Boolean(b)) => b.unwrap_or(false),
+                _ => true,
+            };
+            let schemas: Vec<Option<&str>> = if implicit {
+                vec![Some(SCHEMA), Some("public")]
+            } else {
+                vec![Some("public")]
+            };
+            let values = datafusion::arrow::array::StringArray::from(schemas);
+            let offsets = datafusion::arrow::buffer::OffsetBuffer::from_lengths([
+                datafusion::arrow::array::Array::len(&values),
+            ]);
+            let field = Arc::new(Field::new("item", DataType::Utf8, true));
+            let array = ListArray::try_new(field, offsets, Arc::new(values), None)?;
+            Ok(ColumnarValue::Scalar(ScalarValue::List(Arc::new(array))))
+        }),
+    )
 }
 
 /// Whether `name` is a catalog table found without its schema (`FROM pg_type`), as PostgreSQL's
@@ -728,7 +404,9 @@ pub fn is_catalog_table(name: &str) -> bool {
     CATALOG_TABLES.contains(&name) || EMPTY_TABLES.iter().any(|(t, _)| *t == name)
 }
 
-const CATALOG_TABLES: [&str; 8] = [
+const CATALOG_TABLES: [&str; 10] = [
+    "pg_settings",
+    "pg_stat_user_tables",
     "pg_namespace",
     "pg_class",
     "pg_attribute",
