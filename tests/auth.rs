@@ -614,3 +614,30 @@ async fn show_sink(client: &Client) -> (Option<String>, Option<String>) {
         })
         .expect("the sink's row")
 }
+
+/// A session cannot take another user's role: `SET ROLE admin` once answered SET and changed
+/// nothing; now it is refused with 42501 and the reader stays a reader.
+#[tokio::test]
+async fn set_role_cannot_change_a_sessions_role() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path());
+    let server = Server::start(&["--users", users.to_str().unwrap()]);
+    let rita = server.connect("rita", "rita-pw").await.unwrap();
+    for sql in [
+        "SET ROLE alice",
+        "SET ROLE admin",
+        "SET SESSION AUTHORIZATION alice",
+    ] {
+        let e = rita.simple_query(sql).await.unwrap_err();
+        assert_eq!(code(&e), "42501", "{sql}: {e}");
+        assert!(message(&e).contains("permission denied to set role"), "{e}");
+    }
+    for sql in [
+        "SET ROLE rita",
+        "SET ROLE NONE",
+        "SET SESSION AUTHORIZATION DEFAULT",
+    ] {
+        rita.simple_query(sql).await.expect(sql);
+    }
+    assert_denied(&rita, EVENTS, "reader", "CREATE").await;
+}

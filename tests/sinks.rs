@@ -701,3 +701,49 @@ async fn a_kafka_sink_writes_one_record_per_result_keyed_by_a_column() {
     assert_eq!(row["kind"], "kafka");
     saql.kill();
 }
+
+/// A sink whose target is not the server it should be (here a Kafka sink pointed at a port
+/// that answers like an HTTP server) shows that at once in SHOW SINKS, before any result
+/// needs delivering, instead of `running` with no error.
+#[cfg(feature = "kafka")]
+#[tokio::test]
+async fn a_sink_at_a_port_that_is_not_its_kind_shows_the_error_at_once() {
+    let not_kafka = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = not_kafka.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = not_kafka.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                let _ = socket.read(&mut buf).await;
+                let _ = socket
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, maddr) = (free_addr(), free_addr());
+    let _saql = start(dir.path(), addr, maddr);
+    let client = connect(addr).await;
+    client.batch_execute(SETUP).await.unwrap();
+    client
+        .batch_execute(&format!(
+            "CREATE SINK k FROM q INTO KAFKA (brokers = '127.0.0.1:{port}', topic = 'alerts', \
+             timeout_ms = '2000')"
+        ))
+        .await
+        .unwrap();
+    let mut row = sink_row(&client, "k").await;
+    for _ in 0..100 {
+        if !row["last_error"].is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        row = sink_row(&client, "k").await;
+    }
+    assert_eq!(row["state"], "retrying", "{row:?}");
+    assert!(
+        row["last_error"].contains("cannot reach the target"),
+        "{row:?}"
+    );
+}

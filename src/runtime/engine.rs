@@ -659,7 +659,7 @@ impl Engine {
                 let c = &self.config;
                 adhoc::select(ctx, stmt, params, c.max_result_rows, c.max_result_bytes).await
             }
-            sq::Statement::Set(_) => Ok(StatementResult::Command("SET".into())),
+            sq::Statement::Set(set) => set_role(&set, session),
             sq::Statement::ShowVariable { variable } => show::show_variable(&variable),
             sq::Statement::StartTransaction { .. } => Ok(StatementResult::Command("BEGIN".into())),
             sq::Statement::Commit { .. } => Ok(StatementResult::Command("COMMIT".into())),
@@ -723,6 +723,33 @@ fn modifies_in_with(q: &sq::Query) -> bool {
             ) || modifies_in_with(&cte.query)
         })
     })
+}
+
+/// `SET`: accepted and without effect, except that a session cannot change its role. Its
+/// role is the one its user logged in with (the users file), so `SET ROLE` and `SET SESSION
+/// AUTHORIZATION` naming another user are refused with 42501 rather than answered SET while
+/// changing nothing; naming the session's own user, NONE or DEFAULT is a no-op.
+fn set_role(set: &sq::Set, session: &SessionInfo) -> Result<StatementResult> {
+    let named = match set {
+        sq::Set::SetRole { role_name, .. } => role_name.as_ref().map(normalize),
+        sq::Set::SetSessionAuthorization(p) => match &p.kind {
+            sq::SetSessionAuthorizationParamKind::User(u) => Some(normalize(u)),
+            sq::SetSessionAuthorizationParamKind::Default => None,
+        },
+        _ => None,
+    };
+    match named {
+        Some(role) if role != session.user && role != "none" && role != "default" => {
+            Err(Error::plan(
+                crate::error::sqlstate::INSUFFICIENT_PRIVILEGE,
+                format!(
+                    "permission denied to set role \"{role}\": a session keeps the role of \
+                     the user it logged in as; connect as that user instead"
+                ),
+            ))
+        }
+        _ => Ok(StatementResult::Command("SET".into())),
+    }
 }
 
 fn first_words(s: &str) -> String {

@@ -86,7 +86,23 @@ async fn run(weak: &WeakEngine, rt: &Arc<SinkRuntime>) -> Result<()> {
         let schema = attached.schema;
         let mut events = attached.events;
         let mut pending: VecDeque<_> = attached.backlog.into();
-        rt.update(|s| s.state = "running".into());
+        if connector.is_none() {
+            // Reach the target at once, so that one that cannot be reached (nothing
+            // listening, or not the kind of server it should be) shows in SHOW SINKS before
+            // the first result needs it; deliveries keep retrying it as before.
+            let timeout = rt.spec.timeout;
+            match tokio::time::timeout(timeout, Connector::connect(rt, &schema)).await {
+                Ok(Ok(c)) => connector = Some(c),
+                Ok(Err(e)) => unreachable_target(rt, &e.to_string()),
+                Err(_) => unreachable_target(
+                    rt,
+                    &format!("no answer within {} ms (timeout_ms)", timeout.as_millis()),
+                ),
+            }
+        }
+        if connector.is_some() {
+            rt.update(|s| s.state = "running".into());
+        }
         loop {
             // Take what is waiting, up to a batch; wait a moment when nothing is.
             loop {
@@ -259,6 +275,20 @@ impl Connector {
 /// Delivers `d` until it is acknowledged (true) or the sink is stopped or the engine gone
 /// (false), counting failed attempts and retries in `p` and connecting when there is no
 /// connection.
+/// Shows that a sink's target cannot be reached (secrets masked).
+#[cfg(feature = "server")]
+fn unreachable_target(rt: &SinkRuntime, why: &str) {
+    let note = crate::sql::sink::mask(
+        &format!("cannot reach the target: {why}"),
+        &rt.spec.ddl.secrets(),
+    );
+    tracing::warn!("sink \"{}\": {note}", rt.spec.name);
+    rt.update(|s| {
+        s.state = "retrying".into();
+        s.error = Some(note);
+    });
+}
+
 #[cfg(feature = "server")]
 async fn deliver(
     weak: &WeakEngine,

@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::{Arc, RwLock};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use base64::engine::general_purpose::STANDARD;
@@ -574,6 +575,7 @@ impl StartupHandler for Startup {
                 };
                 match outcome {
                     Ok(AuthOutcome::Authenticated { final_message, .. }) => {
+                        super::auth_delay::failed_logins().succeeded(client.socket_addr().ip());
                         // The password is right: a slot for the user's role, before the
                         // client is told it is in (as PostgreSQL refuses 53300).
                         let role = role_of(self.users.as_deref(), client);
@@ -589,6 +591,9 @@ impl StartupHandler for Startup {
             // pgwire does not know the user at the end of the SCRAM exchange: name it, as
             // PostgreSQL does.
             Err(PgWireError::InvalidPassword(_)) => {
+                let ip = client.socket_addr().ip();
+                let delay = super::auth_delay::failed_logins().failed(ip, Instant::now());
+                tokio::time::sleep(delay).await;
                 let user = client
                     .metadata()
                     .get(pgwire::api::METADATA_USER)

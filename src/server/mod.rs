@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod auth_delay;
 pub mod bind;
 pub mod console;
 pub mod cursor;
