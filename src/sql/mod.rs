@@ -7,6 +7,7 @@ mod complexity;
 pub mod dialect;
 pub mod interval;
 pub mod parser;
+pub mod pattern;
 pub mod sink;
 mod window_tvf;
 
@@ -19,4 +20,5 @@ pub use ast::{
     SourceConnector, Statement, Subscribe, SubsetDef, SuppressClause, Training, WatermarkDef,
 };
 pub use parser::{parse, parse_one};
+pub use pattern::{Quantifier, RowPattern};
 pub use sink::{CreateSink, SinkConnector};

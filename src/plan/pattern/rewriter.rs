@@ -13,6 +13,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use super::super::catalog::{normalize, normalize_object};
+use super::variables::var_name;
 use crate::error::{Error, Result};
 use crate::operators::pattern::{Ref, RefKind};
 
@@ -85,7 +86,7 @@ impl<'a> Rewriter<'a> {
     }
 
     fn var(&self, id: &Ident) -> Result<u16> {
-        let name = normalize(id);
+        let name = var_name(id);
         self.names
             .iter()
             .position(|n| *n == name)

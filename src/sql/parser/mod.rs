@@ -10,6 +10,7 @@
 
 mod clauses;
 mod copy;
+mod pattern;
 mod subscribe;
 mod within;
 
@@ -38,7 +39,8 @@ use within::{lift_within, rewrite_pattern_words};
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     complexity::check_size(sql)?;
     let dialect = SaqlDialect::default();
-    let tokens = Tokenizer::new(&dialect, sql)
+    let (sql, mut patterns) = pattern::lift_patterns(sql)?;
+    let tokens = Tokenizer::new(&dialect, &sql)
         .tokenize_with_location()
         .map_err(|e| parser_error(ParserError::TokenizerError(e.to_string())))?;
     complexity::check_tokens(&tokens)?;
@@ -91,6 +93,12 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
                 }
             }
         }
+        let after = Location::of_span(parser.peek_token().span);
+        let mine = patterns
+            .iter()
+            .take_while(|p| after.is_none_or(|n| (p.at.line, p.at.column) < (n.line, n.column)))
+            .count();
+        attach_patterns(&mut stmt, patterns.drain(..mine).collect())?;
         out.push(stmt);
         let next = parser.peek_token();
         match next.token {
@@ -106,7 +114,44 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     Ok(out)
 }
 
-/// `WITHIN interval` and `SUBSET ...` lifted out of a `MATCH_RECOGNIZE`.
+/// Puts the patterns read from a statement's text into its clauses: a continuous query (or an
+/// EXPLAIN of one) takes one `MATCH_RECOGNIZE`; elsewhere a pattern is refused.
+fn attach_patterns(stmt: &mut Statement, patterns: Vec<pattern::LiftedPattern>) -> Result<()> {
+    let mut patterns = patterns.into_iter();
+    let Some(first) = patterns.next() else {
+        return Ok(());
+    };
+    if let Some(second) = patterns.next() {
+        return Err(Error::plan(
+            sqlstate::FEATURE_NOT_SUPPORTED,
+            "a continuous query reads one stream through at most one MATCH_RECOGNIZE; \
+             write one query per MATCH_RECOGNIZE",
+        )
+        .at(Some(second.at)));
+    }
+    let clauses = match stmt {
+        Statement::CreateQuery(cq) => &mut cq.clauses,
+        Statement::Explain {
+            target: ExplainTarget::Create(cq),
+            ..
+        } => &mut cq.clauses,
+        Statement::Explain {
+            target: ExplainTarget::Query(_, c),
+            ..
+        } => c,
+        _ => {
+            return Err(Error::plan(
+                sqlstate::FEATURE_NOT_SUPPORTED,
+                "MATCH_RECOGNIZE is supported in continuous queries only: CREATE CONTINUOUS \
+                 QUERY name AS SELECT ... MATCH_RECOGNIZE (...)",
+            )
+            .at(Some(first.at)))
+        }
+    };
+    clauses.pattern = Some(first.pattern);
+    Ok(())
+}
+
 /// Parses exactly one statement.
 pub fn parse_one(sql: &str) -> Result<Statement> {
     let mut stmts = parse(sql)?;

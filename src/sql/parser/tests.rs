@@ -252,7 +252,7 @@ fn row_pattern_recognition_constructs_round_trip() {
         "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
         // SKIP TO v is SQL:2016's shorthand for SKIP TO LAST v.
         "AFTER MATCH SKIP TO LAST u",
-        "PATTERN (^ a ( {- x -} )*? PERMUTE(b, c) ( d | {- e -} ) $) \
+        "PATTERN (^ a {- x -}*? PERMUTE(b, c) (d | {- e -}) $) \
          SUBSET u = (a, b), w = (c, d) WITHIN INTERVAL '1' MINUTE DEFINE",
     ] {
         assert!(printed.contains(part), "{part} in {printed}");
@@ -329,7 +329,7 @@ fn match_recognize_round_trips_with_within() {
     );
     let printed = cq.to_string();
     assert!(
-        printed.contains("PATTERN (w x*? ( r | q ){1,3}? s+) WITHIN INTERVAL '10' MINUTE DEFINE"),
+        printed.contains("PATTERN (w x*? (r | q){1,3}? s+) WITHIN INTERVAL '10' MINUTE DEFINE"),
         "{printed}"
     );
     // Without WITHIN, and as EXPLAIN of a SELECT.
