@@ -19,6 +19,6 @@ pub use ast::{
     CreateStream, ExplainTarget, InvariantClause, InvariantKind, OutlierClause, OutlierMethod,
     SourceConnector, Statement, Subscribe, SubsetDef, SuppressClause, Training, WatermarkDef,
 };
-pub use parser::{parse, parse_one};
+pub use parser::{parse, parse_continuous, parse_one};
 pub use pattern::{Quantifier, RowPattern};
 pub use sink::{CreateSink, SinkConnector};

@@ -21,12 +21,13 @@ use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use super::ast::{
-    ColumnDef, CreateQuery, CreateSource, CreateStream, ExplainTarget, SourceConnector, Statement,
-    WatermarkDef,
+    Clauses, ColumnDef, CreateQuery, CreateSource, CreateStream, ExplainTarget, SourceConnector,
+    Statement, WatermarkDef,
 };
 use super::complexity;
 use super::dialect::SaqlDialect;
 use super::interval::interval_duration;
+use super::pattern::RowPattern;
 use super::window_tvf;
 use crate::error::{Error, Location, Result};
 use crate::limits::PARSER_RECURSION_LIMIT;
@@ -37,6 +38,41 @@ use within::{lift_within, rewrite_pattern_words};
 
 /// Parses one or more statements separated by semicolons.
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
+    Ok(parse_statements(sql, false)?
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect())
+}
+
+/// Parses one continuous query: a `CREATE CONTINUOUS QUERY`, or a bare `SELECT` (which may
+/// hold a `MATCH_RECOGNIZE`, its pattern then returned in the clauses).
+pub fn parse_continuous(sql: &str) -> Result<Option<(Box<sq::Query>, Clauses)>> {
+    let mut stmts = parse_statements(sql, true)?;
+    if stmts.len() != 1 {
+        return Ok(None);
+    }
+    Ok(match stmts.remove(0) {
+        (Statement::CreateQuery(cq), _) => Some((cq.query, cq.clauses)),
+        (Statement::Sql(s), pattern) => match *s {
+            sq::Statement::Query(q) => Some((
+                q,
+                Clauses {
+                    pattern,
+                    ..Clauses::default()
+                },
+            )),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// The statements of `sql`, each with the pattern of a bare `SELECT`'s `MATCH_RECOGNIZE`
+/// when `bare_patterns` allows one (else such a pattern is refused).
+fn parse_statements(
+    sql: &str,
+    bare_patterns: bool,
+) -> Result<Vec<(Statement, Option<RowPattern>)>> {
     complexity::check_size(sql)?;
     let dialect = SaqlDialect::default();
     let (sql, mut patterns) = pattern::lift_patterns(sql)?;
@@ -98,8 +134,8 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
             .iter()
             .take_while(|p| after.is_none_or(|n| (p.at.line, p.at.column) < (n.line, n.column)))
             .count();
-        attach_patterns(&mut stmt, patterns.drain(..mine).collect())?;
-        out.push(stmt);
+        let bare = attach_patterns(&mut stmt, patterns.drain(..mine).collect(), bare_patterns)?;
+        out.push((stmt, bare));
         let next = parser.peek_token();
         match next.token {
             Token::SemiColon | Token::EOF => {}
@@ -115,11 +151,16 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
 }
 
 /// Puts the patterns read from a statement's text into its clauses: a continuous query (or an
-/// EXPLAIN of one) takes one `MATCH_RECOGNIZE`; elsewhere a pattern is refused.
-fn attach_patterns(stmt: &mut Statement, patterns: Vec<pattern::LiftedPattern>) -> Result<()> {
+/// EXPLAIN of one) takes one `MATCH_RECOGNIZE`; a bare `SELECT`'s is returned when `bare`
+/// allows it; elsewhere a pattern is refused.
+fn attach_patterns(
+    stmt: &mut Statement,
+    patterns: Vec<pattern::LiftedPattern>,
+    bare: bool,
+) -> Result<Option<RowPattern>> {
     let mut patterns = patterns.into_iter();
     let Some(first) = patterns.next() else {
-        return Ok(());
+        return Ok(None);
     };
     if let Some(second) = patterns.next() {
         return Err(Error::plan(
@@ -139,6 +180,9 @@ fn attach_patterns(stmt: &mut Statement, patterns: Vec<pattern::LiftedPattern>) 
             target: ExplainTarget::Query(_, c),
             ..
         } => c,
+        Statement::Sql(s) if bare && matches!(s.as_ref(), sq::Statement::Query(_)) => {
+            return Ok(Some(first.pattern))
+        }
         _ => {
             return Err(Error::plan(
                 sqlstate::FEATURE_NOT_SUPPORTED,
@@ -149,7 +193,7 @@ fn attach_patterns(stmt: &mut Statement, patterns: Vec<pattern::LiftedPattern>) 
         }
     };
     clauses.pattern = Some(first.pattern);
-    Ok(())
+    Ok(None)
 }
 
 /// Parses exactly one statement.
