@@ -282,6 +282,61 @@ fn row_pattern_recognition_constructs_round_trip() {
 }
 
 #[test]
+fn patterns_sqlparser_does_not_read_round_trip() {
+    // Trino's suite writes these: the empty pattern, `$A$` (not a dollar-quoted string), `{,}`,
+    // `{,n}`, exclusions of patterns, nested and quantified, and quantified anchors.
+    for pattern in [
+        "() | A",
+        "$A$",
+        "B{,}?",
+        "B{,2}",
+        "A {- {- B+ -} C+ -}",
+        "A B+ {- ()* -} C+",
+        "A {- B -}{1,2} {- C -}*",
+        "(B ()*)*?",
+        "^+ | B",
+        "$* | B",
+        "PERMUTE(B, C)",
+    ] {
+        let sql = format!(
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+             MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH PATTERN ({pattern}) \
+             DEFINE B AS v > 0)"
+        );
+        let Statement::CreateQuery(cq) = verified(&sql) else {
+            panic!("not a query")
+        };
+        assert!(cq.clauses.pattern.is_some(), "{sql}");
+    }
+}
+
+#[test]
+fn match_recognize_refusals_point_at_the_pattern() {
+    // Two MATCH_RECOGNIZE in one query: 0A000 at the second pattern.
+    let sql = "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+               PATTERN (a) DEFINE a AS true) AS x, s MATCH_RECOGNIZE(ORDER BY ts PATTERN (b) \
+               DEFINE b AS true) AS y";
+    let err = parse_one(sql).unwrap_err();
+    assert_eq!(err.sqlstate(), "0A000", "{err}");
+    let col = sql.find("PATTERN (b)").unwrap() as u64 + 10;
+    assert_eq!(err.location().map(|l| l.column), Some(col), "{err}");
+    // An ad hoc SELECT: MATCH_RECOGNIZE is for continuous queries.
+    let err =
+        parse_one("SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts PATTERN (a) DEFINE a AS true)")
+            .unwrap_err();
+    assert_eq!(err.sqlstate(), "0A000", "{err}");
+    assert!(err.to_string().contains("continuous queries only"), "{err}");
+    // A syntax error inside the pattern points into it.
+    let err = parse_one(
+        "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+         PATTERN (a {- b) DEFINE a AS true)",
+    )
+    .unwrap_err();
+    assert_eq!(err.sqlstate(), "42601", "{err}");
+    assert!(err.to_string().contains("\"-}\""), "{err}");
+}
+
+#[test]
 fn row_pattern_errors_point_at_the_token() {
     // A SUBSET without its parentheses.
     let err = parse_one(
