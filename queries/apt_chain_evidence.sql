@@ -18,10 +18,10 @@
 -- rows: in the match, not returned)
 -- expect:
 --   host,ts,alert,step,events,reader,stolen_at,pid,exe,op,obj_name
---   db-1,2024-01-01 00:00:00,1,c,7,812,2024-01-01 00:00:11,700,C:\Windows\System32\cmd.exe,start,C:\Program Files\SQL\osql.exe
---   db-1,2024-01-01 00:00:03,1,w,7,812,2024-01-01 00:00:11,500,C:\Program Files\SQL\sqlservr.exe,write,C:\Temp\db.dmp
---   db-1,2024-01-01 00:00:07,1,r,7,812,2024-01-01 00:00:11,812,C:\Temp\dropper.exe,read,C:\Temp\db.dmp
---   db-1,2024-01-01 00:00:11,1,s,7,812,2024-01-01 00:00:11,812,C:\Temp\dropper.exe,write,203.0.113.9
+--   db-1,2024-01-01 00:00:00,1,C,7,812,2024-01-01 00:00:11,700,C:\Windows\System32\cmd.exe,start,C:\Program Files\SQL\osql.exe
+--   db-1,2024-01-01 00:00:03,1,W,7,812,2024-01-01 00:00:11,500,C:\Program Files\SQL\sqlservr.exe,write,C:\Temp\db.dmp
+--   db-1,2024-01-01 00:00:07,1,R,7,812,2024-01-01 00:00:11,812,C:\Temp\dropper.exe,read,C:\Temp\db.dmp
+--   db-1,2024-01-01 00:00:11,1,S,7,812,2024-01-01 00:00:11,812,C:\Temp\dropper.exe,write,203.0.113.9
 --
 -- test: two chains on two hosts are two alerts of four rows each, numbered per host
 -- input proc_events:
@@ -36,14 +36,14 @@
 --   2024-01-01 00:00:07,db-2,813,C:\Temp\other.exe,write,ip,198.51.100.7,10
 -- expect:
 --   host,ts,alert,step,events,reader
---   db-1,2024-01-01 00:00:00,1,c,4,812
---   db-1,2024-01-01 00:00:02,1,w,4,812
---   db-1,2024-01-01 00:00:04,1,r,4,812
---   db-1,2024-01-01 00:00:06,1,s,4,812
---   db-2,2024-01-01 00:00:01,1,c,4,813
---   db-2,2024-01-01 00:00:03,1,w,4,813
---   db-2,2024-01-01 00:00:05,1,r,4,813
---   db-2,2024-01-01 00:00:07,1,s,4,813
+--   db-1,2024-01-01 00:00:00,1,C,4,812
+--   db-1,2024-01-01 00:00:02,1,W,4,812
+--   db-1,2024-01-01 00:00:04,1,R,4,812
+--   db-1,2024-01-01 00:00:06,1,S,4,812
+--   db-2,2024-01-01 00:00:01,1,C,4,813
+--   db-2,2024-01-01 00:00:03,1,W,4,813
+--   db-2,2024-01-01 00:00:05,1,R,4,813
+--   db-2,2024-01-01 00:00:07,1,S,4,813
 --
 -- test: an incomplete chain returns no evidence
 -- input proc_events:

@@ -96,24 +96,11 @@ pub fn parse(sql: &str) -> Result<Vec<sql::Statement>> {
 /// # Ok::<(), saql::Error>(())
 /// ```
 pub fn plan(sql: &str, catalog: &Catalog) -> Result<QueryPlan> {
-    use datafusion::sql::sqlparser::ast::Statement as Sq;
-    let (query, clauses) = match sql::parse_one(sql)? {
-        sql::Statement::CreateQuery(cq) => (cq.query, cq.clauses),
-        sql::Statement::Sql(s) => match *s {
-            Sq::Query(q) => (q, sql::Clauses::default()),
-            other => {
-                return Err(Error::plan(
-                    error::sqlstate::SYNTAX_ERROR,
-                    format!("expected a continuous query, found {other}"),
-                ))
-            }
-        },
-        other => {
-            return Err(Error::plan(
-                error::sqlstate::SYNTAX_ERROR,
-                format!("expected a continuous query, found {other}"),
-            ))
-        }
+    let Some((query, clauses)) = sql::parse_continuous(sql)? else {
+        return Err(Error::plan(
+            error::sqlstate::SYNTAX_ERROR,
+            format!("expected a continuous query, found {}", sql.trim()),
+        ));
     };
     plan::plan_continuous(&query, &clauses, catalog)
 }

@@ -139,9 +139,10 @@ fn brute_force(rows: &[Row]) -> Vec<(String, Vec<Option<f64>>)> {
         for (i, r) in mine.iter().enumerate() {
             let w = values(&mine[i.saturating_sub(5)..i]);
             let long = values(&mine[i.saturating_sub(7)..=i]);
-            let season = mine[..=i]
+            // RANGE: rows with the current row's time are its peers, in its frame too.
+            let season = mine
                 .iter()
-                .filter(|o| o.ts >= r.ts - 3 * SEC)
+                .filter(|o| o.ts >= r.ts - 3 * SEC && o.ts <= r.ts)
                 .find_map(|o| o.v)
                 .map(|v| v as f64);
             let mad = median(&w).and_then(|m| {
@@ -201,6 +202,144 @@ proptest! {
                     _ => false,
                 };
                 prop_assert!(same, "{} column {}: engine {:?}, brute force {:?}", gk, col, g, w);
+            }
+        }
+    }
+}
+
+/// Rows on whole seconds, so that many share a time (peers), never behind the watermark: row
+/// `i` is about 0.7 s after row `i - 1`, up to 4 s early, rounded down to the second.
+fn tied_rows_strategy() -> impl Strategy<Value = (Vec<Row>, Vec<usize>)> {
+    (1usize..120).prop_flat_map(|n| {
+        (
+            proptest::collection::vec((0i64..4, 0i64..3, proptest::option::of(-50i64..50)), n),
+            proptest::collection::vec(1usize..40, 1..20),
+        )
+            .prop_map(|(raw, splits)| {
+                let rows = raw
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (early, k, v))| {
+                        let t = i as i64 * 7 * SEC / 10 - early * SEC;
+                        Row {
+                            ts: BASE + t.div_euclid(SEC) * SEC,
+                            k,
+                            v,
+                        }
+                    })
+                    .collect();
+                (rows, splits)
+            })
+    })
+}
+
+const PEERS_PARTITIONED: &str = "SELECT ts, k, v, \
+    COUNT(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '1' SECOND PRECEDING AND CURRENT ROW) AS n1, \
+    SUM(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '1' SECOND PRECEDING AND CURRENT ROW) AS s1, \
+    MAX(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS top, \
+    AVG(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN CURRENT ROW AND CURRENT ROW) AS same_time, \
+    MEDIAN(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '2' SECOND PRECEDING AND CURRENT ROW) AS med, \
+    COUNT(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto \
+    FROM s";
+
+const PEERS_ALL: &str = "SELECT ts, k, v, \
+    COUNT(v) OVER (ORDER BY ts RANGE BETWEEN INTERVAL '1' SECOND PRECEDING AND CURRENT ROW) AS n1, \
+    SUM(v) OVER (ORDER BY ts RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS total \
+    FROM s";
+
+/// Brute force of [`PEERS_PARTITIONED`] (`partitioned`) or [`PEERS_ALL`]: each frame taken
+/// from the definition, over the partition's rows sorted by time (ties in arrival order).
+fn peers_brute_force(rows: &[Row], partitioned: bool) -> Vec<(String, Vec<Option<f64>>)> {
+    let mut want = Vec::new();
+    let keys: Vec<Option<i64>> = if partitioned {
+        (0..3).map(Some).collect()
+    } else {
+        vec![None]
+    };
+    for key in keys {
+        let mut mine: Vec<&Row> = rows
+            .iter()
+            .filter(|r| key.is_none_or(|k| r.k == k))
+            .collect();
+        mine.sort_by_key(|r| r.ts);
+        let values = |from: i64, to: i64| -> Vec<f64> {
+            mine.iter()
+                .filter(|o| o.ts >= from && o.ts <= to)
+                .filter_map(|o| o.v)
+                .map(|v| v as f64)
+                .collect()
+        };
+        let sum = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>());
+        for (i, r) in mine.iter().enumerate() {
+            let last_second = values(r.ts - SEC, r.ts);
+            let columns = if partitioned {
+                let so_far = values(i64::MIN, r.ts);
+                let same = values(r.ts, r.ts);
+                let upto = mine[..=i].iter().filter(|o| o.v.is_some()).count();
+                vec![
+                    Some(last_second.len() as f64),
+                    sum(&last_second),
+                    so_far.iter().copied().reduce(f64::max),
+                    sum(&same).map(|s| s / same.len() as f64),
+                    median(&values(r.ts - 2 * SEC, r.ts)),
+                    Some(upto as f64),
+                ]
+            } else {
+                vec![Some(last_second.len() as f64), sum(&values(i64::MIN, r.ts))]
+            };
+            let key = format!(
+                "{}|{}|{}",
+                fmt_ts(r.ts),
+                r.k,
+                r.v.map_or("NULL".to_string(), |v| v.to_string())
+            );
+            want.push((key, columns));
+        }
+    }
+    want
+}
+
+fn sorted_rows(mut rows: Vec<(String, Vec<Option<f64>>)>) -> Vec<(String, Vec<Option<f64>>)> {
+    rows.sort_by(|a, b| {
+        a.0.cmp(&b.0).then_with(|| {
+            let key = |v: &[Option<f64>]| {
+                v.iter()
+                    .map(|x| x.unwrap_or(f64::NEG_INFINITY))
+                    .collect::<Vec<_>>()
+            };
+            key(&a.1)
+                .iter()
+                .zip(key(&b.1).iter())
+                .map(|(x, y)| x.total_cmp(y))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })
+    });
+    rows
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// RANGE frames over rows that share times: every peer gets the value of the whole time
+    /// (with PARTITION BY and without, bounded and UNBOUNDED PRECEDING); ROWS frames do not.
+    #[test]
+    fn range_frames_treat_same_time_rows_as_peers((rows, splits) in tied_rows_strategy()) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        for (query, partitioned) in [(PEERS_PARTITIONED, true), (PEERS_ALL, false)] {
+            let got = sorted_rows(incremental(&rt, query, &rows, &splits).iter().map(|l| parse(l)).collect());
+            let want = sorted_rows(peers_brute_force(&rows, partitioned));
+            prop_assert_eq!(got.len(), want.len());
+            for ((gk, gv), (wk, wv)) in got.iter().zip(&want) {
+                prop_assert_eq!(gk, wk);
+                for (col, (g, w)) in gv.iter().zip(wv).enumerate() {
+                    let same = match (g, w) {
+                        (Some(g), Some(w)) => (g - w).abs() <= 1e-6 * (1.0 + w.abs()),
+                        (None, None) => true,
+                        _ => false,
+                    };
+                    prop_assert!(same, "{} column {}: engine {:?}, brute force {:?}", gk, col, g, w);
+                }
             }
         }
     }

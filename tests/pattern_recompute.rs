@@ -244,7 +244,7 @@ fn query(pattern: &str, within: Option<i64>, skip: Skip, rows: Rows) -> String {
         .filter(|(v, _)| pattern.contains(*v))
         .map(|(_, d)| *d)
         .collect();
-    let names = ["a", "b", "c", "d"];
+    let names = ["A", "B", "C", "D"];
     let u: Vec<&str> = subset(pattern).into_iter().map(|v| names[v]).collect();
     let measures = if rows == Rows::One {
         MEASURES
@@ -441,7 +441,7 @@ fn opt(v: Option<i64>) -> String {
 
 /// ONE ROW PER MATCH: each match's measures (MEASURES above), in the output's order.
 fn one_row(part: &Part, k: i64, m: &Found, u: &[usize]) -> String {
-    let names = ["a", "b", "c", "d"];
+    let names = ["A", "B", "C", "D"];
     let binds = &m.binds;
     let vals: Vec<i64> = binds.iter().filter_map(|b| part.v(b.0)).collect();
     let u_vals: Vec<i64> = binds
@@ -479,7 +479,7 @@ fn one_row(part: &Part, k: i64, m: &Found, u: &[usize]) -> String {
 
 /// ALL ROWS PER MATCH: k, ts, the measures (ALL_MEASURES above), v.
 fn all_rows(part: &Part, k: i64, m: &Found, rows: Rows, u: &[usize], out: &mut Vec<String>) {
-    let names = ["a", "b", "c", "d"];
+    let names = ["A", "B", "C", "D"];
     let line = |row: usize, measures: Vec<String>| {
         let mut cells = vec![k.to_string(), fmt_ts(part.rows[row].ts)];
         cells.extend(measures);
@@ -520,7 +520,8 @@ fn all_rows(part: &Part, k: i64, m: &Found, rows: Rows, u: &[usize], out: &mut V
             opt(final_last),
             opt(last_u.and_then(|x| part.v(x.0))),
             v_at(j.checked_sub(1)),
-            v_at(Some(1)),
+            // FIRST(v, 1): the match is complete, so its second row, past this one too.
+            opt(m.binds.get(1).and_then(|x| part.v(x.0))),
             v_at(nx),
             opt(u_rows.iter().filter_map(|&i| part.v(upto[i].0)).min()),
             opt(upto.iter().filter_map(|x| part.v(x.0)).max()),
@@ -775,17 +776,18 @@ fn reference_on_worked_cases() {
     assert!(got[0].starts_with("0|1|"), "{got:?}");
     // Second match: a 1, b 3: 3 > 2 and 3 >= 1; 2 rows, sum 4, both in u = (a, b), the
     // largest 3, last a 1, the last row a b.
-    assert!(got[1].ends_with("|2|4|2|3|1|b|2"), "{got:?}");
+    assert!(got[1].ends_with("|2|4|2|3|1|B|2"), "{got:?}");
     // All rows: the first match's rows, running count 1 then 2, final count 2.
     let got = reference(&rows, text, &ab, None, Skip::PastLast, Rows::Show).unwrap();
     assert_eq!(got.len(), 4, "{got:?}");
-    // PREV(v) is the row before in the match, FIRST(v, 1) its second row; NEXT(LAST(u.v, 1),
-    // 1) is the row after u's second-to-last row so far: on the second row, after the first.
+    // PREV(v) is the row before in the match, FIRST(v, 1) its second row (the match is
+    // complete: on its first row too); NEXT(LAST(u.v, 1), 1) is the row after u's
+    // second-to-last row so far: on the second row, after the first.
     assert!(
-        got[0].ends_with("|1|a|1|2|0|4|0|NULL|NULL|NULL|0|0|0|0"),
+        got[0].ends_with("|1|A|1|2|0|4|0|NULL|4|NULL|0|0|0|0"),
         "{got:?}"
     );
-    assert!(got[1].ends_with("|1|b|2|2|4|4|4|0|4|4|0|4|0|4"), "{got:?}");
+    assert!(got[1].ends_with("|1|B|2|2|4|4|4|0|4|4|0|4|0|4"), "{got:?}");
     // `a*` over 0, 4, 1, 3: a at 0, an empty match at 4, a at 1, an empty match at 3.
     let (text, star, _) = patterns().swap_remove(16);
     assert_eq!(text, "a*");

@@ -128,6 +128,10 @@ pub enum HistoryFn {
         start: FrameStart,
         /// Rows before the current one where the frame ends.
         end_offset: usize,
+        /// A `RANGE` frame ending at `CURRENT ROW`: the rows of the partition with the same
+        /// time as the current one are its peers and all in its frame, so peers get the same
+        /// value (SQL's RANGE semantics); `ROWS` frames end at the row itself.
+        peers: bool,
     },
 }
 
@@ -254,73 +258,76 @@ impl History {
             .collect::<Result<_>>()?;
         let mut outputs: Vec<Vec<ScalarValue>> = vec![Vec::with_capacity(n); self.columns.len()];
         let width = self.columns.len();
-        for row in 0..n {
-            let t = times[row].unwrap_or(i64::MIN);
-            let part = self
-                .partitions
-                .entry(rows.row(row).as_ref().to_vec())
-                .or_insert_with(|| Partition {
-                    recent: vec![VecDeque::new(); width],
-                });
+        let keys: Vec<Vec<u8>> = (0..n).map(|row| rows.row(row).as_ref().to_vec()).collect();
+        for key in &keys {
+            if !self.partitions.contains_key(key) {
+                self.partitions.insert(
+                    key.clone(),
+                    Partition {
+                        recent: vec![VecDeque::new(); width],
+                    },
+                );
+            }
+        }
+        // Rows arrive in time order: each run of rows with one time is a group of peers.
+        let mut group = 0;
+        while group < n {
+            let t = times[group].unwrap_or(i64::MIN);
+            let end = (group..n)
+                .find(|&r| times[r].unwrap_or(i64::MIN) != t)
+                .unwrap_or(n);
             for (i, col) in self.columns.iter().enumerate() {
-                let recent = &mut part.recent[i];
-                let value = ScalarValue::try_from_array(&args[i], row)?;
                 match &col.function {
                     HistoryFn::Lag { offset, default } => {
-                        let out = if *offset == 0 {
-                            value.clone()
-                        } else if recent.len() >= *offset {
-                            recent[recent.len() - offset].1.clone()
-                        } else {
-                            default.clone()
-                        };
-                        outputs[i].push(out);
-                        recent.push_back((t, value));
-                        while recent.len() > *offset {
-                            recent.pop_front();
+                        for (row, key) in (group..end).zip(&keys[group..end]) {
+                            let recent = recent_of(&mut self.partitions, key, i)?;
+                            let value = ScalarValue::try_from_array(&args[i], row)?;
+                            let out = if *offset == 0 {
+                                value.clone()
+                            } else if recent.len() >= *offset {
+                                recent[recent.len() - offset].1.clone()
+                            } else {
+                                default.clone()
+                            };
+                            outputs[i].push(out);
+                            recent.push_back((t, value));
+                            while recent.len() > *offset {
+                                recent.pop_front();
+                            }
                         }
                     }
                     HistoryFn::Aggregate {
                         agg,
                         start,
                         end_offset,
+                        peers,
                     } => {
-                        let x = numeric[i].as_ref().and_then(|v| v[row]);
-                        recent.push_back((
-                            t,
-                            x.map(|v| ScalarValue::Float64(Some(v)))
-                                .unwrap_or(ScalarValue::Float64(None)),
-                        ));
-                        if let FrameStart::Range(span) = start {
-                            while recent
-                                .front()
-                                .is_some_and(|(ts, _)| *ts < t.saturating_sub(*span))
-                            {
-                                recent.pop_front();
+                        let x = |row: usize| numeric[i].as_ref().and_then(|v| v[row]);
+                        if *peers {
+                            // Every peer joins its partition's frame before any is computed.
+                            for (row, key) in (group..end).zip(&keys[group..end]) {
+                                push_value(
+                                    recent_of(&mut self.partitions, key, i)?,
+                                    t,
+                                    x(row),
+                                    *start,
+                                );
+                            }
+                            for key in &keys[group..end] {
+                                let recent = recent_of(&mut self.partitions, key, i)?;
+                                outputs[i].push(frame_value(recent, *agg, *start, 0));
+                            }
+                        } else {
+                            for (row, key) in (group..end).zip(&keys[group..end]) {
+                                let recent = recent_of(&mut self.partitions, key, i)?;
+                                push_value(recent, t, x(row), *start);
+                                outputs[i].push(frame_value(recent, *agg, *start, *end_offset));
                             }
                         }
-                        if let FrameStart::Rows(k) = start {
-                            while recent.len() > k + 1 {
-                                recent.pop_front();
-                            }
-                        }
-                        let len = recent.len();
-                        let end = len.saturating_sub(*end_offset);
-                        let begin = match start {
-                            FrameStart::Rows(k) => len.saturating_sub(k + 1),
-                            _ => 0,
-                        };
-                        let frame =
-                            recent
-                                .range(begin.min(end)..end)
-                                .filter_map(|(_, v)| match v {
-                                    ScalarValue::Float64(Some(f)) => Some(*f),
-                                    _ => None,
-                                });
-                        outputs[i].push(ScalarValue::Float64(agg.compute(frame)));
                     }
                 }
             }
+            group = end;
         }
         let mut cols = batch.columns().to_vec();
         for (col, values) in self.columns.iter().zip(outputs) {
@@ -338,6 +345,67 @@ impl History {
         }
         Ok(RecordBatch::try_new(self.schema.clone(), cols)?)
     }
+}
+
+/// Column `i`'s recent values in the partition `key`.
+fn recent_of<'p>(
+    partitions: &'p mut HashMap<Vec<u8>, Partition>,
+    key: &[u8],
+    i: usize,
+) -> Result<&'p mut VecDeque<(i64, ScalarValue)>> {
+    partitions
+        .get_mut(key)
+        .and_then(|p| p.recent.get_mut(i))
+        .ok_or_else(|| Error::Internal("history partition missing".into()))
+}
+
+/// Adds a value at time `t` to a column's recent values and drops what no frame starting at
+/// `start` can reach any more.
+fn push_value(
+    recent: &mut VecDeque<(i64, ScalarValue)>,
+    t: i64,
+    x: Option<f64>,
+    start: FrameStart,
+) {
+    recent.push_back((t, ScalarValue::Float64(x)));
+    match start {
+        FrameStart::Range(span) => {
+            while recent
+                .front()
+                .is_some_and(|(ts, _)| *ts < t.saturating_sub(span))
+            {
+                recent.pop_front();
+            }
+        }
+        FrameStart::Rows(k) => {
+            while recent.len() > k + 1 {
+                recent.pop_front();
+            }
+        }
+        FrameStart::Unbounded => {}
+    }
+}
+
+/// The aggregate over the frame that ends `end_offset` rows before the newest value.
+fn frame_value(
+    recent: &VecDeque<(i64, ScalarValue)>,
+    agg: HistoryAgg,
+    start: FrameStart,
+    end_offset: usize,
+) -> ScalarValue {
+    let len = recent.len();
+    let end = len.saturating_sub(end_offset);
+    let begin = match start {
+        FrameStart::Rows(k) => len.saturating_sub(k + 1),
+        _ => 0,
+    };
+    let frame = recent
+        .range(begin.min(end)..end)
+        .filter_map(|(_, v)| match v {
+            ScalarValue::Float64(Some(f)) => Some(*f),
+            _ => None,
+        });
+    ScalarValue::Float64(agg.compute(frame))
 }
 
 impl History {

@@ -150,6 +150,7 @@ fn history_function(wf: &WindowFunction, data_type: &DataType) -> Result<History
                 return Err(unsupported("DISTINCT and FILTER in OVER aggregates".into()));
             }
             let (start, end_offset) = frame_bounds(&p.window_frame)?;
+            let peers = p.window_frame.units == WindowFrameUnits::Range && end_offset == 0;
             if matches!((agg, start), (HistoryAgg::Frame(_), FrameStart::Unbounded)) {
                 // Each row sorts or walks its whole frame: over all history that grows
                 // without bound, in memory and in time per row.
@@ -163,6 +164,7 @@ fn history_function(wf: &WindowFunction, data_type: &DataType) -> Result<History
                 agg,
                 start,
                 end_offset,
+                peers,
             })
         }
         other => Err(unsupported(format!(
@@ -213,6 +215,8 @@ fn frame_bounds(frame: &WindowFrame) -> Result<(FrameStart, usize)> {
         (WindowFrameUnits::Range, WindowFrameBound::Preceding(v)) => {
             FrameStart::Range(interval_nanos(v)?)
         }
+        // RANGE from CURRENT ROW: the current row's peers, those with its time.
+        (WindowFrameUnits::Range, WindowFrameBound::CurrentRow) => FrameStart::Range(0),
         (_, WindowFrameBound::CurrentRow) => FrameStart::Rows(0),
         _ => {
             return Err(unsupported(

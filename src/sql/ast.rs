@@ -198,6 +198,9 @@ pub struct Clauses {
     /// `WITHIN INTERVAL '...'` after a `MATCH_RECOGNIZE` pattern. sqlparser does not know
     /// it, so the front end lifts it out of the query body, and [`query_sql`] puts it back.
     pub within: Option<sq::Expr>,
+    /// The `PATTERN (...)` of the query's `MATCH_RECOGNIZE`: the front end reads it itself and
+    /// leaves `PATTERN (_)` in the query body; [`query_sql`] puts it back.
+    pub pattern: Option<super::pattern::RowPattern>,
     /// `SUBSET u = (a, b), ...` after a `MATCH_RECOGNIZE` pattern, lifted out like `within`.
     pub subsets: Vec<SubsetDef>,
     /// `WITHIN ... EMIT TIMEOUT`: a partial match that WITHIN ends is returned too.
@@ -317,10 +320,21 @@ pub fn pattern_semantics_sql(text: &str) -> String {
     out
 }
 
-/// A query body with its clauses as SQL: `SUBSET` and `WITHIN` return to their place after
-/// `PATTERN (...)`.
+/// A query body with its clauses as SQL: the pattern returns into `PATTERN (...)`, and
+/// `SUBSET` and `WITHIN` to their place after it.
 pub fn query_sql(query: &sq::Query, clauses: &Clauses) -> String {
     let mut text = pattern_semantics_sql(&query.to_string());
+    if let Some(pattern) = &clauses.pattern {
+        if let Some(at) = text
+            .find("MATCH_RECOGNIZE(")
+            .and_then(|m| text[m..].find("PATTERN (_)").map(|p| m + p))
+        {
+            text.replace_range(
+                at..at + "PATTERN (_)".len(),
+                &format!("PATTERN ({pattern})"),
+            );
+        }
+    }
     let mut lifted = String::new();
     if !clauses.subsets.is_empty() {
         lifted.push_str(" SUBSET ");

@@ -8,6 +8,7 @@ mod copy_to;
 pub mod dialect;
 pub mod interval;
 pub mod parser;
+pub mod pattern;
 pub mod sink;
 mod window_tvf;
 
@@ -20,5 +21,6 @@ pub use ast::{
     SourceConnector, Statement, Subscribe, SubsetDef, SuppressClause, Training, WatermarkDef,
 };
 pub use copy_to::CopyTo;
-pub use parser::{parse, parse_one};
+pub use parser::{parse, parse_continuous, parse_one};
+pub use pattern::{Quantifier, RowPattern};
 pub use sink::{CreateSink, SinkConnector};

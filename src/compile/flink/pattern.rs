@@ -13,8 +13,8 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 use datafusion::sql::sqlparser::ast::{
-    self as sq, AfterMatchSkip, Expr, Ident, MatchRecognizePattern as P, MatchRecognizeSymbol,
-    RepetitionQuantifier as Q, RowsPerMatch, TableFactor, Visit, VisitMut, Visitor, VisitorMut,
+    self as sq, AfterMatchSkip, Expr, Ident, RowsPerMatch, TableFactor, Visit, VisitMut, Visitor,
+    VisitorMut,
 };
 
 use super::expr::{self, ident, interval_sql, name_sql};
@@ -23,6 +23,7 @@ use crate::plan::catalog::normalize;
 use crate::plan::Catalog;
 use crate::sql::interval::interval_duration;
 use crate::sql::Clauses;
+use crate::sql::RowPattern as P;
 
 fn refuse(what: &str) -> Error {
     Error::NotSupported(format!(
@@ -43,7 +44,7 @@ pub fn match_recognize_sql(
         measures,
         rows_per_match,
         after_match_skip,
-        pattern,
+        pattern: _,
         symbols,
         alias,
     } = relation
@@ -106,6 +107,10 @@ pub fn match_recognize_sql(
     };
     out.push_str(&format!("  AFTER MATCH SKIP {skip}\n"));
     let mut seen = Occurrences::default();
+    let pattern = clauses
+        .pattern
+        .as_ref()
+        .ok_or_else(|| Error::Internal("MATCH_RECOGNIZE without its pattern".into()))?;
     out.push_str(&format!("  PATTERN ({})", pattern_sql(pattern, &mut seen)?));
     check_repeated(&seen, measures, symbols, after_match_skip)?;
     if let Some(within) = &clauses.within {
@@ -186,31 +191,35 @@ impl Occurrences {
 /// A pattern Flink runs: variables with quantifiers, in sequence.
 fn pattern_sql(p: &P, seen: &mut Occurrences) -> Result<String> {
     Ok(match p {
-        P::Symbol(MatchRecognizeSymbol::Named(v)) => name_sql(&seen.name(&normalize(v))),
-        P::Symbol(_) => return Err(refuse("the anchors ^ and $")),
+        P::Var(v) => name_sql(&seen.name(&normalize(v))),
+        P::Start | P::End => return Err(refuse("the anchors ^ and $")),
+        P::Concat(ps) if ps.is_empty() => return Err(refuse("the empty pattern ()")),
         P::Concat(ps) => ps
             .iter()
             .map(|p| pattern_sql(p, seen))
             .collect::<Result<Vec<_>>>()?
             .join(" "),
-        // `x*?`: sqlparser reads the reluctant `?` as a second quantifier.
-        P::Repetition(inner, Q::AtMostOne) if matches!(inner.as_ref(), P::Repetition(..)) => {
-            format!("{}?", pattern_sql(inner, seen)?)
-        }
-        P::Repetition(inner, q) => match inner.as_ref() {
-            P::Symbol(MatchRecognizeSymbol::Named(v)) => {
-                let q = match q {
-                    Q::AtMost(m) => format!("{{0,{m}}}"),
-                    other => other.to_string(),
+        P::Repeat(inner, q) => match inner.as_ref() {
+            P::Var(v) => {
+                let mut text = match (q.min, q.max) {
+                    (0, Some(m)) if m != 1 => format!("{{0,{m}}}"),
+                    _ => crate::sql::Quantifier {
+                        reluctant: false,
+                        ..*q
+                    }
+                    .to_string(),
                 };
-                format!("{}{q}", name_sql(&seen.name(&normalize(v))))
+                if q.reluctant {
+                    text.push('?');
+                }
+                format!("{}{text}", name_sql(&seen.name(&normalize(v))))
             }
             _ => return Err(refuse("a quantifier on a group")),
         },
         P::Exclude(_) => return Err(refuse("exclusion {- -}")),
         P::Permute(_) => return Err(refuse("PERMUTE")),
         P::Group(_) => return Err(refuse("a pattern group ( )")),
-        P::Alternation(_) => return Err(refuse("alternation |")),
+        P::Alt(_) => return Err(refuse("alternation |")),
     })
 }
 

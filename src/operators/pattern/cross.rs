@@ -93,15 +93,32 @@ impl Matcher {
         last: Option<&Arc<Binding>>,
         current: Option<(&Current, u16)>,
     ) -> Result<ScalarValue> {
-        let column_value = |batch: &RecordBatch, row: usize| -> Result<ScalarValue> {
+        self.value_in(r, ty, part, last, current, None)
+    }
+
+    /// [`Matcher::value`] at the row `last` of a complete match whose last row is `whole`:
+    /// `PREV`/`NEXT` and `FIRST(x, n)` then reach every row of the match, past `last` too.
+    pub(super) fn value_in(
+        &self,
+        r: &Ref,
+        ty: &DataType,
+        part: &Partition,
+        last: Option<&Arc<Binding>>,
+        current: Option<(&Current, u16)>,
+        whole: Option<&Arc<Binding>>,
+    ) -> Result<ScalarValue> {
+        let column_value = |batch: &RecordBatch, row: usize, var: u16| -> Result<ScalarValue> {
             match r.column {
+                _ if r.classifier => Ok(ScalarValue::Utf8(Some(
+                    self.spec.variables[var as usize].name.clone(),
+                ))),
                 Some(c) => Ok(ScalarValue::try_from_array(batch.column(c), row)?),
                 None => Ok(ScalarValue::Null),
             }
         };
-        let stored = |seq: u64| -> Result<ScalarValue> {
-            let s = part.row(seq)?;
-            column_value(&s.batch, s.row as usize)
+        let stored = |b: &Binding| -> Result<ScalarValue> {
+            let s = part.row(b.seq)?;
+            column_value(&s.batch, s.row as usize, b.var)
         };
         let wanted = |v: u16| r.var.is_none_or(|rv| self.member(rv, v));
         // The current row counts as the newest row of its variable (DEFINE's running view).
@@ -112,26 +129,48 @@ impl Matcher {
         let values = match r.kind {
             // FIRST(x, n) / LAST(x, n), maybe moved by PREV/NEXT: index the rows so far.
             RefKind::First | RefKind::Last if navigates => {
-                let mut rows: Vec<(Option<u64>, bool)> =
-                    std::iter::successors(last, |b| b.prev.as_ref())
-                        .map(|b| (Some(b.seq), wanted(b.var)))
+                // The rows of the match so far (or all of them, with `whole`), oldest first,
+                // and how many of them are up to the current row.
+                let mut rows: Vec<Option<&Arc<Binding>>> =
+                    std::iter::successors(whole.or(last), |b| b.prev.as_ref())
+                        .map(Some)
                         .collect();
                 rows.reverse();
+                let upto = match (whole, last) {
+                    (Some(_), Some(l)) => rows
+                        .iter()
+                        .position(|b| b.is_some_and(|b| b.seq == l.seq))
+                        .map_or(0, |i| i + 1),
+                    (Some(_), None) => 0,
+                    (None, _) => rows.len(),
+                };
                 if current.is_some() {
-                    rows.push((None, true));
+                    rows.push(None);
                 }
-                let of_var: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].1).collect();
+                let is_wanted = |b: &Option<&Arc<Binding>>| match b {
+                    Some(b) => wanted(b.var),
+                    None => true,
+                };
+                let of_var: Vec<usize> = (0..rows.len()).filter(|&i| is_wanted(&rows[i])).collect();
                 let off = r.offset as usize;
                 let pick = match r.kind {
                     RefKind::First => of_var.get(off).copied(),
-                    _ => (of_var.len().checked_sub(off + 1)).map(|i| of_var[i]),
+                    _ => {
+                        // RUNNING LAST counts back from the current row.
+                        let before: Vec<usize> = of_var
+                            .iter()
+                            .copied()
+                            .filter(|&i| i < upto || current.is_some())
+                            .collect();
+                        (before.len().checked_sub(off + 1)).map(|i| before[i])
+                    }
                 };
                 let target = pick
                     .and_then(|i| i.checked_add_signed(r.shift as isize))
                     .filter(|&i| i < rows.len());
-                match (target.map(|i| rows[i].0), current) {
-                    (Some(Some(seq)), _) => vec![stored(seq)?],
-                    (Some(None), Some((cur, _))) => vec![column_value(cur.batch, cur.row)?],
+                match (target.map(|i| rows[i]), current) {
+                    (Some(Some(b)), _) => vec![stored(b)?],
+                    (Some(None), Some((cur, v))) => vec![column_value(cur.batch, cur.row, v)?],
                     _ => vec![],
                 }
             }
@@ -150,29 +189,29 @@ impl Matcher {
                 match part.recent.len().checked_sub(n) {
                     Some(i) if n > 0 => {
                         let s = &part.recent[i];
-                        vec![column_value(&s.batch, s.row as usize)?]
+                        vec![column_value(&s.batch, s.row as usize, 0)?]
                     }
                     _ => vec![],
                 }
             }
             // Only the newest row is needed: no walk past it.
             RefKind::Last => match (current, chain().next()) {
-                (Some((cur, _)), _) => vec![column_value(cur.batch, cur.row)?],
-                (None, Some(b)) => vec![stored(b.seq)?],
+                (Some((cur, v)), _) => vec![column_value(cur.batch, cur.row, v)?],
+                (None, Some(b)) => vec![stored(b)?],
                 (None, None) => vec![],
             },
             RefKind::First => match chain().last() {
-                Some(b) => vec![stored(b.seq)?],
+                Some(b) => vec![stored(b)?],
                 None => match current {
-                    Some((cur, _)) => vec![column_value(cur.batch, cur.row)?],
+                    Some((cur, v)) => vec![column_value(cur.batch, cur.row, v)?],
                     None => vec![],
                 },
             },
             _ => {
                 // Aggregates do not depend on order.
-                let mut values = chain().map(|b| stored(b.seq)).collect::<Result<Vec<_>>>()?;
-                if let Some((cur, _)) = current {
-                    values.push(column_value(cur.batch, cur.row)?);
+                let mut values = chain().map(|b| stored(b)).collect::<Result<Vec<_>>>()?;
+                if let Some((cur, v)) = current {
+                    values.push(column_value(cur.batch, cur.row, v)?);
                 }
                 values
             }

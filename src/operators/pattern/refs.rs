@@ -70,6 +70,9 @@ pub struct Ref {
     /// `PREV(..., n)` / `NEXT(..., n)` in MEASURES: then `n` rows of the match before (-) or
     /// after (+) that row.
     pub shift: i32,
+    /// The value read from a row is the variable it is mapped to, not a column:
+    /// `FIRST(CLASSIFIER(u))`, `PREV(CLASSIFIER())`, ...
+    pub classifier: bool,
 }
 
 impl Ref {
@@ -78,6 +81,7 @@ impl Ref {
         match (self.kind, column) {
             (RefKind::Count | RefKind::MatchNumber, _) => DataType::Int64,
             (RefKind::Classifier, _) => DataType::Utf8,
+            _ if self.classifier => DataType::Utf8,
             (RefKind::Avg, _) => DataType::Float64,
             (RefKind::Sum, Some(t)) if t.is_integer() => DataType::Int64,
             (RefKind::Sum, _) => DataType::Float64,
@@ -169,6 +173,7 @@ mod tests {
             is_final: false,
             offset: 0,
             shift: 0,
+            classifier: false,
         }
     }
 

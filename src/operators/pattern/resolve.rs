@@ -143,7 +143,7 @@ impl Matcher {
                 .map(|(j, r)| {
                     let ty = measures.schema.field(j).data_type();
                     let at = if r.is_final { t.last.as_ref() } else { last };
-                    self.value(r, ty, part, at, None)
+                    self.value_in(r, ty, part, at, None, t.last.as_ref())
                 })
                 .collect()
         };
@@ -187,6 +187,9 @@ impl Matcher {
                         if let Some(acc) = acc {
                             if r.var.is_none_or(|set| self.member(set, b.var)) {
                                 let v = match r.column {
+                                    _ if r.classifier => ScalarValue::Utf8(Some(
+                                        self.spec.variables[b.var as usize].name.clone(),
+                                    )),
                                     Some(c) => ScalarValue::try_from_array(
                                         row.batch.column(c),
                                         row.row as usize,
@@ -206,7 +209,9 @@ impl Matcher {
                         refs.push(match (&finals[j], &running[j]) {
                             (Some(v), _) => v.clone(),
                             (None, Some(acc)) => acc.value(r, ty, self, part)?,
-                            (None, None) => self.value(r, ty, part, Some(b), None)?,
+                            (None, None) => {
+                                self.value_in(r, ty, part, Some(b), None, t.last.as_ref())?
+                            }
                         });
                     }
                     found.push(Found {

@@ -60,7 +60,7 @@ pub(crate) fn plan_match_recognize(
         measures,
         rows_per_match,
         after_match_skip,
-        pattern,
+        pattern: _,
         symbols,
         alias,
     } = relation
@@ -96,6 +96,10 @@ pub(crate) fn plan_match_recognize(
 
     // Variables: in order of first appearance in PATTERN.
     let with_unmatched = rows == PatternRows::All(EmptyMatches::WithUnmatched);
+    let pattern = clauses
+        .pattern
+        .as_ref()
+        .ok_or_else(|| Error::Internal("MATCH_RECOGNIZE without its pattern".into()))?;
     let vars = Variables::resolve(pattern, &clauses.subsets, symbols, with_unmatched)?;
     let after_match = vars.after_match(after_match_skip.as_ref())?;
     let within_duration = within.map(interval_duration).transpose()?;
@@ -194,10 +198,12 @@ fn partition_columns(stream: &StreamDef, partition_by: &[Expr]) -> Result<Vec<us
     Ok(partition_cols)
 }
 
-/// ORDER BY: the stream's event-time column, ascending.
+/// ORDER BY: the stream's event-time column, ascending; without ORDER BY, rows are in
+/// event-time order all the same.
 fn check_order(stream: &StreamDef, time_column: usize, order_by: &[OrderByExpr]) -> Result<()> {
     let time_name = stream.schema.field(time_column).name();
     match order_by {
+        [] => Ok(()),
         [o] if matches!(&o.expr, Expr::Identifier(id) if &normalize(id) == time_name)
             && o.options.asc != Some(false) =>
         {

@@ -13,6 +13,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use super::super::catalog::{normalize, normalize_object};
+use super::variables::var_name;
 use crate::error::{Error, Result};
 use crate::operators::pattern::{Ref, RefKind};
 
@@ -85,7 +86,7 @@ impl<'a> Rewriter<'a> {
     }
 
     fn var(&self, id: &Ident) -> Result<u16> {
-        let name = normalize(id);
+        let name = var_name(id);
         self.names
             .iter()
             .position(|n| *n == name)
@@ -119,6 +120,21 @@ impl<'a> Rewriter<'a> {
         })
     }
 
+    /// `CLASSIFIER()` ranges over every row (None); `CLASSIFIER(v)` over the rows of a
+    /// variable or SUBSET `v`.
+    fn classifier_var(&self, args: &[&FunctionArg]) -> Result<Option<u16>> {
+        match args {
+            [] => Ok(None),
+            [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Identifier(id)))] => {
+                self.var(id).map(Some)
+            }
+            _ => Err(Error::plan(
+                sqlstate::UNDEFINED_FUNCTION,
+                "CLASSIFIER takes nothing or a pattern variable or SUBSET: CLASSIFIER(u)",
+            )),
+        }
+    }
+
     /// `x.col` or `col` as (variable, column): variable None for a bare column.
     fn operand(&self, e: &Expr) -> Result<(Option<u16>, usize)> {
         match e {
@@ -127,7 +143,8 @@ impl<'a> Rewriter<'a> {
                 Ok((Some(self.var(&parts[0])?), self.column(&parts[1])?))
             }
             other => Err(Error::NotSupported(format!(
-                "expected a column or variable.column, found {other}"
+                "navigation in MATCH_RECOGNIZE reads a column or variable.column (or \
+                 CLASSIFIER()), not an expression: {other}; navigate each column instead"
             ))),
         }
     }
@@ -145,6 +162,7 @@ impl<'a> Rewriter<'a> {
                     is_final: false,
                     offset: 0,
                     shift: 0,
+                    classifier: false,
                 })))
             }
             Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
@@ -159,6 +177,7 @@ impl<'a> Rewriter<'a> {
                     is_final: false,
                     offset: 0,
                     shift: 0,
+                    classifier: false,
                 })))
             }
             Expr::CompoundIdentifier(parts) => Err(Error::NotSupported(format!(
@@ -170,6 +189,11 @@ impl<'a> Rewriter<'a> {
                     .join(".")
             ))),
             Expr::Function(f) => self.function(f),
+            Expr::Subquery(_) | Expr::InSubquery { .. } | Expr::Exists { .. } => {
+                Err(Error::NotSupported(
+                    "subqueries are not supported in MATCH_RECOGNIZE's MEASURES and DEFINE".into(),
+                ))
+            }
             _ => Ok(None),
         }
     }
@@ -183,6 +207,10 @@ impl<'a> Rewriter<'a> {
                 let r = self.physical_nav(f, name == "NEXT")?;
                 return Ok(Some(self.reference(r)));
             }
+            "PREV" if first_arg(f).is_some_and(|a| matches!(a, Expr::Function(_))) => {
+                let r = self.physical_nav(f, false)?;
+                return Ok(Some(self.reference(r)));
+            }
             "PREV" => RefKind::Prev(1),
             "COUNT" => RefKind::Count,
             "SUM" => RefKind::Sum,
@@ -192,6 +220,10 @@ impl<'a> Rewriter<'a> {
             "MATCH_NUMBER" => RefKind::MatchNumber,
             "CLASSIFIER" => RefKind::Classifier,
             "RUNNING" | "FINAL" => return self.semantics(f, name == "FINAL").map(Some),
+            // In DEFINE no row after the current one is mapped yet.
+            "NEXT" if first_arg(f).is_some_and(is_classifier) => {
+                return Ok(Some(Expr::Value(Value::Null.into())))
+            }
             "NEXT" => {
                 return Err(Error::NotSupported(
                     "NEXT in DEFINE would read a row that has not arrived yet; use PREV, or \
@@ -224,24 +256,21 @@ impl<'a> Rewriter<'a> {
         };
         let r = match kind {
             RefKind::Classifier => {
-                if !args.is_empty() {
-                    return Err(Error::NotSupported(
-                        "CLASSIFIER takes no argument; compare it with a variable's name".into(),
-                    ));
-                }
+                let var = self.classifier_var(&args)?;
                 // In DEFINE, the row being decided is mapped to the variable being defined.
-                if let Some(v) = self.current {
+                if let (Some(v), None) = (self.current, var) {
                     return Ok(Some(Expr::Value(
                         Value::SingleQuotedString(self.names[v as usize].clone()).into(),
                     )));
                 }
                 Ref {
-                    var: None,
+                    var,
                     column: None,
                     kind,
                     is_final: false,
                     offset: 0,
                     shift: 0,
+                    classifier: false,
                 }
             }
             RefKind::MatchNumber => {
@@ -257,6 +286,7 @@ impl<'a> Rewriter<'a> {
                     is_final: false,
                     offset: 0,
                     shift: 0,
+                    classifier: false,
                 }
             }
             RefKind::Prev(_) => self.prev_ref(&args)?,
@@ -317,6 +347,7 @@ impl<'a> Rewriter<'a> {
             is_final: false,
             offset: 0,
             shift: 0,
+            classifier: false,
         })
     }
 
@@ -339,7 +370,12 @@ impl<'a> Rewriter<'a> {
             Some(a) => offset_arg(a, name, 0)?,
             None => 0,
         };
+        let mut classifier = false;
         let (var, column) = match arg(0)? {
+            FunctionArgExpr::Expr(Expr::Function(g)) if logical && is_classifier_call(g) => {
+                classifier = true;
+                (self.classifier_var(&call_args(g))?, None)
+            }
             FunctionArgExpr::Wildcard if kind == RefKind::Count => (None, None),
             FunctionArgExpr::QualifiedWildcard(v) if kind == RefKind::Count => {
                 let [ObjectNamePart::Identifier(id)] = v.0.as_slice() else {
@@ -368,7 +404,13 @@ impl<'a> Rewriter<'a> {
             && self.current.is_some()
             && (var.is_none() || var == self.current)
         {
-            let c = column.expect("LAST takes a column");
+            let Some(c) = column else {
+                // LAST(CLASSIFIER()): the variable being defined.
+                let name = self.current.map(|v| self.names[v as usize].clone());
+                return Ok(Expr::Value(
+                    Value::SingleQuotedString(name.unwrap_or_default()).into(),
+                ));
+            };
             return Ok(Expr::Identifier(Ident::with_quote(
                 '"',
                 self.input.field(c).name().clone(),
@@ -381,6 +423,7 @@ impl<'a> Rewriter<'a> {
             is_final: false,
             offset,
             shift: 0,
+            classifier,
         }))
     }
 
@@ -407,10 +450,19 @@ impl<'a> Rewriter<'a> {
             None => 1,
         };
         let mut base = match inner {
+            Expr::Function(g) if is_classifier_call(g) => Ref {
+                var: self.classifier_var(&call_args(g))?,
+                column: None,
+                kind: RefKind::Last,
+                is_final: false,
+                offset: 0,
+                shift: 0,
+                classifier: true,
+            },
             Expr::Function(g)
                 if matches!(
                     normalize_object(&g.name).to_ascii_uppercase().as_str(),
-                    "FIRST" | "LAST"
+                    "FIRST" | "LAST" | "RUNNING" | "FINAL"
                 ) =>
             {
                 let Some(Expr::Identifier(id)) = self.function(g)? else {
@@ -437,6 +489,7 @@ impl<'a> Rewriter<'a> {
                     is_final: false,
                     offset: 0,
                     shift: 0,
+                    classifier: false,
                 }
             }
         };
@@ -501,6 +554,30 @@ impl VisitorMut for Rewriter<'_> {
             Err(err) => ControlFlow::Break(err),
         }
     }
+}
+
+/// The first argument of a call, when it is an expression.
+fn first_arg(f: &sq::Function) -> Option<&Expr> {
+    match call_args(f).first() {
+        Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(e))) => Some(e),
+        _ => None,
+    }
+}
+
+/// A call's arguments (none for a call without a list).
+fn call_args(f: &sq::Function) -> Vec<&FunctionArg> {
+    match &f.args {
+        FunctionArguments::List(l) => l.args.iter().collect(),
+        _ => vec![],
+    }
+}
+
+fn is_classifier_call(f: &sq::Function) -> bool {
+    normalize_object(&f.name).eq_ignore_ascii_case("CLASSIFIER")
+}
+
+fn is_classifier(e: &Expr) -> bool {
+    matches!(e, Expr::Function(f) if is_classifier_call(f))
 }
 
 /// A navigation offset: a whole number from `min` to 1000.

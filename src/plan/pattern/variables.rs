@@ -1,26 +1,28 @@
 //! The variables of a `MATCH_RECOGNIZE`: the PATTERN converted into the matcher's
-//! [`Pattern`] (variables numbered in order of first appearance, `PERMUTE` expanded,
-//! quantifiers checked), the SUBSET unions numbered after them, each variable's DEFINE, and
+//! [`Pattern`] (variables numbered in order of first appearance, `PERMUTE` expanded),
+//! the SUBSET unions numbered after them, each variable's DEFINE, and
 //! the variable `AFTER MATCH SKIP TO` names.
 
 use crate::error::sqlstate;
 
-use datafusion::sql::sqlparser::ast::{
-    AfterMatchSkip, Expr, Ident, MatchRecognizePattern, MatchRecognizeSymbol, RepetitionQuantifier,
-    SymbolDefinition,
-};
+use datafusion::sql::sqlparser::ast::{AfterMatchSkip, Expr, Ident, SymbolDefinition};
 
-use super::super::catalog::normalize;
 use crate::error::{Error, Result};
 use crate::operators::pattern::{AfterMatch, Pattern};
-use crate::sql::SubsetDef;
+use crate::sql::{RowPattern, SubsetDef};
 
-fn convert_pattern(
-    p: &MatchRecognizePattern,
-    names: &mut Vec<String>,
-    depth: usize,
-) -> Result<Pattern> {
-    use MatchRecognizePattern as P;
+/// A pattern variable's name: as written when quoted, else in upper case, as SQL:2016 folds
+/// identifiers (`CLASSIFIER()` returns it, so `CLASSIFIER() = 'A'` holds for a variable `a`).
+pub(super) fn var_name(id: &Ident) -> String {
+    if id.quote_style.is_some() {
+        id.value.clone()
+    } else {
+        id.value.to_uppercase()
+    }
+}
+
+fn convert_pattern(p: &RowPattern, names: &mut Vec<String>, depth: usize) -> Result<Pattern> {
+    use RowPattern as P;
     if depth > crate::limits::MAX_NESTING {
         return Err(Error::too_complex(format!(
             "statement too complex: PATTERN nested more than {} deep",
@@ -28,9 +30,14 @@ fn convert_pattern(
         )));
     }
     let depth = depth + 1;
+    let all = |ps: &[RowPattern], names: &mut Vec<String>| {
+        ps.iter()
+            .map(|p| convert_pattern(p, names, depth))
+            .collect::<Result<Vec<_>>>()
+    };
     Ok(match p {
-        P::Symbol(MatchRecognizeSymbol::Named(id)) => {
-            let name = normalize(id);
+        P::Var(id) => {
+            let name = var_name(id);
             let v = match names.iter().position(|n| *n == name) {
                 Some(v) => v,
                 None => {
@@ -40,48 +47,28 @@ fn convert_pattern(
             };
             Pattern::Var(v)
         }
-        P::Symbol(MatchRecognizeSymbol::Start) => Pattern::Start,
-        P::Symbol(MatchRecognizeSymbol::End) => Pattern::End,
-        P::Exclude(s) => Pattern::Exclude(Box::new(convert_pattern(
-            &P::Symbol(s.clone()),
-            names,
-            depth,
-        )?)),
-        P::Permute(symbols) => {
-            if symbols.len() > MAX_PERMUTE {
+        P::Start => Pattern::Start,
+        P::End => Pattern::End,
+        P::Exclude(inner) => Pattern::Exclude(Box::new(convert_pattern(inner, names, depth)?)),
+        P::Permute(items) => {
+            if items.len() > MAX_PERMUTE {
                 return Err(Error::too_complex(format!(
-                    "PERMUTE of {} variables has too many orders; at most {MAX_PERMUTE} \
-                     variables may be permuted",
-                    symbols.len()
+                    "PERMUTE of {} variables (or patterns) has too many orders; at most {MAX_PERMUTE} \
+                     may be permuted",
+                    items.len()
                 )));
             }
-            let items = symbols
-                .iter()
-                .map(|s| convert_pattern(&P::Symbol(s.clone()), names, depth))
-                .collect::<Result<Vec<_>>>()?;
-            Pattern::Alt(permutations(&items))
+            Pattern::Alt(permutations(&all(items, names)?))
         }
-        P::Concat(ps) => Pattern::Concat(
-            ps.iter()
-                .map(|p| convert_pattern(p, names, depth))
-                .collect::<Result<_>>()?,
-        ),
-        P::Alternation(ps) => Pattern::Alt(
-            ps.iter()
-                .map(|p| convert_pattern(p, names, depth))
-                .collect::<Result<_>>()?,
-        ),
+        P::Concat(ps) => Pattern::Concat(all(ps, names)?),
+        P::Alt(ps) => Pattern::Alt(all(ps, names)?),
         P::Group(p) => convert_pattern(p, names, depth)?,
-        // `x*?`: sqlparser reads the reluctant `?` as a second quantifier.
-        P::Repetition(inner, RepetitionQuantifier::AtMostOne)
-            if matches!(inner.as_ref(), P::Repetition(..)) =>
-        {
-            let P::Repetition(x, q) = inner.as_ref() else {
-                unreachable!("matched above")
-            };
-            repeat(convert_pattern(x, names, depth)?, q, false)?
-        }
-        P::Repetition(x, q) => repeat(convert_pattern(x, names, depth)?, q, true)?,
+        P::Repeat(x, q) => Pattern::Repeat {
+            inner: Box::new(convert_pattern(x, names, depth)?),
+            min: q.min,
+            max: q.max,
+            greedy: !q.reluctant,
+        },
     })
 }
 
@@ -109,31 +96,6 @@ fn permutations(items: &[Pattern]) -> Vec<Pattern> {
     out
 }
 
-fn repeat(inner: Pattern, q: &RepetitionQuantifier, greedy: bool) -> Result<Pattern> {
-    use RepetitionQuantifier as Q;
-    let (min, max) = match *q {
-        Q::ZeroOrMore => (0, None),
-        Q::OneOrMore => (1, None),
-        Q::AtMostOne => (0, Some(1)),
-        Q::Exactly(n) => (n, Some(n)),
-        Q::AtLeast(n) => (n, None),
-        Q::AtMost(n) => (0, Some(n)),
-        Q::Range(n, m) => (n, Some(m)),
-    };
-    if max.is_some_and(|m| m < min) || max == Some(0) {
-        return Err(Error::plan(
-            sqlstate::SYNTAX_ERROR,
-            format!("quantifier {q} matches nothing: its upper bound must be at least 1 and its lower bound"),
-        ));
-    }
-    Ok(Pattern::Repeat {
-        inner: Box::new(inner),
-        min,
-        max,
-        greedy,
-    })
-}
-
 /// The pattern's variables and subsets, and what DEFINE says of each variable.
 pub(super) struct Variables {
     /// The pattern's variables, in order of first appearance.
@@ -152,7 +114,7 @@ impl Variables {
     /// Numbers PATTERN's variables, then resolves SUBSET and DEFINE against them.
     /// `with_unmatched`: ALL ROWS PER MATCH WITH UNMATCHED ROWS, which excludes `{- ... -}`.
     pub(super) fn resolve(
-        pattern: &MatchRecognizePattern,
+        pattern: &RowPattern,
         subsets: &[SubsetDef],
         symbols: &[SymbolDefinition],
         with_unmatched: bool,
@@ -183,20 +145,20 @@ impl Variables {
     }
 
     fn var_index(&self, id: &Ident) -> Option<usize> {
-        self.names.iter().position(|n| *n == normalize(id))
+        self.names.iter().position(|n| *n == var_name(id))
     }
 
     /// A variable's or a subset's number.
     fn set_index(&self, id: &Ident) -> Option<usize> {
         self.var_index(id).or_else(|| {
-            let name = normalize(id);
+            let name = var_name(id);
             (self.subset_names.iter().position(|n| *n == name)).map(|i| self.names.len() + i)
         })
     }
 
     /// SUBSET: a union variable, numbered after the pattern's variables.
     fn add_subset(&mut self, s: &SubsetDef) -> Result<()> {
-        let name = normalize(&s.name);
+        let name = var_name(&s.name);
         if self.var_index(&s.name).is_some() || self.subset_names.contains(&name) {
             return Err(Error::plan(
                 sqlstate::SYNTAX_ERROR,
@@ -210,7 +172,7 @@ impl Variables {
                     sqlstate::SYNTAX_ERROR,
                     format!(
                         "SUBSET {name} names \"{}\", which does not appear in PATTERN",
-                        normalize(v)
+                        var_name(v)
                     ),
                 )
             })?;
@@ -228,7 +190,7 @@ impl Variables {
                 sqlstate::SYNTAX_ERROR,
                 format!(
                     "DEFINE names \"{}\", which does not appear in PATTERN",
-                    normalize(&s.symbol)
+                    var_name(&s.symbol)
                 ),
             ));
         };
@@ -253,7 +215,7 @@ impl Variables {
                         format!(
                             "AFTER MATCH SKIP names \"{}\", which is not a variable of PATTERN \
                              or a SUBSET",
-                            normalize(id)
+                            var_name(id)
                         ),
                     )
                 })? as u16;

@@ -20,6 +20,7 @@ pub(super) fn parse_clauses(parser: &mut Parser) -> Result<Clauses> {
         outlier: parse_outlier(parser)?,
         invariant: parse_invariant(parser)?,
         within: None,
+        pattern: None,
         subsets: Vec::new(),
         emit_timeout: false,
         suppress: parse_suppress(parser)?,

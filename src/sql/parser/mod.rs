@@ -10,6 +10,7 @@
 
 mod clauses;
 mod copy;
+mod pattern;
 mod subscribe;
 mod within;
 
@@ -20,12 +21,13 @@ use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use super::ast::{
-    ColumnDef, CreateQuery, CreateSource, CreateStream, ExplainTarget, SourceConnector, Statement,
-    WatermarkDef,
+    Clauses, ColumnDef, CreateQuery, CreateSource, CreateStream, ExplainTarget, SourceConnector,
+    Statement, WatermarkDef,
 };
 use super::complexity;
 use super::dialect::SaqlDialect;
 use super::interval::interval_duration;
+use super::pattern::RowPattern;
 use super::window_tvf;
 use crate::error::{Error, Location, Result};
 use crate::limits::PARSER_RECURSION_LIMIT;
@@ -36,9 +38,45 @@ use within::{lift_within, rewrite_pattern_words};
 
 /// Parses one or more statements separated by semicolons.
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
+    Ok(parse_statements(sql, false)?
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect())
+}
+
+/// Parses one continuous query: a `CREATE CONTINUOUS QUERY`, or a bare `SELECT` (which may
+/// hold a `MATCH_RECOGNIZE`, its pattern then returned in the clauses).
+pub fn parse_continuous(sql: &str) -> Result<Option<(Box<sq::Query>, Clauses)>> {
+    let mut stmts = parse_statements(sql, true)?;
+    if stmts.len() != 1 {
+        return Ok(None);
+    }
+    Ok(match stmts.remove(0) {
+        (Statement::CreateQuery(cq), _) => Some((cq.query, cq.clauses)),
+        (Statement::Sql(s), pattern) => match *s {
+            sq::Statement::Query(q) => Some((
+                q,
+                Clauses {
+                    pattern,
+                    ..Clauses::default()
+                },
+            )),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// The statements of `sql`, each with the pattern of a bare `SELECT`'s `MATCH_RECOGNIZE`
+/// when `bare_patterns` allows one (else such a pattern is refused).
+fn parse_statements(
+    sql: &str,
+    bare_patterns: bool,
+) -> Result<Vec<(Statement, Option<RowPattern>)>> {
     complexity::check_size(sql)?;
     let dialect = SaqlDialect::default();
-    let tokens = Tokenizer::new(&dialect, sql)
+    let (sql, mut patterns) = pattern::lift_patterns(sql)?;
+    let tokens = Tokenizer::new(&dialect, &sql)
         .tokenize_with_location()
         .map_err(|e| parser_error(ParserError::TokenizerError(e.to_string())))?;
     complexity::check_tokens(&tokens)?;
@@ -91,7 +129,13 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
                 }
             }
         }
-        out.push(stmt);
+        let after = Location::of_span(parser.peek_token().span);
+        let mine = patterns
+            .iter()
+            .take_while(|p| after.is_none_or(|n| (p.at.line, p.at.column) < (n.line, n.column)))
+            .count();
+        let bare = attach_patterns(&mut stmt, patterns.drain(..mine).collect(), bare_patterns)?;
+        out.push((stmt, bare));
         let next = parser.peek_token();
         match next.token {
             Token::SemiColon | Token::EOF => {}
@@ -106,7 +150,52 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     Ok(out)
 }
 
-/// `WITHIN interval` and `SUBSET ...` lifted out of a `MATCH_RECOGNIZE`.
+/// Puts the patterns read from a statement's text into its clauses: a continuous query (or an
+/// EXPLAIN of one) takes one `MATCH_RECOGNIZE`; a bare `SELECT`'s is returned when `bare`
+/// allows it; elsewhere a pattern is refused.
+fn attach_patterns(
+    stmt: &mut Statement,
+    patterns: Vec<pattern::LiftedPattern>,
+    bare: bool,
+) -> Result<Option<RowPattern>> {
+    let mut patterns = patterns.into_iter();
+    let Some(first) = patterns.next() else {
+        return Ok(None);
+    };
+    if let Some(second) = patterns.next() {
+        return Err(Error::plan(
+            sqlstate::FEATURE_NOT_SUPPORTED,
+            "a continuous query reads one stream through at most one MATCH_RECOGNIZE; \
+             write one query per MATCH_RECOGNIZE",
+        )
+        .at(Some(second.at)));
+    }
+    let clauses = match stmt {
+        Statement::CreateQuery(cq) => &mut cq.clauses,
+        Statement::Explain {
+            target: ExplainTarget::Create(cq),
+            ..
+        } => &mut cq.clauses,
+        Statement::Explain {
+            target: ExplainTarget::Query(_, c),
+            ..
+        } => c,
+        Statement::Sql(s) if bare && matches!(s.as_ref(), sq::Statement::Query(_)) => {
+            return Ok(Some(first.pattern))
+        }
+        _ => {
+            return Err(Error::plan(
+                sqlstate::FEATURE_NOT_SUPPORTED,
+                "MATCH_RECOGNIZE is supported in continuous queries only: CREATE CONTINUOUS \
+                 QUERY name AS SELECT ... MATCH_RECOGNIZE (...)",
+            )
+            .at(Some(first.at)))
+        }
+    };
+    clauses.pattern = Some(first.pattern);
+    Ok(None)
+}
+
 /// Parses exactly one statement.
 pub fn parse_one(sql: &str) -> Result<Statement> {
     let mut stmts = parse(sql)?;

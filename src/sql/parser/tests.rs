@@ -252,7 +252,7 @@ fn row_pattern_recognition_constructs_round_trip() {
         "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
         // SKIP TO v is SQL:2016's shorthand for SKIP TO LAST v.
         "AFTER MATCH SKIP TO LAST u",
-        "PATTERN (^ a ( {- x -} )*? PERMUTE(b, c) ( d | {- e -} ) $) \
+        "PATTERN (^ a {- x -}*? PERMUTE(b, c) (d | {- e -}) $) \
          SUBSET u = (a, b), w = (c, d) WITHIN INTERVAL '1' MINUTE DEFINE",
     ] {
         assert!(printed.contains(part), "{part} in {printed}");
@@ -279,6 +279,61 @@ fn row_pattern_recognition_constructs_round_trip() {
         "EXPLAIN SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts MEASURES a.v AS v \
          ALL ROWS PER MATCH SHOW EMPTY MATCHES PATTERN (a*) DEFINE a AS v > 0)",
     );
+}
+
+#[test]
+fn patterns_sqlparser_does_not_read_round_trip() {
+    // Trino's suite writes these: the empty pattern, `$A$` (not a dollar-quoted string), `{,}`,
+    // `{,n}`, exclusions of patterns, nested and quantified, and quantified anchors.
+    for pattern in [
+        "() | A",
+        "$A$",
+        "B{,}?",
+        "B{,2}",
+        "A {- {- B+ -} C+ -}",
+        "A B+ {- ()* -} C+",
+        "A {- B -}{1,2} {- C -}*",
+        "(B ()*)*?",
+        "^+ | B",
+        "$* | B",
+        "PERMUTE(B, C)",
+    ] {
+        let sql = format!(
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+             MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH PATTERN ({pattern}) \
+             DEFINE B AS v > 0)"
+        );
+        let Statement::CreateQuery(cq) = verified(&sql) else {
+            panic!("not a query")
+        };
+        assert!(cq.clauses.pattern.is_some(), "{sql}");
+    }
+}
+
+#[test]
+fn match_recognize_refusals_point_at_the_pattern() {
+    // Two MATCH_RECOGNIZE in one query: 0A000 at the second pattern.
+    let sql = "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+               PATTERN (a) DEFINE a AS true) AS x, s MATCH_RECOGNIZE(ORDER BY ts PATTERN (b) \
+               DEFINE b AS true) AS y";
+    let err = parse_one(sql).unwrap_err();
+    assert_eq!(err.sqlstate(), "0A000", "{err}");
+    let col = sql.find("PATTERN (b)").unwrap() as u64 + 10;
+    assert_eq!(err.location().map(|l| l.column), Some(col), "{err}");
+    // An ad hoc SELECT: MATCH_RECOGNIZE is for continuous queries.
+    let err =
+        parse_one("SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts PATTERN (a) DEFINE a AS true)")
+            .unwrap_err();
+    assert_eq!(err.sqlstate(), "0A000", "{err}");
+    assert!(err.to_string().contains("continuous queries only"), "{err}");
+    // A syntax error inside the pattern points into it.
+    let err = parse_one(
+        "CREATE CONTINUOUS QUERY q AS SELECT * FROM s MATCH_RECOGNIZE(ORDER BY ts \
+         PATTERN (a {- b) DEFINE a AS true)",
+    )
+    .unwrap_err();
+    assert_eq!(err.sqlstate(), "42601", "{err}");
+    assert!(err.to_string().contains("\"-}\""), "{err}");
 }
 
 #[test]
@@ -329,7 +384,7 @@ fn match_recognize_round_trips_with_within() {
     );
     let printed = cq.to_string();
     assert!(
-        printed.contains("PATTERN (w x*? ( r | q ){1,3}? s+) WITHIN INTERVAL '10' MINUTE DEFINE"),
+        printed.contains("PATTERN (w x*? (r | q){1,3}? s+) WITHIN INTERVAL '10' MINUTE DEFINE"),
         "{printed}"
     );
     // Without WITHIN, and as EXPLAIN of a SELECT.

@@ -1,5 +1,6 @@
-//! `MATCH_RECOGNIZE` words sqlparser does not read: `RUNNING`/`FINAL f(...)`, `SKIP TO v`,
-//! `{- v -}` and a lower-case `permute` are rewritten in the token stream into forms it does;
+//! `MATCH_RECOGNIZE` words sqlparser does not read: `RUNNING`/`FINAL f(...)` and `SKIP TO v`
+//! are rewritten in the token stream into forms it does (the pattern itself is read from the
+//! text before, by `pattern.rs`);
 //! `WITHIN interval [EMIT TIMEOUT]` and `SUBSET` are lifted out of it, to be put back into the
 //! statement's clauses once it is parsed.
 
@@ -26,17 +27,13 @@ pub(super) struct LiftedWithin {
 
 /// Writes what sqlparser does not read inside `MATCH_RECOGNIZE (...)` in a form it does:
 /// `RUNNING f(...)` and `FINAL f(...)` (f a navigation or aggregate function) become
-/// `RUNNING(f(...))` and `FINAL(f(...))`, `AFTER MATCH SKIP TO v` becomes `SKIP TO LAST
-/// v` (SQL:2016's shorthand), an exclusion `{- v -}` is put in parentheses (sqlparser reads a
-/// `{` after a variable as a quantifier), and `permute (` is spelt `PERMUTE (` (sqlparser
-/// knows only the upper case).
+/// `RUNNING(f(...))` and `FINAL(f(...))`, and `AFTER MATCH SKIP TO v` becomes `SKIP TO LAST
+/// v` (SQL:2016's shorthand).
 pub(super) fn rewrite_pattern_words(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     if !tokens.iter().any(|t| is_word(t, "MATCH_RECOGNIZE")) {
         return tokens;
     }
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
-    // Exclusions opened and not yet closed by `-}`.
-    let mut exclusions: Vec<bool> = Vec::new();
     // Where each pending `)` goes: after the token at this index closes the call.
     let mut closes: Vec<usize> = Vec::new();
     let mut inside = 0i32; // parenthesis depth inside MATCH_RECOGNIZE, 0 outside
@@ -52,38 +49,6 @@ pub(super) fn rewrite_pattern_words(tokens: Vec<TokenWithSpan>) -> Vec<TokenWith
             continue;
         }
         match &t.token {
-            // Only where a quantifier could be read: not first in a group or alternative.
-            Token::LBrace
-                if significant(&tokens, i + 1).is_some_and(|n| tokens[n].token == Token::Minus)
-                    && out[..out.len() - 1]
-                        .iter()
-                        .rev()
-                        .find(|p| !matches!(p.token, Token::Whitespace(_)))
-                        .is_some_and(|p| !matches!(p.token, Token::LParen | Token::Pipe)) =>
-            {
-                out.insert(out.len() - 1, TokenWithSpan::new(Token::LParen, t.span));
-                exclusions.push(true);
-            }
-            Token::LBrace
-                if significant(&tokens, i + 1).is_some_and(|n| tokens[n].token == Token::Minus) =>
-            {
-                exclusions.push(false);
-            }
-            // The `}` that closes an exclusion put in parentheses closes them too.
-            Token::RBrace if exclusions.pop() == Some(true) => {
-                out.push(TokenWithSpan::new(Token::RParen, t.span));
-            }
-            Token::Word(w)
-                if w.quote_style.is_none()
-                    && w.value.eq_ignore_ascii_case("PERMUTE")
-                    && w.value != "PERMUTE"
-                    && significant(&tokens, i + 1)
-                        .is_some_and(|n| tokens[n].token == Token::LParen) =>
-            {
-                if let Some(last) = out.last_mut() {
-                    last.token = Token::make_word("PERMUTE", None);
-                }
-            }
             Token::LParen => inside = if inside < 0 { 1 } else { inside + 1 },
             Token::RParen => {
                 inside -= 1;
