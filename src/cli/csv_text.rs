@@ -16,6 +16,7 @@ use datafusion::arrow::datatypes::{
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use saql::sources::csv::{read_header, CopyOptions};
 use saql::text::write_float;
 use saql::time::{write_timestamp, Fraction};
 
@@ -112,46 +113,14 @@ fn push_quoted(out: &mut String, text: &str) {
     out.push('"');
 }
 
-/// Splits one CSV record (without its line break) into fields: an unquoted empty field is
-/// NULL, `""` the empty string, and `""` inside quotes a quote.
+/// Splits one CSV record (without its line break) into fields by the rules COPY's CSV
+/// decoder reads (one splitter for both): an unquoted empty field is NULL, `""` the empty
+/// string, and `""` inside quotes a quote.
 pub fn split_record(record: &str) -> Result<Row, String> {
-    let mut fields = Vec::new();
-    let mut chars = record.chars().peekable();
-    loop {
-        if chars.peek() == Some(&'"') {
-            chars.next();
-            let mut field = String::new();
-            loop {
-                match chars.next() {
-                    None => return Err("unterminated quoted field".to_string()),
-                    Some('"') if chars.peek() == Some(&'"') => {
-                        chars.next();
-                        field.push('"');
-                    }
-                    Some('"') => break,
-                    Some(c) => field.push(c),
-                }
-            }
-            fields.push(Some(field));
-            match chars.next() {
-                None => return Ok(fields),
-                Some(',') => continue,
-                Some(c) => return Err(format!("unexpected {c:?} after a closing quote")),
-            }
-        }
-        let mut field = String::new();
-        loop {
-            match chars.next() {
-                None => {
-                    fields.push((!field.is_empty()).then_some(field));
-                    return Ok(fields);
-                }
-                Some(',') => break,
-                Some('"') => return Err("a quote inside an unquoted field".to_string()),
-                Some(c) => field.push(c),
-            }
-        }
-        fields.push((!field.is_empty()).then_some(field));
+    match read_header(record.as_bytes(), &CopyOptions::csv(), true) {
+        Ok(Some(header)) => Ok(header.fields),
+        Ok(None) => Ok(vec![None]),
+        Err(e) => Err(e.to_string()),
     }
 }
 

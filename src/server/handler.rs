@@ -452,15 +452,13 @@ fn rows_response(
     Ok(QueryResponse::new(fields, rows))
 }
 
-/// Sends finite rows as COPY data (CopyOutResponse, a CSV header if asked for, one CopyData
-/// per line, CopyDone) and returns the `COPY n` tag.
-async fn send_copy_out<C>(
+/// Starts COPY data: CopyOutResponse (text columns), then the CSV header if asked for, both
+/// flushed so that a client sees the COPY begin at once.
+async fn begin_copy_out<C>(
     client: &mut C,
     copy: CopyOut,
     schema: &datafusion::arrow::datatypes::SchemaRef,
-    batches: &[datafusion::arrow::record_batch::RecordBatch],
-    query: &str,
-) -> PgWireResult<Response>
+) -> PgWireResult<()>
 where
     C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
     C::Error: Debug,
@@ -477,11 +475,29 @@ where
     if copy == (CopyOut::Csv { header: true }) {
         let names = schema.fields().iter().map(|f| Some(f.name().as_str()));
         client
-            .feed(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
+            .send(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
                 csv_line(names),
             ))))
             .await?;
     }
+    Ok(())
+}
+
+/// Sends finite rows as COPY data (CopyOutResponse, a CSV header if asked for, one CopyData
+/// per line, CopyDone) and returns the `COPY n` tag.
+async fn send_copy_out<C>(
+    client: &mut C,
+    copy: CopyOut,
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+    batches: &[datafusion::arrow::record_batch::RecordBatch],
+    query: &str,
+) -> PgWireResult<Response>
+where
+    C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    begin_copy_out(client, copy, schema).await?;
     let mut sent = 0;
     for batch in batches {
         for line in copy_lines(batch, copy).map_err(|e| pg_error(&e, query))? {
@@ -513,7 +529,6 @@ where
     C::Error: Debug,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
-    let columns = sub.schema.fields().len();
     let fields = Arc::new(field_infos(&sub.schema, |i| {
         if sub.copy.is_some() {
             FieldFormat::Text
@@ -522,22 +537,7 @@ where
         }
     }));
     if let Some(copy) = sub.copy {
-        client
-            .send(PgWireBackendMessage::CopyOutResponse(CopyOutResponse::new(
-                0,
-                columns as i16,
-                vec![0; columns],
-            )))
-            .await?;
-        if copy == (CopyOut::Csv { header: true }) {
-            let names = sub.schema.fields().iter().map(|f| Some(f.name().as_str()));
-            let header = csv_line(names);
-            client
-                .send(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
-                    header,
-                ))))
-                .await?;
-        }
+        begin_copy_out(client, copy, &sub.schema).await?;
     }
     let mut sent = 0usize;
     loop {
