@@ -641,3 +641,57 @@ async fn set_role_cannot_change_a_sessions_role() {
     }
     assert_denied(&rita, EVENTS, "reader", "CREATE").await;
 }
+
+/// SCRAM channel binding over TLS: psql with `channel_binding=require` logs in (it needs
+/// SCRAM-SHA-256-PLUS, bound to the server's certificate); plaintext clients are offered
+/// plain SCRAM-SHA-256 and still log in. Skipped without psql.
+#[tokio::test]
+async fn scram_channel_binding_over_tls() {
+    if std::process::Command::new("psql")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skip: no psql");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path());
+    let (_root, cert, key) = certificate(dir.path());
+    let server = Server::start(&[
+        "--users",
+        users.to_str().unwrap(),
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let psql = |conn: String| {
+        std::process::Command::new("psql")
+            .arg(conn)
+            .args(["-tAc", "SELECT 6 * 7"])
+            .env("PGPASSWORD", "alice-pw")
+            .env("PGCONNECT_TIMEOUT", "10")
+            .output()
+            .unwrap()
+    };
+    let base = format!(
+        "host=127.0.0.1 port={} user=alice dbname=saql",
+        server.addr.port()
+    );
+    for conn in [
+        format!("{base} sslmode=require channel_binding=require"),
+        format!("{base} sslmode=disable channel_binding=disable"),
+        format!("{base} sslmode=require channel_binding=prefer"),
+    ] {
+        let out = psql(conn.clone());
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "42",
+            "{conn}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Binding cannot be had without TLS: psql refuses before sending the password.
+    let out = psql(format!("{base} sslmode=disable channel_binding=require"));
+    assert!(!out.status.success());
+}

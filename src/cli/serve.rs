@@ -147,10 +147,19 @@ impl SecurityFlags {
                  are readable on the network; add --tls-cert and --tls-key"
             );
         }
+        let cert_pem = match &self.tls_cert {
+            Some(cert) => {
+                Some(Arc::new(std::fs::read(cert).map_err(|e| {
+                    format!("cannot read {}: {e}", cert.display())
+                })?))
+            }
+            None => None,
+        };
         Ok(Security {
             users: users_file,
             tls,
             require_tls: self.require_tls,
+            cert_pem,
         })
     }
 

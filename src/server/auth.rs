@@ -472,6 +472,8 @@ enum Method {
     Scram {
         driver: Box<AuthDriver<Arc<DefaultServerParameterProvider>>>,
         mechanisms: SaslMechanisms,
+        /// Over TLS, with a certificate: SCRAM-SHA-256-PLUS too (channel binding).
+        bound: Option<SaslMechanisms>,
     },
 }
 
@@ -488,15 +490,31 @@ impl Startup {
         let method = match users.clone() {
             None => Method::Trust(connection.clone()),
             Some(users) => {
-                let mut scram = ScramAuth::new(Arc::new(UserSource(users)));
-                scram.set_iterations(SCRAM_ITERATIONS);
+                let scram = || {
+                    let mut scram = ScramAuth::new(Arc::new(UserSource(users.clone())));
+                    scram.set_iterations(SCRAM_ITERATIONS);
+                    scram
+                };
+                // Channel binding is offered only where there is a channel to bind: to
+                // clients on TLS (RFC 5802 advertises -PLUS only then).
+                let bound = connection.cert_pem.as_ref().and_then(|pem| {
+                    let mut plus = scram();
+                    match plus.configure_certificate(pem) {
+                        Ok(()) => Some(SaslMechanisms::new(vec![]).with_mechanism(Arc::new(plus))),
+                        Err(e) => {
+                            tracing::warn!("no SCRAM channel binding: {e}");
+                            None
+                        }
+                    }
+                });
                 // The same parameters (server_version naming saql, DateStyle, TimeZone) as
                 // without users.
                 let driver = AuthDriver::new(Arc::new(super::startup::parameters()))
                     .with_connection_manager(manager);
                 Method::Scram {
                     driver: Box::new(driver),
-                    mechanisms: SaslMechanisms::new(vec![]).with_mechanism(Arc::new(scram)),
+                    mechanisms: SaslMechanisms::new(vec![]).with_mechanism(Arc::new(scram())),
+                    bound,
                 }
             }
         };
@@ -559,14 +577,20 @@ impl StartupHandler for Startup {
                 }
                 c.on_startup(client, message).await
             }
-            Method::Scram { driver, mechanisms } => {
+            Method::Scram {
+                driver,
+                mechanisms,
+                bound,
+            } => {
                 let outcome = match message {
                     PgWireFrontendMessage::Startup(ref startup) => {
                         protocol_negotiation(client, startup).await?;
                         save_startup_parameters_to_metadata(client, startup);
-                        driver
-                            .begin_authentication(client, mechanisms.create())
-                            .await
+                        let offered = match bound {
+                            Some(plus) if client.is_secure() => plus,
+                            _ => mechanisms,
+                        };
+                        driver.begin_authentication(client, offered.create()).await
                     }
                     PgWireFrontendMessage::PasswordMessageFamily(m) => {
                         driver.advance_authentication(client, m).await

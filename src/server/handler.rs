@@ -123,6 +123,8 @@ pub struct Connection {
     pub(super) require_tls: bool,
     /// The server's connection slots (None: not counted).
     pub(super) slots: Option<Arc<super::slots::Slots>>,
+    /// The TLS certificate chain, for SCRAM channel binding.
+    pub(super) cert_pem: Option<Arc<Vec<u8>>>,
 }
 
 /// The session a client's statements run for: its user, database, process id and whether
@@ -158,7 +160,15 @@ impl Connection {
             users: None,
             require_tls: false,
             slots: None,
+            cert_pem: None,
         }
+    }
+
+    /// These handlers offering SCRAM channel binding to TLS clients, with the server's
+    /// certificate chain (PEM).
+    pub fn with_channel_binding(mut self, cert_pem: Option<Arc<Vec<u8>>>) -> Self {
+        self.cert_pem = cert_pem;
+        self
     }
 
     /// These handlers counting their connection in `slots` once it logs in.

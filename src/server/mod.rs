@@ -76,6 +76,9 @@ pub struct Security {
     pub tls: Option<tls::TlsAcceptor>,
     /// Refuse clients that do not use TLS (28000).
     pub require_tls: bool,
+    /// The TLS certificate chain (PEM), for SCRAM channel binding over TLS
+    /// (`SCRAM-SHA-256-PLUS`, `tls-server-end-point`).
+    pub cert_pem: Option<Arc<Vec<u8>>>,
 }
 
 impl std::fmt::Debug for Security {
@@ -166,7 +169,8 @@ pub async fn run_with(
                     .with_auth(
                         config.security.users.as_ref().map(auth::UsersFile::current),
                         config.security.require_tls,
-                    ),
+                    )
+                    .with_channel_binding(config.security.cert_pem.clone()),
             );
             let lifetime = admission::Lifetime {
                 idle_timeout: config.idle_session_timeout,
