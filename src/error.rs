@@ -368,7 +368,7 @@ impl From<datafusion::error::DataFusionError> for Error {
                 Ok(ours) => *ours,
                 Err(e) => Error::Execution(e.to_string()),
             },
-            D::ArrowError(e, _) => Error::Execution(e.to_string()),
+            D::ArrowError(e, _) => Error::from(*e),
             other => Error::Execution(strip_datafusion_prefix(&other.to_string())),
         }
     }
@@ -405,9 +405,25 @@ impl From<datafusion::common::SchemaError> for Error {
     }
 }
 
+/// Errors of evaluating data get PostgreSQL's data-exception codes (what a client can fix in
+/// its values or statement), not XX000.
 impl From<datafusion::arrow::error::ArrowError> for Error {
     fn from(e: datafusion::arrow::error::ArrowError) -> Self {
-        Error::Execution(e.to_string())
+        use datafusion::arrow::error::ArrowError as A;
+        match e {
+            A::DivideByZero => Error::invalid_input(sqlstate::DIVISION_BY_ZERO, "division by zero"),
+            A::ArithmeticOverflow(m) => Error::invalid_input(
+                sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+                format!("value out of range: {m}"),
+            ),
+            A::CastError(m) | A::ParseError(m) => {
+                Error::invalid_input(sqlstate::INVALID_TEXT_REPRESENTATION, m)
+            }
+            A::InvalidArgumentError(m) => {
+                Error::invalid_input(sqlstate::INVALID_PARAMETER_VALUE, m)
+            }
+            other => Error::Execution(other.to_string()),
+        }
     }
 }
 

@@ -11,6 +11,8 @@ pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
 pub const DATA_EXCEPTION: &str = "22000";
 /// `22003`.
 pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
+/// `22012`.
+pub const DIVISION_BY_ZERO: &str = "22012";
 /// `22007`.
 pub const INVALID_DATETIME_FORMAT: &str = "22007";
 /// `22008`.

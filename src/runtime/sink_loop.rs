@@ -7,6 +7,7 @@
 //! it holds `--subscriber-buffer-bytes` of results, and the sink attaches again from its
 //! delivered seq when the batch finally goes through, reading the retained rows.
 
+#[cfg(feature = "server")]
 use crate::error::sqlstate;
 use std::collections::VecDeque;
 use std::sync::Arc;
