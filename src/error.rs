@@ -366,9 +366,15 @@ impl From<datafusion::error::DataFusionError> for Error {
             // context's catalog).
             D::External(e) => match e.downcast::<Error>() {
                 Ok(ours) => *ours,
+                Err(e) if e.to_string().starts_with("regex parse error") => {
+                    data_exception(&e.to_string())
+                }
                 Err(e) => Error::Execution(e.to_string()),
             },
             D::ArrowError(e, _) => Error::from(*e),
+            // A function refusing its arguments while evaluating (a bad granularity, a
+            // negative count, a malformed pattern): the client's values, not saql, are wrong.
+            D::Execution(m) => data_exception(&m),
             other => Error::Execution(strip_datafusion_prefix(&other.to_string())),
         }
     }
@@ -419,12 +425,30 @@ impl From<datafusion::arrow::error::ArrowError> for Error {
             A::CastError(m) | A::ParseError(m) => {
                 Error::invalid_input(sqlstate::INVALID_TEXT_REPRESENTATION, m)
             }
-            A::InvalidArgumentError(m) => {
-                Error::invalid_input(sqlstate::INVALID_PARAMETER_VALUE, m)
+            A::InvalidArgumentError(m) | A::ComputeError(m) => data_exception(&m),
+            A::ExternalError(e) if e.to_string().starts_with("regex parse error") => {
+                data_exception(&e.to_string())
             }
             other => Error::Execution(other.to_string()),
         }
     }
+}
+
+/// An error a function raised over its arguments, with the SQLSTATE PostgreSQL gives the
+/// same condition (22023 where it has no closer one).
+fn data_exception(message: &str) -> Error {
+    let message = message
+        .trim_start_matches("Execution error: ")
+        .trim_start_matches("Compute error: ")
+        .trim_start_matches("Execution error: ");
+    let sqlstate = if message.starts_with("regex parse error") {
+        sqlstate::INVALID_REGULAR_EXPRESSION
+    } else if message.contains("square root of a negative number") {
+        sqlstate::INVALID_ARGUMENT_FOR_POWER_FUNCTION
+    } else {
+        sqlstate::INVALID_PARAMETER_VALUE
+    };
+    Error::invalid_input(sqlstate, message.to_string())
 }
 
 fn strip_datafusion_prefix(message: &str) -> String {

@@ -362,6 +362,16 @@ async fn errors_carry_sqlstate_and_the_server_keeps_serving() {
             "22003",
         ),
         ("INSERT INTO events VALUES (NULL, 'a', 1)", "23502"),
+        // Data errors of evaluation get PostgreSQL's codes, not XX000.
+        ("SELECT 1/0", "22012"),
+        ("SELECT CAST('abc' AS BIGINT)", "22P02"),
+        ("SELECT sqrt(-1)", "2201F"),
+        ("SELECT 'a' ~ '('", "2201B"),
+        (
+            "SELECT date_trunc('bogus', TIMESTAMP '2024-01-01')",
+            "22023",
+        ),
+        ("SELECT substr('abc', -1, -1)", "22023"),
     ];
     for (sql, expected) in cases {
         let err = client.batch_execute(sql).await.unwrap_err();

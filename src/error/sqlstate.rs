@@ -13,6 +13,10 @@ pub const DATA_EXCEPTION: &str = "22000";
 pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
 /// `22012`.
 pub const DIVISION_BY_ZERO: &str = "22012";
+/// `2201B`.
+pub const INVALID_REGULAR_EXPRESSION: &str = "2201B";
+/// `2201F`.
+pub const INVALID_ARGUMENT_FOR_POWER_FUNCTION: &str = "2201F";
 /// `22007`.
 pub const INVALID_DATETIME_FORMAT: &str = "22007";
 /// `22008`.
