@@ -172,12 +172,15 @@ enum LogFormat {
     Json,
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`); colours only when stderr is a
+/// terminal, so that a log file or a pipe gets plain text.
 fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
     let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => logs.init(),

@@ -276,3 +276,27 @@ fn check_passes_on_the_queries() {
 fn relative(p: &Path) -> String {
     p.strip_prefix(root()).unwrap_or(p).display().to_string()
 }
+
+/// Logs to a pipe or a file are plain text: no ANSI colour codes when stderr is not a
+/// terminal (here the server fails to start on a port that is taken, after logging).
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_saql"))
+        .args([
+            "serve",
+            "--listen",
+            &taken.local_addr().unwrap().to_string(),
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env("RUST_LOG", "info")
+        .env_remove("SAQL_USERS")
+        .output()
+        .expect("saql runs");
+    let text = stderr(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("INFO"), "something was logged: {text}");
+    assert!(!text.contains('\u{1b}'), "colour codes in a pipe: {text:?}");
+}
