@@ -242,7 +242,11 @@ impl Engine {
         let apply = |shared: &mut Shared, text: &str, seq: u64| match sql::parse(text) {
             Ok(stmts) => {
                 for stmt in stmts {
-                    let shown = stmt.to_string();
+                    // A sink's credentials stay out of the log.
+                    let shown = match &stmt {
+                        crate::sql::Statement::CreateSink(sink) => sink.redacted(),
+                        other => other.to_string(),
+                    };
                     if let Err(e) = self.ddl(shared, stmt, false) {
                         tracing::warn!("recovery skips \"{shown}\" (log seq {seq}): {e}");
                     }
