@@ -73,6 +73,10 @@ enum Command {
         /// reaches the console through a rebound DNS name.
         #[arg(long, value_delimiter = ',', value_name = "NAMES")]
         http_allowed_hosts: Vec<String>,
+        /// With --users, serve /metrics on the --http listener without the console's token
+        /// (by default it needs it, as the console's data does).
+        #[arg(long)]
+        metrics_public: bool,
         /// How log lines on stderr are written: `text` for people, `json` (one object per
         /// line: timestamp, level, target, fields) for log collectors.
         #[arg(long, env = "SAQL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -209,6 +213,7 @@ fn main() -> ExitCode {
             metrics_listen,
             http,
             http_allowed_hosts,
+            metrics_public,
             limits,
             security,
             log_format: _,
@@ -217,6 +222,7 @@ fn main() -> ExitCode {
             cli::serve::HttpListeners {
                 metrics: metrics_listen,
                 allowed_hosts: http_allowed_hosts,
+                metrics_public,
                 console_is_default: demo && http.is_none(),
                 console: http.or_else(|| demo.then(|| cli::serve::DEMO_CONSOLE.to_string())),
             },

@@ -45,6 +45,7 @@ async fn console(access: ConsoleAccess) -> (Engine, SocketAddr) {
         console: Some(access),
         // The requests below name it so.
         allowed_hosts: vec!["saql".into()],
+        ..HttpOptions::default()
     };
     tokio::spawn(serve(
         listener,
@@ -251,8 +252,13 @@ async fn events_carry_subscribe_seqs_resume_and_end_with_the_client() {
 async fn a_token_guards_the_data_not_the_page() {
     let (_engine, addr) = console(ConsoleAccess::Token("t0ken".into())).await;
     assert_eq!(get_body(addr, "/").await.0, "HTTP/1.1 200 OK");
-    assert_eq!(get_body(addr, "/metrics").await.0, "HTTP/1.1 200 OK");
+    // /metrics names every stream and query: with users it needs the token too.
+    assert_eq!(
+        get_body(addr, "/metrics?token=t0ken").await.0,
+        "HTTP/1.1 200 OK"
+    );
     for path in [
+        "/metrics",
         "/api/overview",
         "/queries/q/events",
         "/api/overview?token=wrong",

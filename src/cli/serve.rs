@@ -193,6 +193,8 @@ pub struct HttpListeners {
     pub console_is_default: bool,
     /// `--http-allowed-hosts`: names requests may give as `Host`.
     pub allowed_hosts: Vec<String>,
+    /// `--metrics-public`: the console listener's /metrics needs no token.
+    pub metrics_public: bool,
 }
 
 /// Where `serve --demo` serves the console unless `--http` says otherwise.
@@ -230,7 +232,7 @@ pub fn serve(
         }
         let listener = tokio::net::TcpListener::bind(&listen).await?;
         if let Some(addr) = &http.metrics {
-            start_http(&engine, addr, None, &http.allowed_hosts).await?;
+            start_http(&engine, addr, None, &http).await?;
         }
         let console = match &http.console {
             Some(addr) => {
@@ -238,7 +240,7 @@ pub fn serve(
                     Some(_) => ConsoleAccess::random_token(),
                     None => ConsoleAccess::Open,
                 };
-                match start_http(&engine, addr, Some(access), &http.allowed_hosts).await {
+                match start_http(&engine, addr, Some(access), &http).await {
                     Ok(url) => Some(url),
                     Err(e) if http.console_is_default => {
                         tracing::warn!("no console: {e} (choose another address with --http)");
@@ -310,7 +312,7 @@ async fn start_http(
     engine: &Engine,
     addr: &str,
     console: Option<ConsoleAccess>,
-    allowed_hosts: &[String],
+    http: &HttpListeners,
 ) -> Result<String, Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -333,7 +335,8 @@ async fn start_http(
     let engine = engine.clone();
     let options = HttpOptions {
         console,
-        allowed_hosts: allowed_hosts.to_vec(),
+        allowed_hosts: http.allowed_hosts.clone(),
+        metrics_public: http.metrics_public,
     };
     tokio::spawn(async move {
         if let Err(e) =

@@ -10,10 +10,11 @@
 //! console through a name it rebinds to 127.0.0.1 (DNS rebinding). Every response forbids
 //! framing and scripts from elsewhere (`Content-Security-Policy`, `X-Frame-Options`).
 //!
-//! The console's data (the overview and the query results) is guarded by a token when the
-//! server has users ([`ConsoleAccess::Token`]), given as `?token=` (an `EventSource` cannot
-//! send headers) or `Authorization: Bearer`. The page itself holds no data and `/metrics`
-//! only counters: neither needs it.
+//! The console's data (the overview, the query results and `/metrics`, whose counters name
+//! every stream and query) is guarded by a token when the server has users
+//! ([`ConsoleAccess::Token`]), given as `?token=` (an `EventSource` cannot send headers) or
+//! `Authorization: Bearer`; `--metrics-public` opens `/metrics` again. The page itself holds
+//! no data. The metrics-only listener (`--metrics-listen`) has no token.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -95,6 +96,9 @@ pub struct HttpOptions {
     pub console: Option<ConsoleAccess>,
     /// Host names (besides IP addresses and `localhost`) requests may name in `Host`.
     pub allowed_hosts: Vec<String>,
+    /// `/metrics` without the console's token even when the console has one
+    /// (`--metrics-public`); off by default, since the counters name every stream and query.
+    pub metrics_public: bool,
 }
 
 impl HttpOptions {
@@ -271,6 +275,20 @@ async fn answer(
     };
     if request.method != "GET" && request.method != "HEAD" {
         return respond(&mut socket, "405 Method Not Allowed", TEXT, "use GET\n").await;
+    }
+    let token_missing = |access: &ConsoleAccess| !access.allows(&request);
+    if request.path == "/metrics"
+        && !options.metrics_public
+        && options.console.as_ref().is_some_and(token_missing)
+    {
+        return respond(
+            &mut socket,
+            "401 Unauthorized",
+            TEXT,
+            "with --users, /metrics on the console's listener needs its token (Authorization: \
+             Bearer or ?token=); scrape --metrics-listen instead, or pass --metrics-public\n",
+        )
+        .await;
     }
     if request.path == "/metrics" {
         let text = match tokio::task::spawn_blocking(move || engine.metrics_text()).await {
