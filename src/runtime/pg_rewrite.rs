@@ -146,7 +146,8 @@ fn rewrite_expr(e: &mut Expr, catalog: bool) {
                 }
             }
         }
-        // `x = ANY (ARRAY[a, b])` is `x IN (a, b)`; `x <> ALL (ARRAY[...])` is `NOT IN`.
+        // `x = ANY (ARRAY[a, b])` is `x IN (a, b)`, `x <> ALL (ARRAY[...])` is `NOT IN`; the
+        // same for a text array literal (`x = ANY ('{a,b}')`, `'{a,b}'::text[]`).
         Expr::AnyOp {
             left,
             compare_op: BinaryOperator::Eq,
@@ -157,40 +158,8 @@ fn rewrite_expr(e: &mut Expr, catalog: bool) {
             left,
             compare_op: BinaryOperator::NotEq,
             right,
-        } if matches!(right.as_ref(), Expr::Array(_)) => {
-            let negated = matches!(e, Expr::AllOp { .. });
-            let (Expr::AnyOp { left, right, .. } | Expr::AllOp { left, right, .. }) =
-                std::mem::replace(e, Expr::value(Value::Null))
-            else {
-                unreachable!("matched above")
-            };
-            let Expr::Array(array) = *right else {
-                unreachable!("matched above")
-            };
-            *e = Expr::InList {
-                expr: left,
-                list: array.elem,
-                negated,
-            };
-        }
-        // `x = ANY ('{a,b}')` and `x <> ALL ('{a,b}'::text[])`: a text array literal, as an
-        // IN list of its elements.
-        Expr::AnyOp {
-            left,
-            compare_op: BinaryOperator::Eq,
-            right,
-            ..
-        }
-        | Expr::AllOp {
-            left,
-            compare_op: BinaryOperator::NotEq,
-            right,
-        } if array_literal(right).is_some() => {
-            let list = array_literal(right)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|v| Expr::value(v.map_or(Value::Null, Value::SingleQuotedString)))
-                .collect();
+        } if in_list_of(right).is_some() => {
+            let list = in_list_of(right).unwrap_or_default();
             let left = std::mem::replace(left, Box::new(Expr::value(Value::Null)));
             let negated = matches!(e, Expr::AllOp { .. });
             *e = Expr::InList {
@@ -465,6 +434,20 @@ const AGGREGATES: [&str; 8] = [
 ];
 
 /// The elements of a text array literal (`'{a,b}'`, also cast: `'{a,b}'::text[]`).
+/// The elements of `ARRAY[...]` or of a text array literal, as an IN list.
+fn in_list_of(e: &Expr) -> Option<Vec<Expr>> {
+    if let Expr::Array(array) = e {
+        return Some(array.elem.clone());
+    }
+    let values = array_literal(e)?;
+    Some(
+        values
+            .into_iter()
+            .map(|v| Expr::value(v.map_or(Value::Null, Value::SingleQuotedString)))
+            .collect(),
+    )
+}
+
 fn array_literal(e: &Expr) -> Option<Vec<Option<String>>> {
     match e {
         Expr::Nested(inner) => array_literal(inner),

@@ -509,17 +509,18 @@ fn scan(
         let Some(header) = bytes.get(pos..pos + 8) else {
             return Ok(Err(bad(pos, TORN)));
         };
-        // Zeros from here to the end of the file are space the file system allocated but the
-        // crash never filled (ext4 and XFS leave that after a power cut): a torn tail.
-        if bytes[pos..].iter().all(|&b| b == 0) {
-            return Ok(Err(bad(pos, TORN)));
-        }
         let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
         let crc = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
         let Some(body) = bytes.get(pos + 8..pos + 8 + len) else {
             return Ok(Err(bad(pos, TORN)));
         };
         if crc32fast::hash(body) != crc || len < 11 {
+            // Zeros from here to the end of the file are space the file system allocated but
+            // the crash never filled (ext4 and XFS leave that after a power cut): a torn tail.
+            // (A run of zeros reads as a frame of length 0 whose checksum matches.)
+            if bytes[pos..].iter().all(|&b| b == 0) {
+                return Ok(Err(bad(pos, TORN)));
+            }
             // A bad checksum on the very last frame is a write the crash cut short.
             let last = pos + 8 + len == bytes.len();
             if last && len >= 11 {

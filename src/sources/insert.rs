@@ -147,6 +147,16 @@ pub fn insert_batch(
     builder.finish()
 }
 
+/// Bound parameter `$n`, or 42P02 when the statement has fewer.
+fn parameter(params: &[Param], n: usize) -> Result<&Param> {
+    n.checked_sub(1).and_then(|i| params.get(i)).ok_or_else(|| {
+        Error::plan(
+            sqlstate::UNDEFINED_PARAMETER,
+            format!("there is no parameter ${n}"),
+        )
+    })
+}
+
 fn push_expr(
     builder: &mut BatchBuilder,
     column: usize,
@@ -155,15 +165,7 @@ fn push_expr(
     evaluator: &mut ConstantEvaluator,
 ) -> Result<()> {
     if let Some(n) = placeholder_number(expr) {
-        let param = n
-            .checked_sub(1)
-            .and_then(|i| params.get(i))
-            .ok_or_else(|| {
-                Error::plan(
-                    sqlstate::UNDEFINED_PARAMETER,
-                    format!("there is no parameter ${n}"),
-                )
-            })?;
+        let param = parameter(params, n)?;
         return param
             .push_into(builder, column)
             .map_err(|e| e.for_parameter(n));
@@ -172,15 +174,7 @@ fn push_expr(
         return builder.push_text(column, text.as_deref());
     }
     let value = evaluator.evaluate_bound(expr, &|n, ty| {
-        let param = n
-            .checked_sub(1)
-            .and_then(|i| params.get(i))
-            .ok_or_else(|| {
-                Error::plan(
-                    sqlstate::UNDEFINED_PARAMETER,
-                    format!("there is no parameter ${n}"),
-                )
-            })?;
+        let param = parameter(params, n)?;
         param.resolve(ty).map_err(|e| e.for_parameter(n))
     })?;
     builder.push_scalar(column, &value)
