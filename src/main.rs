@@ -36,7 +36,7 @@ enum Command {
         /// waiting together share one fsync: group commit), `interval` (the same, an fsync at
         /// most every 2 ms), `off` (the OS decides: survives a killed process, not a power cut).
         #[arg(long, env = "SAQL_FSYNC", default_value = "always")]
-        fsync: saql::runtime::wal::FsyncPolicy,
+        fsync: saql::runtime::FsyncPolicy,
         /// Seconds between checkpoints; 0 takes them only on CHECKPOINT.
         #[arg(long, default_value_t = 60)]
         checkpoint_interval: u64,

@@ -10,7 +10,7 @@ use datafusion::arrow::array::{Int64Array, RecordBatch, TimestampNanosecondArray
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::arrow::util::display::array_value_to_string;
 use proptest::prelude::*;
-use saql::runtime::wal::FsyncPolicy;
+use saql::runtime::FsyncPolicy;
 use saql::runtime::SubscriptionEvent;
 use saql::{Engine, EngineConfig, StatementResult, Subscription};
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use saql::runtime::wal::FsyncPolicy;
+use saql::runtime::FsyncPolicy;
 use saql::Engine;
 
 use crate::common::{median, thousands};

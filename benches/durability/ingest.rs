@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{Int64Type, SchemaRef};
-use saql::runtime::wal::FsyncPolicy;
+use saql::runtime::FsyncPolicy;
 
 use crate::common::{drain, median, query_stats, stream_stats, thousands};
 use crate::support::{

@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use common::{env_count, env_list};
-use saql::runtime::wal::FsyncPolicy;
+use saql::runtime::FsyncPolicy;
 use support::{engine_at, stream_ddl};
 
 pub type BenchResult<T> = Result<T, Box<dyn Error>>;

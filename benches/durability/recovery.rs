@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use datafusion::arrow::datatypes::SchemaRef;
-use saql::runtime::wal::FsyncPolicy;
+use saql::runtime::FsyncPolicy;
 
 use crate::checkpoints::finish_with;
 use crate::common::{median, thousands};

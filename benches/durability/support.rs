@@ -11,7 +11,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef, TimestampNanosecondType};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use saql::runtime::wal::FsyncPolicy;
+use saql::runtime::FsyncPolicy;
 use saql::runtime::SubscriptionEvents;
 use saql::{Engine, EngineConfig, StatementResult};
 

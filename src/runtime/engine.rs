@@ -15,23 +15,23 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast::{self as sq, Spanned};
 
-use super::adhoc;
-pub use super::copy::CopyIn;
-use super::hub::StreamHub;
-use super::ingest::IngestBudget;
-use super::output::{
-    QueryOutput, SubscriptionEvent, SubscriptionEvents, DEFAULT_SUBSCRIBER_BUFFER_BYTES,
-};
-use super::pg_functions::SessionInfo;
-use super::recovery::Durability;
-use super::show;
-use super::sinks::{show_sinks, SinkRuntime};
-use super::sources::{show_sources, SourceRuntime};
-use super::subscribe_view::Shape;
-use super::wal::{FsyncPolicy, Record};
 use crate::error::{Error, Result};
 use crate::plan::catalog::normalize;
 use crate::plan::{plan_continuous, Catalog};
+use crate::runtime::connectors::sinks::{show_sinks, SinkRuntime};
+use crate::runtime::connectors::sources::{show_sources, SourceRuntime};
+use crate::runtime::core::hub::StreamHub;
+use crate::runtime::core::ingest::IngestBudget;
+use crate::runtime::core::output::{
+    QueryOutput, SubscriptionEvent, SubscriptionEvents, DEFAULT_SUBSCRIBER_BUFFER_BYTES,
+};
+use crate::runtime::durability::recovery::Durability;
+use crate::runtime::durability::wal::{FsyncPolicy, Record};
+use crate::runtime::pg::functions::SessionInfo;
+use crate::runtime::statements::adhoc;
+pub use crate::runtime::statements::copy::CopyIn;
+use crate::runtime::statements::show;
+use crate::runtime::statements::subscribe::Shape;
 use crate::sources::insert;
 use crate::sources::param::Param;
 use crate::sql::{self, ExplainTarget, Statement, Subscribe};
@@ -530,7 +530,7 @@ impl Engine {
         lag: Option<Duration>,
     ) -> Result<Inserted> {
         let hub = self.hub(stream)?;
-        let entry = super::door::Entry {
+        let entry = crate::runtime::core::door::Entry {
             batches: vec![batch],
             source: None,
             lag,

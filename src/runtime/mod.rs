@@ -1,44 +1,28 @@
-//! Running queries: each stream is a [`hub::StreamHub`] with its own lock, holding its
-//! watermark, the operator graph of the queries that read it and their outputs; the
-//! [`engine::Engine`] ties the hubs to the catalog and executes statements.
+//! Running queries. The [`engine::Engine`] ties the hubs to the catalog and executes
+//! statements; the rest is in five folders, each depending only on those listed before it:
+//!
+//! - `core`: the engine core. Each stream is a [`core::hub::StreamHub`] with its own lock,
+//!   holding its watermark, the operator graph of the queries that read it and their
+//!   outputs; rows enter it through one door (`core::door`) for INSERT, COPY, sources and
+//!   recovery alike.
+//! - `durability`: the ingest log, checkpoints and recovery.
+//! - `pg`: what makes saql look like PostgreSQL to clients: pg_catalog, rewrites of the SQL
+//!   that drivers send, PostgreSQL's functions and settings.
+//! - `connectors`: the loops that run sources and sinks.
+//! - `statements`: one module per statement family (DDL, COPY, SUBSCRIBE, SHOW, ad hoc
+//!   SELECT), each an `impl Engine` block over the core.
 
-mod adhoc;
-mod adhoc_windows;
-mod checkpoint;
-mod copy;
-mod ddl;
-mod door;
+pub(crate) mod connectors;
+pub(crate) mod core;
+pub(crate) mod durability;
 pub mod engine;
-mod function_hint;
-mod graph;
-mod hub;
-mod ingest;
-mod metrics;
-mod output;
-mod param_types;
-mod pg_array_literal;
-mod pg_catalog;
-pub mod pg_functions;
-mod pg_rewrite;
-mod predicates;
-mod recovery;
-mod retained;
-mod shedding;
-#[cfg(test)]
-mod shedding_tests;
-mod show;
-mod sink_loop;
-// Sinks deliver only with the server feature (their loop needs its clients).
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
-mod sinks;
-mod sources;
-mod stream;
-mod subscribe_view;
-pub mod wal;
+pub mod pg;
+pub(crate) mod statements;
 
-pub use engine::DEFAULT_MAX_QUERY_STATE_BYTES;
-pub use output::{
+pub use connectors::sinks::{SinkProgress, SinkStatus};
+pub use core::output::{
     QueryFailure, SubscriptionEvent, SubscriptionEvents, DEFAULT_SUBSCRIBER_BUFFER_BYTES,
     SEQ_COLUMN,
 };
-pub use sinks::{SinkProgress, SinkStatus};
+pub use durability::wal::FsyncPolicy;
+pub use engine::DEFAULT_MAX_QUERY_STATE_BYTES;

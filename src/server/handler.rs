@@ -41,7 +41,7 @@ use super::session::Session;
 use crate::error::Error;
 use crate::plan::catalog::{normalize, normalize_object};
 use crate::runtime::engine::{CopyIn, StatementResult, Subscription};
-use crate::runtime::pg_functions::SessionInfo;
+use crate::runtime::pg::functions::SessionInfo;
 use crate::runtime::SubscriptionEvent;
 use crate::sources::param::Param;
 use crate::sql::{self, CopyOut, Statement};

@@ -1,6 +1,6 @@
 //! Connection start-up: no authentication, a process id and cancel key registered for
 //! CancelRequest, and the parameters a PostgreSQL 16 server reports (`server_version` names
-//! saql in PostgreSQL's form, the one [`crate::runtime::pg_functions`] gives everywhere).
+//! saql in PostgreSQL's form, the one [`crate::runtime::pg::functions`] gives everywhere).
 
 use std::fmt::Debug;
 use std::sync::{Arc, LazyLock};
@@ -19,7 +19,7 @@ use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 
 use super::handler::Connection;
-use crate::runtime::pg_functions::server_version;
+use crate::runtime::pg::functions::server_version;
 
 /// Process ids are unique across the server's connections.
 static PIDS: LazyLock<RandomPidSecretKeyGenerator> =

@@ -14,9 +14,9 @@ use datafusion::arrow::record_batch::RecordBatch;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TryRecvError;
 
-use super::retained::Retained;
-use super::subscribe_view::Shape;
 use crate::error::{Error, Result};
+use crate::runtime::core::retained::Retained;
+use crate::runtime::statements::subscribe::Shape;
 use crate::time::Watermark;
 
 /// What a subscriber receives.

@@ -8,12 +8,12 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast as sq;
 
-use super::engine::{Shared, StatementResult};
-use super::output::QueryOutput;
 use crate::plan::catalog::normalize;
+use crate::runtime::core::output::QueryOutput;
+use crate::runtime::engine::{Shared, StatementResult};
 use crate::sql;
 
-pub(super) fn show_schema(variable: &[sq::Ident]) -> SchemaRef {
+pub(in crate::runtime) fn show_schema(variable: &[sq::Ident]) -> SchemaRef {
     let name = variable
         .iter()
         .map(|i| i.value.to_lowercase())
@@ -22,29 +22,29 @@ pub(super) fn show_schema(variable: &[sq::Ident]) -> SchemaRef {
     Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, false)]))
 }
 
-pub(super) fn show_value(variable: &[sq::Ident]) -> String {
+pub(in crate::runtime) fn show_value(variable: &[sq::Ident]) -> String {
     let name = variable
         .iter()
         .map(|i| i.value.to_lowercase())
         .collect::<Vec<_>>()
         .join(" ");
-    super::pg_functions::setting(&name)
+    crate::runtime::pg::functions::setting(&name)
 }
 
 /// A text column of `values`.
-pub(super) fn text_column(values: Vec<String>) -> ArrayRef {
+pub(in crate::runtime) fn text_column(values: Vec<String>) -> ArrayRef {
     Arc::new(StringArray::from(values))
 }
 
 /// A BIGINT column of `values`.
-pub(super) fn int_column(values: Vec<u64>) -> ArrayRef {
+pub(in crate::runtime) fn int_column(values: Vec<u64>) -> ArrayRef {
     Arc::new(Int64Array::from(
         values.into_iter().map(|v| v as i64).collect::<Vec<_>>(),
     ))
 }
 
 /// One batch of `columns` named and typed by `fields` (no rows if they do not fit).
-pub(super) fn rows_result(
+pub(in crate::runtime) fn rows_result(
     fields: Vec<(&str, DataType)>,
     columns: Vec<ArrayRef>,
 ) -> StatementResult {
@@ -67,7 +67,7 @@ pub(super) fn rows_result(
 }
 
 impl StatementResult {
-    pub(super) fn schema(&self) -> SchemaRef {
+    pub(in crate::runtime) fn schema(&self) -> SchemaRef {
         match self {
             StatementResult::Rows { schema, .. } => schema.clone(),
             _ => Arc::new(Schema::empty()),
@@ -77,7 +77,10 @@ impl StatementResult {
 
 /// EXPLAIN's result: one text column `QUERY PLAN`, a row per line (or one row of JSON), as
 /// PostgreSQL returns it.
-pub(super) fn explain_result(plan: &crate::plan::QueryPlan, json: bool) -> StatementResult {
+pub(in crate::runtime) fn explain_result(
+    plan: &crate::plan::QueryPlan,
+    json: bool,
+) -> StatementResult {
     let lines: Vec<String> = if json {
         vec![serde_json::to_string_pretty(&plan.explain_json()).unwrap_or_default()]
     } else {
@@ -90,7 +93,7 @@ pub(super) fn explain_result(plan: &crate::plan::QueryPlan, json: bool) -> State
 }
 
 /// `SHOW STREAMS`: each stream's columns, watermark and counters.
-pub(super) fn show_streams(shared: &Shared) -> StatementResult {
+pub(in crate::runtime) fn show_streams(shared: &Shared) -> StatementResult {
     let mut names = Vec::new();
     let mut columns = Vec::new();
     let mut watermarks = Vec::new();
@@ -143,7 +146,7 @@ pub(super) fn show_streams(shared: &Shared) -> StatementResult {
 }
 
 /// `SHOW QUERIES`: each query's stream, status, counters and subscribers, by name.
-pub(super) fn show_queries(shared: &Shared) -> StatementResult {
+pub(in crate::runtime) fn show_queries(shared: &Shared) -> StatementResult {
     let mut names = Vec::new();
     let mut streams = Vec::new();
     let mut status = Vec::new();
@@ -218,7 +221,7 @@ pub(super) fn show_queries(shared: &Shared) -> StatementResult {
 }
 
 /// `SHOW <variable>`: one row, one column named after the variable.
-pub(super) fn show_variable(variable: &[sq::Ident]) -> crate::Result<StatementResult> {
+pub(in crate::runtime) fn show_variable(variable: &[sq::Ident]) -> crate::Result<StatementResult> {
     let schema = show_schema(variable);
     let batch = RecordBatch::try_new(
         schema.clone(),

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::wal::sync_dir;
 use crate::error::{Error, Result};
 use crate::operators::snapshot::StateImage;
+use crate::runtime::durability::wal::sync_dir;
 
 /// What a checkpoint holds besides its state files.
 #[derive(Debug, Clone, Serialize, Deserialize)]

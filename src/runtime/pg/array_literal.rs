@@ -5,7 +5,7 @@
 /// The elements of a one-dimensional array literal: `None` for an unquoted `NULL`, the text
 /// of each element otherwise (quotes removed, backslash escapes resolved). `None` when `text`
 /// is not such a literal (nested arrays, unbalanced quotes).
-pub(super) fn parse(text: &str) -> Option<Vec<Option<String>>> {
+pub(in crate::runtime) fn parse(text: &str) -> Option<Vec<Option<String>>> {
     let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?;
     let mut out = Vec::new();
     if inner.trim().is_empty() {

@@ -14,11 +14,11 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::physical_plan::PhysicalExpr;
 use datafusion::sql::sqlparser::ast as sq;
 
-use super::output::SEQ_COLUMN;
 use crate::error::{Error, Result};
 use crate::operators::Operator;
 use crate::plan::spec::OperatorSpec;
 use crate::plan::{plan_query, Catalog, StreamDef};
+use crate::runtime::core::output::SEQ_COLUMN;
 use crate::sql::{CreateStream, Subscribe};
 use crate::time::Watermark;
 

@@ -15,9 +15,9 @@ use datafusion::sql::sqlparser::ast::{
     TableWithJoins, Value,
 };
 
-use super::adhoc::pg_expr_name;
-use super::pg_array_literal;
-use super::pg_catalog::{is_catalog_table, is_empty_table, SCHEMA};
+use crate::runtime::pg::array_literal;
+use crate::runtime::pg::catalog::{is_catalog_table, is_empty_table, SCHEMA};
+use crate::runtime::statements::adhoc::pg_expr_name;
 use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 
 /// Rewrites `stmt` in place; `taken` says whether a stream or query has a name, which then
@@ -457,7 +457,7 @@ fn array_literal(e: &Expr) -> Option<Vec<Option<String>>> {
             ..
         } => array_literal(expr),
         Expr::Value(v) => match &v.value {
-            Value::SingleQuotedString(s) => pg_array_literal::parse(s),
+            Value::SingleQuotedString(s) => array_literal::parse(s),
             _ => None,
         },
         _ => None,

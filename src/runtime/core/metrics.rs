@@ -4,8 +4,8 @@
 
 use std::fmt::Write;
 
-use super::engine::Engine;
-use super::output::QueryOutput;
+use crate::runtime::core::output::QueryOutput;
+use crate::runtime::engine::Engine;
 use crate::sources::spec::SourcePosition;
 use crate::time::{EventTime, Watermark};
 

@@ -14,13 +14,13 @@ use std::sync::Arc;
 #[cfg(feature = "server")]
 use std::time::Duration;
 
-use super::engine::WeakEngine;
-use super::sinks::SinkRuntime;
 use crate::error::{Error, Result};
+use crate::runtime::connectors::sinks::SinkRuntime;
+use crate::runtime::engine::WeakEngine;
 
 /// Starts a sink's thread.
 #[cfg(feature = "server")]
-pub(super) fn spawn(weak: WeakEngine, rt: Arc<SinkRuntime>) -> Result<()> {
+pub(in crate::runtime) fn spawn(weak: WeakEngine, rt: Arc<SinkRuntime>) -> Result<()> {
     std::thread::Builder::new()
         .name(format!("saql-sink-{}", rt.spec.name.replace('\0', "")))
         .spawn(move || {
@@ -41,7 +41,7 @@ pub(super) fn spawn(weak: WeakEngine, rt: Arc<SinkRuntime>) -> Result<()> {
 
 /// Without the server feature there is no async runtime to deliver with.
 #[cfg(not(feature = "server"))]
-pub(super) fn spawn(_weak: WeakEngine, rt: Arc<SinkRuntime>) -> Result<()> {
+pub(in crate::runtime) fn spawn(_weak: WeakEngine, rt: Arc<SinkRuntime>) -> Result<()> {
     rt.fail(&Error::NotSupported(
         "sinks need saql built with the \"server\" feature".into(),
     ));
@@ -54,7 +54,7 @@ const CHECK_EVERY: Duration = Duration::from_millis(200);
 
 #[cfg(feature = "server")]
 async fn run(weak: &WeakEngine, rt: &Arc<SinkRuntime>) -> Result<()> {
-    use super::output::SubscriptionEvent;
+    use crate::runtime::core::output::SubscriptionEvent;
     use crate::sinks::Delivery;
     use tokio::sync::mpsc::error::TryRecvError;
 
@@ -174,7 +174,7 @@ async fn run(weak: &WeakEngine, rt: &Arc<SinkRuntime>) -> Result<()> {
 /// The next rows to deliver: those after `delivered`, at most `max` of them, taken from
 /// the front of `pending` (batches whose first column is `seq`, in seq order).
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
-pub(super) fn next_batch(
+pub(in crate::runtime) fn next_batch(
     pending: &mut VecDeque<datafusion::arrow::record_batch::RecordBatch>,
     delivered: u64,
     max: usize,
@@ -297,7 +297,7 @@ async fn deliver(
     connector: &mut Option<Connector>,
     schema: &datafusion::arrow::datatypes::SchemaRef,
     d: &crate::sinks::Delivery,
-    p: &mut crate::runtime::sinks::SinkProgress,
+    p: &mut crate::runtime::connectors::sinks::SinkProgress,
 ) -> bool {
     use rand::Rng;
     let timeout = rt.spec.timeout;

@@ -17,29 +17,27 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::sqlparser::ast::{self as sq, Expr};
 use futures::StreamExt;
 
-use super::adhoc_windows;
-use super::engine::{Shared, StatementResult};
-use super::function_hint;
-use super::output::QueryOutput;
-use super::param_types;
-use super::pg_catalog::{self, RelKind, Relation};
-use super::pg_functions::{self, SessionInfo};
-use super::pg_rewrite;
 use crate::error::{Error, Result};
+use crate::runtime::core::output::QueryOutput;
+use crate::runtime::engine::{Shared, StatementResult};
+use crate::runtime::pg::catalog::{RelKind, Relation};
+use crate::runtime::pg::functions::SessionInfo;
+use crate::runtime::pg::{self, function_hint, param_types};
+use crate::runtime::statements::adhoc_windows;
 use crate::sources::param::{placeholder_number, Param};
 
 /// A DataFusion session whose tables are the streams' recent rows and the queries' retained
 /// results, as they are now, with the session functions answering for `session`.
 /// `TUMBLE`, `HOP` and `CUMULATE` over a stream's recent rows expand to at most `max_rows`
 /// rows.
-pub(super) fn context(
+pub(in crate::runtime) fn context(
     shared: &Shared,
     session: &SessionInfo,
     max_rows: usize,
 ) -> Result<SessionContext> {
     let mut config = SessionConfig::new()
         .with_target_partitions(1)
-        .with_default_catalog_and_schema(pg_catalog::DATABASE, "public");
+        .with_default_catalog_and_schema(pg::catalog::DATABASE, "public");
     // Sessions are in UTC, so `now()` is a timestamptz, as in PostgreSQL.
     config.options_mut().execution.time_zone = Some("+00:00".into());
     // Columns keep their token spans, so that an unknown one is reported where it is written.
@@ -86,16 +84,16 @@ pub(super) fn context(
             definition: definition.clone(),
             rows: *rows,
         });
-    pg_catalog::register(&ctx, relations)?;
+    pg::catalog::register(&ctx, relations)?;
     adhoc_windows::register(&ctx, Arc::new(recent), max_rows);
-    pg_functions::register(&ctx, session);
+    pg::functions::register(&ctx, session);
     Ok(ctx)
 }
 
 /// Runs a `SELECT` (placeholders bound to `params`) in `ctx`. Its result is read batch by
 /// batch and refused with 54000 once it passes `max_rows` rows or `max_bytes` bytes, so a
 /// huge result never builds up in memory.
-pub(super) async fn select(
+pub(in crate::runtime) async fn select(
     ctx: SessionContext,
     mut stmt: sq::Statement,
     params: &[Param],
@@ -104,12 +102,12 @@ pub(super) async fn select(
 ) -> Result<StatementResult> {
     let exists = |t: &str| ctx.table_exist(t).unwrap_or(true);
     let unbound = (!params.is_empty()).then(|| stmt.clone());
-    pg_rewrite::rewrite(&mut stmt, exists);
-    let catalog_query = pg_rewrite::reads_catalog(&stmt);
+    pg::rewrite::rewrite(&mut stmt, exists);
+    let catalog_query = pg::rewrite::reads_catalog(&stmt);
     if let Some(unbound) = unbound.filter(|_| catalog_query) {
         stmt = unbound;
         bind_literals(&mut stmt, params);
-        pg_rewrite::rewrite(&mut stmt, exists);
+        pg::rewrite::rewrite(&mut stmt, exists);
     }
     alias_beside_wildcard(&mut stmt);
     let names = pg_column_names(&stmt);
@@ -153,12 +151,12 @@ pub(super) async fn select(
 /// The result schema of a `SELECT` and the types of its `$1`, `$2`, ... as DataFusion
 /// infers them from their places (`ts > $1`: a timestamp), TEXT where nothing says, without
 /// running it.
-pub(super) async fn describe_select(
+pub(in crate::runtime) async fn describe_select(
     ctx: SessionContext,
     stmt: &sq::Statement,
 ) -> Result<(SchemaRef, Vec<DataType>)> {
     let mut stmt = stmt.clone();
-    pg_rewrite::rewrite(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
+    pg::rewrite::rewrite(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
     alias_beside_wildcard(&mut stmt);
     let names = pg_column_names(&stmt);
     let count = count_placeholders(&stmt);
@@ -205,7 +203,7 @@ fn pg_column_names(stmt: &sq::Statement) -> Vec<Option<String>> {
     names
 }
 
-pub(super) fn pg_expr_name(e: &Expr) -> Option<String> {
+pub(in crate::runtime) fn pg_expr_name(e: &Expr) -> Option<String> {
     Some(match e {
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) => return None,
         Expr::Nested(inner) => return pg_expr_name(inner),
@@ -373,7 +371,7 @@ fn bind(
     Ok(plan.with_param_values(values)?)
 }
 
-/// Puts each bound value into a catalog query as a literal, before [`pg_rewrite`] reads it:
+/// Puts each bound value into a catalog query as a literal, before [`pg::rewrite`] reads it:
 /// drivers' catalog queries pass names where the rewrite needs literals (SQLAlchemy's
 /// `CAST($1 AS REGCLASS)`, `LIKE $1 || '%' ESCAPE '/'`, which DataFusion's LIKE cannot take
 /// with a parameter for a pattern). Text goes in as a string, as PostgreSQL reads a value of

@@ -12,15 +12,15 @@ use std::time::{Duration, Instant};
 
 use datafusion::arrow::record_batch::RecordBatch;
 
-use super::engine::{Engine, Inserted};
-use super::hub::{Hub, StreamHub};
-use super::wal::Record;
 use crate::error::Result;
+use crate::runtime::core::hub::{Hub, StreamHub};
+use crate::runtime::durability::wal::Record;
+use crate::runtime::engine::{Engine, Inserted};
 use crate::sources::spec::SourceProgress;
 use crate::time::Watermark;
 
 /// A change to a stream that is logged but not yet durable.
-pub(super) enum Change {
+pub(in crate::runtime) enum Change {
     /// A statement's or a source read's rows (none when only a source's position moved).
     Rows {
         batches: Vec<RecordBatch>,
@@ -50,14 +50,14 @@ impl PendingChanges {
         self.waiting.is_empty()
     }
 
-    pub(super) fn push(&mut self, seq: u64, change: Change) {
+    pub(in crate::runtime) fn push(&mut self, seq: u64, change: Change) {
         self.waiting.push_back((seq, change));
     }
 }
 
 impl Hub {
     /// Applies, in log order, every waiting change whose frame is at or below `durable`.
-    pub(super) fn apply_durable(&mut self, durable: u64) {
+    pub(in crate::runtime) fn apply_durable(&mut self, durable: u64) {
         while let Some(&(seq, _)) = self.pending.waiting.front() {
             if seq > durable {
                 break;
@@ -70,7 +70,7 @@ impl Hub {
     }
 
     /// Applies one change now; says what rows did.
-    pub(super) fn apply_change(&mut self, change: Change) -> Option<Inserted> {
+    pub(in crate::runtime) fn apply_change(&mut self, change: Change) -> Option<Inserted> {
         match change {
             Change::Rows { batches, source } => {
                 let (late_before, watermark) = (self.stream.late_rows, self.stream.watermark);
@@ -104,7 +104,7 @@ impl Hub {
 }
 
 /// Rows for one stream from one statement or one source read.
-pub(super) struct Entry {
+pub(in crate::runtime) struct Entry {
     /// Its batches, each with the stream's schema.
     pub batches: Vec<RecordBatch>,
     /// The source that read them, with its position after them.
@@ -118,7 +118,7 @@ impl Engine {
     /// Enters `entry` into the stream of `hub` (named `stream`): checks, sheds, logs it as
     /// one frame, waits until that is durable and applies it in log order. Returns what the
     /// rows did; nothing is applied when it fails.
-    pub(super) fn enter(
+    pub(in crate::runtime) fn enter(
         &self,
         stream: &str,
         hub: &Arc<StreamHub>,
@@ -204,7 +204,7 @@ impl Engine {
 
     /// Moves a hub's watermark, logged so that replay moves it at the same point; behind
     /// rows still waiting to be durable, it waits with them.
-    pub(super) fn advance_logged(&self, hub: &mut Hub, to: Watermark) {
+    pub(in crate::runtime) fn advance_logged(&self, hub: &mut Hub, to: Watermark) {
         if to <= hub.stream.watermark {
             return;
         }

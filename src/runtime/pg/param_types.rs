@@ -11,7 +11,7 @@ use datafusion::sql::sqlparser::ast::{LimitClause, Query, Statement, Visit, Visi
 use crate::sources::param::placeholder_number;
 
 /// The type of each `$n` (by number) that `stmt` puts where only one type fits.
-pub(super) fn hinted(stmt: &Statement) -> HashMap<usize, DataType> {
+pub(in crate::runtime) fn hinted(stmt: &Statement) -> HashMap<usize, DataType> {
     let mut hints = Hints::default();
     let _ = stmt.visit(&mut hints);
     hints.types

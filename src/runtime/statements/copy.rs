@@ -7,11 +7,11 @@
 
 use crate::error::sqlstate;
 
-use super::adhoc;
-use super::engine::{Engine, StatementResult};
-use super::pg_functions::SessionInfo;
 use crate::error::{Error, Result};
 use crate::plan::catalog::{normalize, normalize_object};
+use crate::runtime::engine::{Engine, StatementResult};
+use crate::runtime::pg::functions::SessionInfo;
+use crate::runtime::statements::adhoc;
 use crate::sources::csv::{CopyDecoder, CopyFormat, CopyOptions};
 use crate::sql::{CopyFrom, CopyTo};
 
@@ -19,13 +19,13 @@ use crate::sql::{CopyFrom, CopyTo};
 /// to [`Engine::finish_copy`].
 pub struct CopyIn {
     /// Target stream.
-    pub(super) stream: String,
+    pub(in crate::runtime) stream: String,
     /// Number of columns per input line.
-    pub(super) columns: usize,
+    pub(in crate::runtime) columns: usize,
     /// Whether the data is in PostgreSQL's binary format (`FORMAT binary`).
-    pub(super) binary: bool,
+    pub(in crate::runtime) binary: bool,
     /// Decodes the incoming data.
-    pub(super) decoder: CopyDecoder,
+    pub(in crate::runtime) decoder: CopyDecoder,
 }
 
 impl CopyIn {
@@ -47,7 +47,7 @@ impl CopyIn {
 }
 
 impl Engine {
-    pub(super) fn start_copy(&self, c: &CopyFrom) -> Result<StatementResult> {
+    pub(in crate::runtime) fn start_copy(&self, c: &CopyFrom) -> Result<StatementResult> {
         let name = normalize_object(&c.stream);
         let def = self.read().catalog.require_stream(&name)?.clone();
         let columns: Vec<usize> = if c.columns.is_empty() {
@@ -101,7 +101,7 @@ impl Engine {
     }
 
     /// `COPY (query) TO STDOUT`: the query's rows, to be sent in `c.format`.
-    pub(super) async fn copy_to(
+    pub(in crate::runtime) async fn copy_to(
         &self,
         c: CopyTo,
         session: &SessionInfo,
@@ -125,7 +125,7 @@ impl Engine {
     pub fn finish_copy(&self, copy: CopyIn) -> Result<u64> {
         let batches = copy.decoder.finish_batches()?;
         let hub = self.hub(&copy.stream)?;
-        let entry = super::door::Entry {
+        let entry = crate::runtime::core::door::Entry {
             batches,
             source: None,
             lag: None,

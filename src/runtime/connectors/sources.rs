@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
 
-use super::engine::{Engine, Shared, StatementResult, WeakEngine};
-use super::show::{int_column, rows_result, text_column};
 use crate::error::{Error, Result};
+use crate::runtime::engine::{Engine, Shared, StatementResult, WeakEngine};
+use crate::runtime::statements::show::{int_column, rows_result, text_column};
 use crate::sources::file::{FileTail, Poll};
 use crate::sources::records::RecordDecoder;
 use crate::sources::spec::{Connector, OnError, SourcePosition, SourceProgress, SourceSpec};
@@ -90,7 +90,7 @@ impl SourceRuntime {
 
 impl Engine {
     /// Starts the thread of every source not running yet (after recovery, after CREATE SOURCE).
-    pub(super) fn start_sources(&self) -> Result<()> {
+    pub(in crate::runtime) fn start_sources(&self) -> Result<()> {
         let sources: Vec<_> = self.read().sources.values().cloned().collect();
         for rt in sources {
             if rt.started.swap(true, Ordering::SeqCst) {
@@ -145,7 +145,7 @@ impl Engine {
                 .cloned()
                 .ok_or_else(|| Error::undefined("stream", &rt.spec.stream))?
         };
-        let entry = super::door::Entry {
+        let entry = crate::runtime::core::door::Entry {
             batches: vec![batch],
             source: Some((name.clone(), progress.clone())),
             lag: None,
@@ -468,7 +468,7 @@ fn decoder_schema(
 }
 
 /// `SHOW SOURCES`: each source's kind, stream, state, counters, position and last error.
-pub(super) fn show_sources(shared: &Shared) -> StatementResult {
+pub(in crate::runtime) fn show_sources(shared: &Shared) -> StatementResult {
     let mut text: [Vec<String>; 7] = Default::default();
     let mut nums: [Vec<u64>; 3] = Default::default();
     for (name, rt) in &shared.sources {

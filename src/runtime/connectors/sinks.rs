@@ -23,9 +23,9 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
-use super::engine::{Engine, Shared, StatementResult};
-use super::output::{QueryOutput, SubscriptionEvents};
 use crate::error::{Error, Result};
+use crate::runtime::core::output::{QueryOutput, SubscriptionEvents};
+use crate::runtime::engine::{Engine, Shared, StatementResult};
 use crate::sinks::spec::SinkSpec;
 
 /// What a sink has delivered, kept in its progress file.
@@ -95,11 +95,11 @@ impl SinkRuntime {
         self.lock().clone()
     }
 
-    pub(super) fn update(&self, f: impl FnOnce(&mut SinkStatus)) {
+    pub(in crate::runtime) fn update(&self, f: impl FnOnce(&mut SinkStatus)) {
         f(&mut self.lock());
     }
 
-    pub(super) fn stopped(&self) -> bool {
+    pub(in crate::runtime) fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
     }
 
@@ -116,14 +116,14 @@ impl SinkRuntime {
 
     /// Removes a progress file left by an earlier sink of this name (a crash between
     /// logging its DROP and removing the file).
-    pub(super) fn forget_stale(&self) {
+    pub(in crate::runtime) fn forget_stale(&self) {
         if let Some(file) = &self.file {
             let _ = std::fs::remove_file(file);
         }
     }
 
     /// The progress saved by an earlier run, if any.
-    pub(super) fn load(&self) -> Result<Option<SinkProgress>> {
+    pub(in crate::runtime) fn load(&self) -> Result<Option<SinkProgress>> {
         let Some(file) = &self.file else {
             return Ok(None);
         };
@@ -137,7 +137,7 @@ impl SinkRuntime {
     }
 
     /// Records `progress` (durably, with a data directory) unless the sink was stopped.
-    pub(super) fn save(&self, progress: &SinkProgress) -> Result<()> {
+    pub(in crate::runtime) fn save(&self, progress: &SinkProgress) -> Result<()> {
         let mut status = self.lock();
         if self.stopped() {
             return Ok(());
@@ -149,7 +149,7 @@ impl SinkRuntime {
         Ok(())
     }
 
-    pub(super) fn fail(&self, e: &Error) {
+    pub(in crate::runtime) fn fail(&self, e: &Error) {
         tracing::warn!("sink \"{}\" stopped: {e}", self.spec.name);
         self.update(|s| {
             s.state = "failed".into();
@@ -173,12 +173,12 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
         .and_then(|_| f.sync_all())
         .map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))?;
-    super::wal::sync_dir(dir)
+    crate::runtime::durability::wal::sync_dir(dir)
 }
 
 /// Where a sink starts reading: the rows after `from` that are still retained, then live
 /// rows.
-pub(super) struct Attached {
+pub(in crate::runtime) struct Attached {
     /// The query's result schema (without `seq`).
     pub schema: SchemaRef,
     /// The seq the sink has delivered through (moved past a gap, or set on a first start).
@@ -193,7 +193,7 @@ pub(super) struct Attached {
 
 impl Engine {
     /// Starts the thread of every sink not running yet (after recovery, after CREATE SINK).
-    pub(super) fn start_sinks(&self) -> Result<()> {
+    pub(in crate::runtime) fn start_sinks(&self) -> Result<()> {
         let sinks: Vec<_> = self.read().sinks.values().cloned().collect();
         for rt in sinks {
             if rt.started.swap(true, Ordering::SeqCst) {
@@ -202,13 +202,13 @@ impl Engine {
             if let Ok(from) = self.first_from(&rt) {
                 let _ = rt.first_from.set(from);
             }
-            super::sink_loop::spawn(self.downgrade(), rt)?;
+            crate::runtime::connectors::sink_loop::spawn(self.downgrade(), rt)?;
         }
         Ok(())
     }
 
     /// Where sinks keep their progress files.
-    pub(super) fn sink_dir(&self) -> Option<PathBuf> {
+    pub(in crate::runtime) fn sink_dir(&self) -> Option<PathBuf> {
         self.config.data_dir.as_ref().map(|d| d.join("sinks"))
     }
 
@@ -242,7 +242,11 @@ impl Engine {
     /// Attaches a sink to its query: the retained rows after `delivered` (`None`: where
     /// [`Engine::first_from`] put it when it was started) and a live subscription, taken under
     /// the query's lock so that no row falls between them.
-    pub(super) fn attach_sink(&self, rt: &SinkRuntime, delivered: Option<u64>) -> Result<Attached> {
+    pub(in crate::runtime) fn attach_sink(
+        &self,
+        rt: &SinkRuntime,
+        delivered: Option<u64>,
+    ) -> Result<Attached> {
         let from = match delivered.or(rt.first_from.get().copied()) {
             Some(from) => from,
             None => self.first_from(rt)?,
@@ -265,7 +269,7 @@ impl Engine {
 /// state and last error.
 /// `SHOW SINKS`: secrets in the definitions and errors are masked, and only an admin sees
 /// where a sink delivers and what its target answered (others get NULL there).
-pub(super) fn show_sinks(shared: &Shared, admin: bool) -> StatementResult {
+pub(in crate::runtime) fn show_sinks(shared: &Shared, admin: bool) -> StatementResult {
     let text = |name: &str| Field::new(name, DataType::Utf8, true);
     let int = |name: &str| Field::new(name, DataType::Int64, true);
     let schema = Arc::new(Schema::new(vec![

@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 
 use datafusion::arrow::record_batch::RecordBatch;
 
-use super::door::PendingChanges;
-use super::graph::OperatorGraph;
-use super::output::{OutputHandle, QueryOutput};
-use super::retained::Retained;
-use super::shedding::Shedder;
-use super::stream::StreamRuntime;
 use crate::error::{Error, Result};
 use crate::plan::{QueryPlan, StreamDef};
+use crate::runtime::core::door::PendingChanges;
+use crate::runtime::core::graph::OperatorGraph;
+use crate::runtime::core::output::{OutputHandle, QueryOutput};
+use crate::runtime::core::retained::Retained;
+use crate::runtime::core::shedding::Shedder;
+use crate::runtime::core::stream::StreamRuntime;
 use crate::sources::spec::SourceProgress;
 use crate::sql::CreateQuery;
 use crate::time::Watermark;
@@ -63,7 +63,7 @@ impl StreamHub {
     }
 
     /// Locks the hub for a writer, and says how long the writer waited for it (its lag: see
-    /// [`super::shedding`]); a wait is counted in the stream's backpressure counters.
+    /// [`crate::runtime::core::shedding`]); a wait is counted in the stream's backpressure counters.
     pub fn lock_for_ingest(&self) -> (MutexGuard<'_, Hub>, Duration) {
         match self.inner.try_lock() {
             Ok(hub) => (hub, Duration::ZERO),

@@ -22,11 +22,11 @@ use crate::error::Error;
 use crate::operators::window_aggregate::WindowAssigner;
 
 /// A stream's schema and recent rows.
-pub(super) type Recent = HashMap<String, (SchemaRef, Vec<RecordBatch>)>;
+pub(in crate::runtime) type Recent = HashMap<String, (SchemaRef, Vec<RecordBatch>)>;
 
 /// Registers `tumble`, `hop` and `cumulate` over `streams`; a call expands to at most
 /// `max_rows` rows.
-pub(super) fn register(ctx: &SessionContext, streams: Arc<Recent>, max_rows: usize) {
+pub(in crate::runtime) fn register(ctx: &SessionContext, streams: Arc<Recent>, max_rows: usize) {
     for kind in [Kind::Tumble, Kind::Hop, Kind::Cumulate] {
         let name = match kind {
             Kind::Tumble => "tumble",

@@ -8,7 +8,7 @@ use datafusion::prelude::SessionContext;
 use crate::error::{sqlstate, Error};
 
 /// `e` with a deterministic hint when it is an unknown function, else `e` unchanged.
-pub(super) fn with_hint(e: Error, ctx: &SessionContext) -> Error {
+pub(in crate::runtime) fn with_hint(e: Error, ctx: &SessionContext) -> Error {
     let Error::Plan {
         sqlstate: code,
         message,

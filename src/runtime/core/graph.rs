@@ -16,13 +16,13 @@ use std::collections::VecDeque;
 
 use datafusion::arrow::record_batch::RecordBatch;
 
-use super::output::{OutputHandle, QueryFailure, QueryOutput};
-use super::predicates::{AtomValues, SharedPredicates, SplitPredicate};
 use crate::error::{Error, Result};
 use crate::operators::filter;
 use crate::operators::Operator;
 use crate::plan::rollup::rollup;
 use crate::plan::OperatorSpec;
+use crate::runtime::core::output::{OutputHandle, QueryFailure, QueryOutput};
+use crate::runtime::core::predicates::{AtomValues, SharedPredicates, SplitPredicate};
 use crate::time::Watermark;
 
 struct Node {
@@ -422,7 +422,7 @@ mod tests {
 
     use super::*;
     use crate::plan::{plan_query, Catalog};
-    use crate::runtime::retained::Retained;
+    use crate::runtime::core::retained::Retained;
     use crate::time::EventTime;
 
     fn catalog() -> Catalog {

@@ -10,7 +10,7 @@
 //! `information_schema` says the same with PostgreSQL's type names ([`info_schema`]); the
 //! empty tables are listed in [`empty`], the functions in [`functions`], the settings and
 //! table statistics in [`settings`], the keywords in [`keywords`]. How the statements tools
-//! send are made plannable is in [`super::pg_rewrite`].
+//! send are made plannable is in [`crate::runtime::pg::rewrite`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -43,7 +43,7 @@ pub const DATABASE: &str = "saql";
 /// The oid psql joins relations to their namespace by; `public` as in PostgreSQL.
 const PUBLIC_OID: i64 = 2200;
 const CATALOG_OID: i64 = 11;
-pub(super) const OWNER: &str = "saql";
+pub(in crate::runtime) const OWNER: &str = "saql";
 const OWNER_OID: i64 = 10;
 const DATABASE_OID: i64 = 16383;
 /// PostgreSQL's default collation, which text columns carry.
@@ -82,12 +82,12 @@ pub fn relation_oid(name: &str) -> i64 {
 
 /// A PostgreSQL type saql sends: oid, name, array type oid, length, name as `format_type`
 /// gives it, default collation.
-pub(super) struct PgType {
-    pub(super) oid: i64,
-    pub(super) name: &'static str,
+pub(in crate::runtime) struct PgType {
+    pub(in crate::runtime) oid: i64,
+    pub(in crate::runtime) name: &'static str,
     array: i64,
     len: i64,
-    pub(super) formatted: &'static str,
+    pub(in crate::runtime) formatted: &'static str,
     collation: i64,
 }
 
@@ -102,7 +102,7 @@ const fn ty(oid: i64, name: &'static str, array: i64, len: i64, formatted: &'sta
     }
 }
 
-pub(super) const TYPES: [PgType; 13] = [
+pub(in crate::runtime) const TYPES: [PgType; 13] = [
     ty(16, "bool", 1000, 1, "boolean"),
     ty(18, "char", 1002, 1, "\"char\""),
     ty(19, "name", 1003, 64, "name"),
@@ -125,7 +125,7 @@ pub(super) const TYPES: [PgType; 13] = [
 ];
 
 /// The PostgreSQL type an Arrow column is sent as (the wire encoder's choice).
-pub(super) fn pg_type_of(t: &DataType) -> &'static PgType {
+pub(in crate::runtime) fn pg_type_of(t: &DataType) -> &'static PgType {
     let oid = match t {
         DataType::Boolean => 16,
         DataType::Int8 | DataType::Int16 | DataType::UInt8 => 21,
@@ -141,7 +141,7 @@ pub(super) fn pg_type_of(t: &DataType) -> &'static PgType {
 }
 
 /// The oid of a type name as `to_regtype` takes it (`int8`, `bigint`, `pg_catalog.text`, ...).
-pub(super) fn type_oid(name: &str) -> Option<i64> {
+pub(in crate::runtime) fn type_oid(name: &str) -> Option<i64> {
     let name = name.trim().to_lowercase();
     let name = name.strip_prefix("pg_catalog.").unwrap_or(&name);
     TYPES

@@ -7,8 +7,8 @@ use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::TimestampNanosecondType;
 use datafusion::arrow::record_batch::RecordBatch;
 
-use super::retained::Retained;
 use crate::plan::StreamDef;
+use crate::runtime::core::retained::Retained;
 use crate::time::{EventTime, Watermark};
 
 /// A stream's event-time progress and counters.

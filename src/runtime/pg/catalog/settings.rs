@@ -8,7 +8,7 @@ use datafusion::prelude::SessionContext;
 use super::table::Table;
 use super::{relation_oid, Relation, SCHEMA};
 use crate::error::Result;
-use crate::runtime::pg_functions::{setting, SETTINGS};
+use crate::runtime::pg::functions::{setting, SETTINGS};
 
 /// Registers `pg_settings` and `pg_stat_user_tables` for `relations`.
 pub(super) fn register(ctx: &SessionContext, relations: &[Relation]) -> Result<()> {

@@ -413,16 +413,6 @@ impl IngestLog {
         }
         Ok(())
     }
-
-    /// Total bytes in the log's segments.
-    pub fn bytes(&self) -> u64 {
-        segments(&self.dir)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|(_, p)| std::fs::metadata(p).ok())
-            .map(|m| m.len())
-            .sum()
-    }
 }
 
 impl Drop for IngestLog {

@@ -4,18 +4,18 @@
 //! error and leaves the catalog as it was) and replay applies the same changes in the same
 //! order.
 
-use super::engine::{Engine, Shared};
 use crate::error::sqlstate;
+use crate::runtime::engine::{Engine, Shared};
 use std::sync::Arc;
 
-use super::hub::StreamHub;
-use super::sinks::SinkRuntime;
-use super::sources::SourceRuntime;
-use super::wal::Record;
 use crate::error::{Error, Result};
 use crate::plan::catalog::normalize;
 use crate::plan::spec::OperatorSpec;
 use crate::plan::{plan_continuous, QueryPlan, StreamDef};
+use crate::runtime::connectors::sinks::SinkRuntime;
+use crate::runtime::connectors::sources::SourceRuntime;
+use crate::runtime::core::hub::StreamHub;
+use crate::runtime::durability::wal::Record;
 use crate::sinks::spec::{SinkSpec, SinkTarget};
 use crate::sources::spec::{Connector, SourceSpec};
 use crate::sql::{CreateQuery, Statement};
@@ -24,7 +24,7 @@ impl Engine {
     /// Applies a catalog change: checks it, appends it to the log and waits until it is
     /// durable (`log`, unless it is being replayed from there), then changes memory. Returns
     /// the log sequence number.
-    pub(super) fn ddl(
+    pub(in crate::runtime) fn ddl(
         &self,
         shared: &mut Shared,
         stmt: Statement,

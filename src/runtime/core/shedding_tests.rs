@@ -13,7 +13,7 @@ use datafusion::arrow::util::display::array_value_to_string;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::engine::{Engine, EngineConfig, StatementResult};
+use crate::runtime::engine::{Engine, EngineConfig, StatementResult};
 
 const SEC: i64 = 1_000_000_000;
 

@@ -11,12 +11,14 @@ use std::time::{Duration, Instant};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 
-use super::checkpoint::{CheckpointStore, Manifest, QueryState, Snapshot, StreamState, Written};
-use super::engine::{Engine, Shared};
-use super::output::QueryOutput;
-use super::wal::{FsyncPolicy, IngestLog, Record};
 use crate::error::{Error, Result};
 use crate::operators::snapshot::{decode, encode, StateImage};
+use crate::runtime::core::output::QueryOutput;
+use crate::runtime::durability::checkpoint::{
+    CheckpointStore, Manifest, QueryState, Snapshot, StreamState, Written,
+};
+use crate::runtime::durability::wal::{FsyncPolicy, IngestLog, Record};
+use crate::runtime::engine::{Engine, Shared};
 use crate::sql;
 use crate::time::{EventTime, Watermark};
 
@@ -87,7 +89,7 @@ impl Durability {
 
 /// Takes every hub's state in memory: the catalog is held still (no DDL) while each hub is
 /// locked in turn just long enough to snapshot its operators and outputs.
-pub(super) fn snapshot(
+pub(in crate::runtime) fn snapshot(
     shared: &Shared,
     log: &IngestLog,
     epoch: u64,
@@ -160,7 +162,11 @@ fn encoded_later(schema: &SchemaRef, rows: Vec<RecordBatch>) -> StateImage {
 
 /// Restores a checkpoint into `shared`, whose catalog was just rebuilt from the manifest's
 /// SQL (so every hub and query exists, freshly planned).
-pub(super) fn restore(shared: &Shared, store: &CheckpointStore, manifest: &Manifest) -> Result<()> {
+pub(in crate::runtime) fn restore(
+    shared: &Shared,
+    store: &CheckpointStore,
+    manifest: &Manifest,
+) -> Result<()> {
     let epoch = manifest.epoch;
     let batches = |file: &str, schema: &SchemaRef| -> Result<Vec<_>> {
         let (_, batches) = decode(&store.read(epoch, file)?)?;
@@ -233,7 +239,7 @@ const CATALOG_FILE: &str = "catalog.sql";
 
 impl Engine {
     /// Restores the newest checkpoint and replays the log after it.
-    pub(super) fn recover(&self, d: &Durability) -> Result<()> {
+    pub(in crate::runtime) fn recover(&self, d: &Durability) -> Result<()> {
         let started = Instant::now();
         let mut shared = self.write();
         let manifest = d.checkpoints.latest()?;
@@ -344,7 +350,7 @@ impl Engine {
     }
 
     /// Starts the thread that takes a checkpoint every `every`; it ends with the engine.
-    pub(super) fn checkpoint_every(&self, every: Duration) -> Result<()> {
+    pub(in crate::runtime) fn checkpoint_every(&self, every: Duration) -> Result<()> {
         let shared = Arc::downgrade(&self.shared);
         let durability = self.durability.as_ref().map(Arc::downgrade);
         let config = self.config.clone();

@@ -1,0 +1,8 @@
+//! The loops that run sources (reading a file or a topic into a stream through the core's
+//! door) and sinks (delivering a query's results, advancing their delivered seq).
+
+pub(crate) mod sink_loop;
+// Sinks deliver only with the server feature (their loop needs its clients).
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) mod sinks;
+pub(crate) mod sources;

@@ -1,0 +1,6 @@
+//! What survives a crash: the ingest log, checkpoints of operator state, and recovery that
+//! replays the log after the newest checkpoint.
+
+pub(crate) mod checkpoint;
+pub(crate) mod recovery;
+pub mod wal;

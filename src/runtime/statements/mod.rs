@@ -1,0 +1,9 @@
+//! The statement layer: one module per statement family, each an `impl Engine` block over
+//! the engine core.
+
+pub(crate) mod adhoc;
+pub(crate) mod adhoc_windows;
+pub(crate) mod copy;
+pub(crate) mod ddl;
+pub(crate) mod show;
+pub(crate) mod subscribe;
