@@ -52,3 +52,11 @@ pub const MAX_TOP_N: u64 = 10_000;
 /// Most rows an `EVIDENCE(..., n)` call may keep per window and group, refused at CREATE past
 /// it (54000): the state of every open group holds up to `n` rendered rows.
 pub const MAX_EVIDENCE_ROWS: u64 = 10_000;
+
+/// Most rows a reference table holds unless its `WITH (max_rows = ...)` says otherwise
+/// (53400 past it).
+pub const DEFAULT_TABLE_MAX_ROWS: usize = 10_000_000;
+
+/// Most bytes a reference table's rows take unless its `WITH (max_bytes = ...)` says
+/// otherwise (53400 past it).
+pub const DEFAULT_TABLE_MAX_BYTES: usize = 2 << 30;

@@ -31,8 +31,12 @@ pub const INVALID_TEXT_REPRESENTATION: &str = "22P02";
 pub const INVALID_BINARY_REPRESENTATION: &str = "22P03";
 /// `22P04`.
 pub const BAD_COPY_FILE_FORMAT: &str = "22P04";
+/// `21000`.
+pub const CARDINALITY_VIOLATION: &str = "21000";
 /// `23502`.
 pub const NOT_NULL_VIOLATION: &str = "23502";
+/// `23505`.
+pub const UNIQUE_VIOLATION: &str = "23505";
 /// `26000`.
 pub const INVALID_SQL_STATEMENT_NAME: &str = "26000";
 /// `28000`.

@@ -9,6 +9,7 @@ pub mod filter;
 pub mod grouping_sets;
 pub mod history;
 pub mod invariant;
+pub mod lookup;
 pub mod outlier;
 pub mod pattern;
 pub mod project;

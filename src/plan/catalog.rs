@@ -10,6 +10,7 @@ use std::time::Duration;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::sql::sqlparser::ast::{self as sq, Ident, ObjectName, TimezoneInfo};
 
+use super::table_def::TableDef;
 use crate::error::{Error, Result};
 use crate::sql::interval::parse_duration;
 use crate::sql::{CreateQuery, CreateSink, CreateSource, CreateStream};
@@ -248,6 +249,7 @@ impl StreamDef {
 #[derive(Debug, Default, Clone)]
 pub struct Catalog {
     streams: BTreeMap<String, Arc<StreamDef>>,
+    tables: BTreeMap<String, Arc<TableDef>>,
     queries: BTreeMap<String, CreateQuery>,
     sources: BTreeMap<String, CreateSource>,
     sinks: BTreeMap<String, CreateSink>,
@@ -290,6 +292,31 @@ impl Catalog {
         self.streams.values()
     }
 
+    /// A table by normalised name.
+    pub fn table(&self, name: &str) -> Option<&Arc<TableDef>> {
+        self.tables.get(name)
+    }
+
+    /// All tables in name order.
+    pub fn tables(&self) -> impl Iterator<Item = &Arc<TableDef>> {
+        self.tables.values()
+    }
+
+    /// Adds a table.
+    pub fn add_table(&mut self, def: TableDef) -> Result<Arc<TableDef>> {
+        if self.name_taken(&def.name) {
+            return Err(Error::duplicate("relation", &def.name));
+        }
+        let def = Arc::new(def);
+        self.tables.insert(def.name.clone(), def.clone());
+        Ok(def)
+    }
+
+    /// Removes a table.
+    pub fn remove_table(&mut self, name: &str) -> Option<Arc<TableDef>> {
+        self.tables.remove(name)
+    }
+
     /// A continuous query's definition.
     pub fn query(&self, name: &str) -> Option<&CreateQuery> {
         self.queries.get(name)
@@ -300,9 +327,11 @@ impl Catalog {
         self.queries.iter()
     }
 
-    /// Whether a stream or query already has this name.
+    /// Whether a stream, table or query already has this name.
     pub fn name_taken(&self, name: &str) -> bool {
-        self.streams.contains_key(name) || self.queries.contains_key(name)
+        self.streams.contains_key(name)
+            || self.tables.contains_key(name)
+            || self.queries.contains_key(name)
     }
 
     /// Adds a stream.
@@ -377,12 +406,16 @@ impl Catalog {
         self.sinks.remove(name)
     }
 
-    /// The catalog as SQL statements, streams first, then sources, then queries, then sinks, each ending
-    /// with `;` and a newline.
+    /// The catalog as SQL statements, streams and tables first, then sources, then queries,
+    /// then sinks, each ending with `;` and a newline.
     pub fn to_sql(&self) -> String {
         let mut out = String::new();
         for s in self.streams.values() {
             out.push_str(&s.ddl.to_string());
+            out.push_str(";\n");
+        }
+        for t in self.tables.values() {
+            out.push_str(&t.ddl.to_string());
             out.push_str(";\n");
         }
         for s in self.sources.values() {

@@ -29,10 +29,11 @@ use serde_json::{json, Map, Value};
 use super::catalog::StreamDef;
 use super::query::WindowSpec;
 use super::spec::{
-    FilterSpec, HistorySpec, InvariantSpec, MatchRecognizeSpec, OperatorSpec, OutlierSpec,
-    ProjectSpec, SessionWindowSpec, SuppressSpec, WindowAggregateSpec,
+    FilterSpec, HistorySpec, InvariantSpec, LookupJoinSpec, MatchRecognizeSpec, OperatorSpec,
+    OutlierSpec, ProjectSpec, SessionWindowSpec, SuppressSpec, WindowAggregateSpec,
 };
 use crate::operators::invariant::Training;
+use crate::operators::lookup::LookupKind;
 use crate::operators::outlier::OutlierMethod;
 use crate::operators::pattern::{AfterMatch, EmptyMatches, RowsPerMatch};
 
@@ -66,6 +67,7 @@ impl OperatorSpec {
     pub fn explain(&self) -> ExplainNode {
         match self {
             OperatorSpec::Filter(s) => filter(s),
+            OperatorSpec::LookupJoin(s) => lookup_join(s),
             OperatorSpec::Project(s) => project(s),
             OperatorSpec::WindowAggregate(s) => window_aggregate(s),
             OperatorSpec::WindowAssign(s) => ExplainNode::new("WindowAssign")
@@ -108,6 +110,27 @@ fn filter(s: &FilterSpec) -> ExplainNode {
     ExplainNode::new("Filter")
         .with("predicate", show(&s.condition, &s.relation))
         .with("state", "none")
+}
+
+fn lookup_join(s: &LookupJoinSpec) -> ExplainNode {
+    let kind = match s.kind {
+        LookupKind::Inner => "inner",
+        LookupKind::Left => "left",
+        LookupKind::Semi => "semi (IN / EXISTS)",
+        LookupKind::Anti { null_aware: true } => "anti (NOT IN)",
+        LookupKind::Anti { null_aware: false } => "anti (NOT EXISTS)",
+    };
+    let mut node = ExplainNode::new("LookupJoin")
+        .with("table", s.table_name.clone())
+        .with("kind", kind);
+    if let Some(c) = &s.condition {
+        node = node.with("condition", show(c, &s.relation));
+    }
+    node.with(
+        "state",
+        "none: each row looks up the table by its primary key, as the table is when the row \
+         is processed",
+    )
 }
 
 fn project(s: &ProjectSpec) -> ExplainNode {

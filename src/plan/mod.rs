@@ -20,15 +20,18 @@ mod expr;
 mod from;
 mod grouping;
 mod history;
+mod lookup;
 mod pattern;
 #[cfg(test)]
 mod position_tests;
 pub mod query;
 pub mod rollup;
 pub mod spec;
+pub mod table_def;
 mod topn;
 
 pub use catalog::{Catalog, EventTimeDef, StreamDef};
 pub use expr::ConstantEvaluator;
 pub use query::{plan_continuous, plan_query, QueryPlan, WindowSpec};
 pub use spec::OperatorSpec;
+pub use table_def::TableDef;

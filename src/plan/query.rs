@@ -6,7 +6,9 @@
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::common::tree_node::TreeNode;
+use datafusion::logical_expr::utils::{conjunction, split_conjunction};
+use datafusion::logical_expr::{Expr as LExpr, LogicalPlan};
 use datafusion::sql::planner::SqlToRel;
 use datafusion::sql::sqlparser::ast::{self as sq, SetExpr};
 
@@ -20,6 +22,7 @@ use super::expr::{mentions_window, physical};
 pub use super::from::WindowSpec;
 use super::from::{resolve_from, windowed_schema};
 use super::history::plan_history;
+use super::lookup;
 use super::spec::{FilterSpec, OperatorSpec, ProjectSpec};
 use super::topn;
 use crate::error::{Error, Result};
@@ -37,6 +40,8 @@ pub struct QueryPlan {
     pub specs: Vec<OperatorSpec>,
     /// Schema of the result rows.
     pub schema: SchemaRef,
+    /// The tables it reads (joins and subqueries), by name.
+    pub tables: Vec<String>,
 }
 
 impl QueryPlan {
@@ -122,9 +127,11 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
             "a continuous query must be a single SELECT".into(),
         ));
     };
-    if select.from.len() != 1 || !select.from[0].joins.is_empty() {
+    if select.from.len() != 1 {
         return Err(Error::NotSupported(
-            "a continuous query reads exactly one stream; joins are not supported yet".into(),
+            "a continuous query reads one stream, joined with tables: FROM s JOIN t ON ... \
+             (a comma-separated FROM list is not supported)"
+                .into(),
         ));
     }
     let (stream, window, pattern) = resolve_from(&mut select.from[0].relation, clauses, catalog)?;
@@ -136,6 +143,10 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
     };
     let mut ctx = PlanContext::new();
     ctx.add_table(&stream.name, scan_schema.clone())?;
+    // Joins and subqueries may read any table.
+    for t in catalog.tables() {
+        ctx.add_table(&t.name, t.store.schema().clone())?;
+    }
     let planner = SqlToRel::new(&ctx);
     let plan = planner.sql_statement_to_plan(sq::Statement::Query(Box::new(query)))?;
     let plan =
@@ -149,6 +160,8 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
     let assigns = window.is_some() && !chain.iter().any(|n| matches!(n, LogicalPlan::Aggregate(_)));
     let mut nodes = ChainPlanner {
         ctx: &ctx,
+        catalog,
+        tables: Vec::new(),
         stream: &stream,
         window,
         schema: match assigns {
@@ -171,12 +184,18 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         // SELECT * with no WHERE over the window's rows: nothing above the scan.
         nodes.assign_windows()?;
     }
-    let ChainPlanner { specs, schema, .. } = nodes;
+    let ChainPlanner {
+        specs,
+        schema,
+        tables,
+        ..
+    } = nodes;
     Ok(QueryPlan {
         stream,
         window,
         specs,
         schema,
+        tables,
     })
 }
 
@@ -188,6 +207,11 @@ fn node_chain(plan: &LogicalPlan) -> Result<Vec<&LogicalPlan>> {
     loop {
         match node {
             LogicalPlan::TableScan(_) => break,
+            // A join with a table: the stream is its left side.
+            LogicalPlan::Join(j) => {
+                chain.push(node);
+                node = &j.left;
+            }
             LogicalPlan::Projection(_)
             | LogicalPlan::Filter(_)
             | LogicalPlan::Aggregate(_)
@@ -211,6 +235,9 @@ fn node_chain(plan: &LogicalPlan) -> Result<Vec<&LogicalPlan>> {
 /// Maps the nodes of a logical plan, from the scan up, onto operator specs.
 struct ChainPlanner<'a> {
     ctx: &'a PlanContext,
+    catalog: &'a Catalog,
+    /// The tables joined so far.
+    tables: Vec<String>,
     stream: &'a Arc<StreamDef>,
     window: Option<WindowSpec>,
     /// What the SQL planner scanned: the stream's columns, with the window's bounds.
@@ -237,6 +264,54 @@ impl ChainPlanner<'_> {
         }
         match node {
             LogicalPlan::SubqueryAlias(_) => Ok(()),
+            LogicalPlan::Join(j) => {
+                let spec = lookup::plan_join(self.ctx, j, self.catalog, &self.stream.name)?;
+                if let OperatorSpec::LookupJoin(s) = &spec {
+                    self.tables.push(s.table_name.clone());
+                    self.schema = s.schema.clone();
+                }
+                self.specs.push(spec);
+                Ok(())
+            }
+            LogicalPlan::Filter(f) if has_subquery(&f.predicate) => {
+                // Plain conjuncts filter first; each subquery is a semi or anti join.
+                let mut plain = Vec::new();
+                let mut joins = Vec::new();
+                for c in split_conjunction(&f.predicate) {
+                    match lookup::plan_subquery(
+                        self.ctx,
+                        c,
+                        &input,
+                        self.catalog,
+                        &self.stream.name,
+                    )? {
+                        Some(spec) => joins.push(spec),
+                        None if has_subquery(c) => {
+                            return Err(Error::NotSupported(format!(
+                                "a subquery is supported in WHERE as a conjunct of the form \
+                                 x [NOT] IN (SELECT key FROM table ...) or [NOT] EXISTS \
+                                 (SELECT ... FROM table WHERE table.key = x ...), not in {c}"
+                            )))
+                        }
+                        None => plain.push(c.clone()),
+                    }
+                }
+                if let Some(predicate) = conjunction(plain) {
+                    self.specs.push(OperatorSpec::Filter(FilterSpec {
+                        predicate: physical(self.ctx, &predicate, &input)?,
+                        schema: self.schema.clone(),
+                        condition: predicate,
+                        relation: self.stream.name.clone(),
+                    }));
+                }
+                for spec in joins {
+                    if let OperatorSpec::LookupJoin(s) = &spec {
+                        self.tables.push(s.table_name.clone());
+                    }
+                    self.specs.push(spec);
+                }
+                Ok(())
+            }
             LogicalPlan::Filter(f) => {
                 if self.window.is_some()
                     && !self.aggregated
@@ -346,4 +421,15 @@ impl ChainPlanner<'_> {
         self.assigned = true;
         Ok(())
     }
+}
+
+/// Whether `e` holds a subquery (`IN (SELECT ...)`, `EXISTS`, a scalar subquery).
+fn has_subquery(e: &LExpr) -> bool {
+    e.exists(|e| {
+        Ok(matches!(
+            e,
+            LExpr::InSubquery(_) | LExpr::Exists(_) | LExpr::ScalarSubquery(_)
+        ))
+    })
+    .unwrap_or(false)
 }

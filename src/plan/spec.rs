@@ -30,6 +30,7 @@ use crate::operators::aggregates::AggregateSpec;
 use crate::operators::grouping_sets::GroupingSetsAggregate;
 use crate::operators::history::HistoryColumn;
 use crate::operators::invariant::{InvariantKind, Training};
+use crate::operators::lookup::{LookupJoin, LookupKind, TableStore};
 use crate::operators::outlier::OutlierMethod;
 use crate::operators::pattern::PatternSpec;
 use crate::operators::session_window::GroupColumn;
@@ -67,6 +68,67 @@ pub enum OperatorSpec {
     Suppress(SuppressSpec),
     /// Replicas of a keyed operator, each owning a share of its keys (worker parallelism).
     Sharded(ShardedSpec),
+    /// A join with a table, by its primary key (`JOIN`, `LEFT JOIN`, `IN`/`EXISTS`).
+    LookupJoin(LookupJoinSpec),
+}
+
+/// A [`LookupJoin`].
+#[derive(Debug, Clone)]
+pub struct LookupJoinSpec {
+    /// The table's rows.
+    pub table: Arc<TableStore>,
+    /// The table's name (specs compare tables by it).
+    pub table_name: String,
+    /// What is emitted for a row.
+    pub kind: LookupKind,
+    /// One per key column, over `input`.
+    pub probe: Vec<Arc<dyn PhysicalExpr>>,
+    /// Over `joined`: what a matched pair must also satisfy.
+    pub residual: Option<Arc<dyn PhysicalExpr>>,
+    /// Schema of the rows in.
+    pub input: SchemaRef,
+    /// The input's columns followed by the table's.
+    pub joined: SchemaRef,
+    /// Schema of the rows out.
+    pub schema: SchemaRef,
+    /// The join condition as planned (EXPLAIN shows it).
+    pub condition: Option<LExpr>,
+    /// The relation that qualifies the stream's columns in `condition`.
+    pub relation: String,
+}
+
+impl PartialEq for LookupJoinSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.table_name == other.table_name
+            && Arc::ptr_eq(&self.table, &other.table)
+            && self.kind == other.kind
+            && self.probe == other.probe
+            && match (&self.residual, &other.residual) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::eq(a, b),
+                _ => false,
+            }
+            && self.input == other.input
+            && self.joined == other.joined
+            && self.schema == other.schema
+            && self.condition == other.condition
+            && self.relation == other.relation
+    }
+}
+
+impl Eq for LookupJoinSpec {}
+
+impl Hash for LookupJoinSpec {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.table_name.hash(state);
+        self.kind.hash(state);
+        self.probe.hash(state);
+        if let Some(r) = &self.residual {
+            r.hash(state);
+        }
+        self.schema.hash(state);
+        self.condition.hash(state);
+    }
 }
 
 /// A [`Filter`].
@@ -437,6 +499,14 @@ impl OperatorSpec {
                 s.time_column,
                 s.schema.clone(),
             )?),
+            OperatorSpec::LookupJoin(s) => Box::new(LookupJoin::new(
+                s.table.clone(),
+                s.kind,
+                s.probe.clone(),
+                s.residual.clone(),
+                s.joined.clone(),
+                s.schema.clone(),
+            )?),
             OperatorSpec::Sharded(s) => {
                 let replicas = (0..s.workers)
                     .map(|_| s.inner.build())
@@ -458,7 +528,10 @@ impl OperatorSpec {
     pub fn is_stateless(&self) -> bool {
         matches!(
             self,
-            OperatorSpec::Filter(_) | OperatorSpec::Project(_) | OperatorSpec::WindowAssign(_)
+            OperatorSpec::Filter(_)
+                | OperatorSpec::Project(_)
+                | OperatorSpec::WindowAssign(_)
+                | OperatorSpec::LookupJoin(_)
         )
     }
 
@@ -477,6 +550,7 @@ impl OperatorSpec {
             OperatorSpec::Outlier(_) => "Outlier",
             OperatorSpec::Suppress(_) => "Suppress",
             OperatorSpec::Sharded(s) => s.inner.name(),
+            OperatorSpec::LookupJoin(_) => "LookupJoin",
         }
     }
 

@@ -16,7 +16,8 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast::{self as sq, Spanned};
 
 use crate::error::{Error, Result};
-use crate::plan::catalog::normalize;
+use crate::plan::catalog::{normalize, normalize_object};
+use crate::plan::TableDef;
 use crate::plan::{plan_continuous, Catalog};
 use crate::runtime::connectors::sinks::{show_sinks, SinkRuntime};
 use crate::runtime::connectors::sources::{show_sources, SourceRuntime};
@@ -32,6 +33,7 @@ use crate::runtime::statements::adhoc;
 pub use crate::runtime::statements::copy::CopyIn;
 use crate::runtime::statements::show;
 use crate::runtime::statements::subscribe::Shape;
+use crate::runtime::statements::table;
 use crate::sources::insert;
 use crate::sources::param::Param;
 use crate::sql::{self, ExplainTarget, Statement, Subscribe};
@@ -444,10 +446,14 @@ impl Engine {
             | Statement::CreateSource(_)
             | Statement::DropSource { .. }
             | Statement::CreateSink(_)
-            | Statement::DropSink { .. } => {
+            | Statement::DropSink { .. }
+            | Statement::CreateTable(_)
+            | Statement::DropTable { .. } => {
                 // Durable before it is applied: see `ddl`.
                 self.ddl(&mut self.write(), stmt.clone(), true)?;
                 match stmt {
+                    Statement::CreateTable(_) => "CREATE TABLE",
+                    Statement::DropTable { .. } => "DROP TABLE",
                     Statement::CreateStream(_) => "CREATE STREAM",
                     Statement::CreateQuery(_) => "CREATE CONTINUOUS QUERY",
                     Statement::DropStream { .. } => "DROP STREAM",
@@ -469,6 +475,7 @@ impl Engine {
                 "CHECKPOINT"
             }
             Statement::ShowStreams => return Ok(show::show_streams(&self.read())),
+            Statement::ShowTables => return Ok(table::show_tables(&self.read())),
             Statement::ShowQueries => return Ok(show::show_queries(&self.read())),
             Statement::ShowSources => return Ok(show_sources(&self.read())),
             Statement::ShowSinks => return Ok(show_sinks(&self.read(), true)),
@@ -576,6 +583,36 @@ impl Engine {
         Ok(self.read().catalog.require_stream(stream)?.schema.clone())
     }
 
+    /// The schema of a stream or table's rows (what INSERT and COPY write).
+    pub(super) fn relation_schema(&self, name: &str) -> Result<SchemaRef> {
+        if let Some(t) = self.read().catalog.table(name) {
+            return Ok(t.store.schema().clone());
+        }
+        self.stream_schema(name)
+    }
+
+    /// The table an INSERT writes into, if it writes into a table.
+    fn table_of_insert(&self, ins: &sq::Insert) -> Option<Arc<TableDef>> {
+        let target = insert::insert_target(ins).ok()?;
+        self.read().catalog.table(&target).cloned()
+    }
+
+    /// A table by name, 42P01 naming it (or saying streams are append-only) otherwise.
+    fn table_named(&self, name: &sq::ObjectName) -> Result<Arc<TableDef>> {
+        let key = normalize_object(name);
+        let shared = self.read();
+        if let Some(t) = shared.catalog.table(&key) {
+            return Ok(t.clone());
+        }
+        if shared.catalog.stream(&key).is_some() {
+            return Err(Error::NotSupported(format!(
+                "\"{key}\" is a stream, and streams are append-only: INSERT or COPY rows \
+                 into them; UPDATE, DELETE and TRUNCATE change tables (CREATE TABLE)"
+            )));
+        }
+        Err(Error::undefined("table", &key).at_span(name.span()))
+    }
+
     /// Describes a statement without running it.
     pub async fn describe(&self, sql: &str) -> Result<Description> {
         let stmt = sql::parse_one(sql)?;
@@ -584,7 +621,7 @@ impl Engine {
             Statement::Sql(s) => match s.as_ref() {
                 sq::Statement::Insert(ins) => {
                     let target = insert::insert_target(ins)?;
-                    let schema = self.stream_schema(&target)?;
+                    let schema = self.relation_schema(&target)?;
                     params = insert::insert_param_types(ins, &schema)?;
                     None
                 }
@@ -607,6 +644,7 @@ impl Engine {
                 true,
             )]))),
             Statement::ShowStreams => Some(show::show_streams(&self.read()).schema()),
+            Statement::ShowTables => Some(table::show_tables(&self.read()).schema()),
             Statement::ShowQueries => Some(show::show_queries(&self.read()).schema()),
             Statement::ShowSources => Some(show_sources(&self.read()).schema()),
             Statement::ShowSinks => Some(show_sinks(&self.read(), true).schema()),
@@ -628,6 +666,37 @@ impl Engine {
         session: &SessionInfo,
     ) -> Result<StatementResult> {
         match stmt {
+            sq::Statement::Insert(ins) if self.table_of_insert(&ins).is_some() => {
+                let def = self.table_of_insert(&ins).expect("matched");
+                let engine = self.clone();
+                let params = params.to_vec();
+                off_async(move || engine.insert_into_table(&def, &ins, &params)).await
+            }
+            sq::Statement::Delete(del) => {
+                let def = self.table_named(delete_target(&del)?)?;
+                self.delete_from_table(def, &del, params, session).await
+            }
+            sq::Statement::Update(upd) => {
+                let def = match &upd.table.relation {
+                    sq::TableFactor::Table { name, .. } => self.table_named(name)?,
+                    other => {
+                        return Err(Error::NotSupported(format!(
+                            "UPDATE {other} is not supported"
+                        )))
+                    }
+                };
+                self.update_table(def, &upd, params, session).await
+            }
+            sq::Statement::Truncate(tr) => {
+                let [target] = tr.table_names.as_slice() else {
+                    return Err(Error::NotSupported(
+                        "TRUNCATE empties one table at a time".into(),
+                    ));
+                };
+                let def = self.table_named(&target.name)?;
+                let engine = self.clone();
+                off_async(move || engine.truncate_table(&def)).await
+            }
             sq::Statement::Insert(ins) => {
                 let target = insert::insert_target(&ins)?;
                 let schema = self
@@ -700,14 +769,32 @@ async fn off_async<T: Send + 'static>(
 fn unsupported(stmt: &sq::Statement) -> Error {
     let what = first_words(&stmt.to_string());
     let hint = match stmt {
-        sq::Statement::Update { .. } | sq::Statement::Delete(_) | sq::Statement::Merge { .. } => {
-            "streams are append-only: INSERT or COPY rows into them"
+        sq::Statement::Merge { .. } => {
+            "streams are append-only: INSERT or COPY rows into them; tables take INSERT ... \
+             ON CONFLICT"
         }
-        sq::Statement::CreateTable(_) => "use CREATE STREAM",
         sq::Statement::CreateView { .. } => "use CREATE CONTINUOUS QUERY",
         _ => "see the README for the statements saql runs",
     };
     Error::NotSupported(format!("statement not supported: {what}; {hint}"))
+}
+
+/// The one table a DELETE names.
+fn delete_target(del: &sq::Delete) -> Result<&sq::ObjectName> {
+    let tables = match &del.from {
+        sq::FromTable::WithFromKeyword(t) | sq::FromTable::WithoutKeyword(t) => t,
+    };
+    match tables.as_slice() {
+        [t] if t.joins.is_empty() => match &t.relation {
+            sq::TableFactor::Table { name, .. } => Ok(name),
+            other => Err(Error::NotSupported(format!(
+                "DELETE FROM {other} is not supported"
+            ))),
+        },
+        _ => Err(Error::NotSupported(
+            "DELETE deletes from one table at a time".into(),
+        )),
+    }
 }
 
 /// Whether a query's WITH holds an INSERT, UPDATE or DELETE (a writable CTE).

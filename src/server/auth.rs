@@ -352,7 +352,10 @@ pub fn required_role(stmt: &Statement) -> (Role, &'static str) {
         Statement::DropSource { .. } => (Role::Admin, "DROP SOURCE"),
         Statement::CreateSink(_) => (Role::Admin, "CREATE SINK"),
         Statement::DropSink { .. } => (Role::Admin, "DROP SINK"),
-        Statement::ShowStreams
+        Statement::CreateTable(_) => (Role::Admin, "CREATE TABLE"),
+        Statement::DropTable { .. } => (Role::Admin, "DROP TABLE"),
+        Statement::ShowTables
+        | Statement::ShowStreams
         | Statement::ShowQueries
         | Statement::ShowSources
         | Statement::ShowSinks => (Role::Reader, "SHOW"),
@@ -396,9 +399,11 @@ fn sql_required_role(stmt: &sq::Statement) -> (Role, &'static str) {
             (Role::Admin, "CREATE")
         }
         S::Drop { .. } => (Role::Admin, "DROP"),
-        S::Delete(_) => (Role::Admin, "DELETE"),
-        S::Update(_) => (Role::Admin, "UPDATE"),
-        // Anything else (ALTER, TRUNCATE, GRANT, ...) is an administrator's.
+        // Rows of reference tables: a writer's, like INSERT.
+        S::Delete(_) => (Role::Writer, "DELETE"),
+        S::Update(_) => (Role::Writer, "UPDATE"),
+        S::Truncate(_) => (Role::Writer, "TRUNCATE"),
+        // Anything else (ALTER, GRANT, ...) is an administrator's.
         _ => (Role::Admin, "this statement"),
     }
 }

@@ -784,7 +784,7 @@ fn timestamp_from_scalar(value: &ScalarValue) -> Option<Result<i64>> {
 }
 
 /// A data type by its SQL name where saql has one, else Arrow's.
-fn type_name(data_type: &DataType) -> String {
+pub fn type_name(data_type: &DataType) -> String {
     match SqlType::of(data_type) {
         Ok(ty) => ty.name().to_string(),
         Err(_) => match data_type {

@@ -52,6 +52,19 @@ pub enum Statement {
     },
     /// `SHOW SINKS`
     ShowSinks,
+    /// `CREATE TABLE name (cols..., PRIMARY KEY (k)) [WITH (max_rows = n)]`: a reference table.
+    CreateTable(Box<sq::CreateTable>),
+    /// `DROP TABLE [IF EXISTS] name [CASCADE | RESTRICT]`
+    DropTable {
+        /// The table.
+        name: Ident,
+        /// Succeed quietly when it does not exist.
+        if_exists: bool,
+        /// Drop the queries that read it too (`CASCADE`); otherwise they must be dropped first.
+        cascade: bool,
+    },
+    /// `SHOW TABLES`
+    ShowTables,
     /// `SHOW STREAMS`
     ShowStreams,
     /// `SHOW QUERIES`
@@ -688,6 +701,17 @@ impl fmt::Display for Statement {
                 write!(f, "DROP SINK {ie}{name}")
             }
             Statement::ShowSinks => f.write_str("SHOW SINKS"),
+            Statement::CreateTable(t) => t.fmt(f),
+            Statement::DropTable {
+                name,
+                if_exists,
+                cascade,
+            } => {
+                let ie = if *if_exists { "IF EXISTS " } else { "" };
+                let cascade = if *cascade { " CASCADE" } else { "" };
+                write!(f, "DROP TABLE {ie}{name}{cascade}")
+            }
+            Statement::ShowTables => f.write_str("SHOW TABLES"),
             Statement::ShowStreams => f.write_str("SHOW STREAMS"),
             Statement::ShowQueries => f.write_str("SHOW QUERIES"),
             Statement::Checkpoint => f.write_str("CHECKPOINT"),

@@ -28,6 +28,20 @@ pub struct Manifest {
     pub streams: Vec<StreamState>,
     /// Per query.
     pub queries: Vec<QueryState>,
+    /// Per reference table.
+    #[serde(default)]
+    pub tables: Vec<TableState>,
+}
+
+/// A reference table's rows at the checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TableState {
+    /// Table name.
+    pub name: String,
+    /// Its changes up to this log sequence number are in `rows`.
+    pub position: u64,
+    /// File with its rows.
+    pub rows: String,
 }
 
 /// A stream's state at the checkpoint.
@@ -205,9 +219,18 @@ impl Manifest {
         self.streams
             .iter()
             .map(|s| s.position)
+            .chain(self.tables.iter().map(|t| t.position))
             .chain([self.catalog_seq])
             .min()
             .unwrap_or(0)
+    }
+
+    /// Where replay of a table's changes must begin: after this.
+    pub fn table_position(&self, table: &str) -> u64 {
+        self.tables
+            .iter()
+            .find(|t| t.name == table)
+            .map_or(0, |t| t.position)
     }
 
     /// Where replay must begin: a stream's frames after its position, the catalog's after

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::operators::snapshot::{decode, encode, StateImage};
 use crate::runtime::core::output::QueryOutput;
 use crate::runtime::durability::checkpoint::{
-    CheckpointStore, Manifest, QueryState, Snapshot, StreamState, Written,
+    CheckpointStore, Manifest, QueryState, Snapshot, StreamState, TableState, Written,
 };
 use crate::runtime::durability::wal::{FsyncPolicy, IngestLog, Record};
 use crate::runtime::engine::{Engine, Shared};
@@ -102,8 +102,24 @@ pub(in crate::runtime) fn snapshot(
         catalog_seq: log.last_seq(),
         streams: Vec::new(),
         queries: Vec::new(),
+        tables: Vec::new(),
     };
     let mut files = Vec::new();
+    // Each table with its writers held off for a moment: every change logged so far is
+    // applied, so its position is the log's end.
+    for (i, t) in shared.catalog.tables().enumerate() {
+        let _writer = t.store.writer();
+        let position = log.last_seq();
+        let schema = t.store.schema().clone();
+        let rows = t.store.read().batch(&schema)?;
+        let file = format!("table-{i}.arrow");
+        files.push((file.clone(), encoded_later(&schema, vec![rows])));
+        manifest.tables.push(TableState {
+            name: t.name.clone(),
+            position,
+            rows: file,
+        });
+    }
     let mut names: Vec<&String> = shared.hubs.keys().collect();
     names.sort();
     for (i, name) in names.into_iter().enumerate() {
@@ -194,6 +210,12 @@ pub(in crate::runtime) fn restore(
         stream.recent.clear();
         for b in batches(&s.recent, &schema)? {
             stream.recent.push(&b);
+        }
+    }
+    for t in &manifest.tables {
+        if let Some(def) = shared.catalog.table(&t.name) {
+            let rows = batches(&t.rows, def.store.schema())?;
+            def.store.restore(&rows, t.position)?;
         }
     }
     let mut restored = std::collections::HashSet::new();
@@ -308,6 +330,17 @@ impl Engine {
                                 "recovery skips the position of source \"{source}\" (log seq \
                                  {seq}): {e}"
                             ),
+                        }
+                    }
+                }
+                Record::Table { table, change }
+                    if seq > manifest.as_ref().map_or(0, |m| m.table_position(&table)) =>
+                {
+                    if let Some(def) = shared.catalog.table(&table) {
+                        if let Err(e) = def.store.apply(&change, seq) {
+                            tracing::warn!(
+                                "recovery skips a change of table \"{table}\" (log seq {seq}): {e}"
+                            );
                         }
                     }
                 }

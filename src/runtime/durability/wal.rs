@@ -25,6 +25,7 @@ use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
+use crate::operators::lookup::TableChange;
 use crate::time::{EventTime, Watermark};
 
 /// When appended frames reach the disk.
@@ -65,6 +66,7 @@ const KIND_ROWS: u8 = 1;
 const KIND_WATERMARK: u8 = 2;
 const KIND_CATALOG: u8 = 3;
 const KIND_SOURCE_ROWS: u8 = 4;
+const KIND_TABLE: u8 = 5;
 
 /// What a frame holds.
 #[derive(Debug, Clone)]
@@ -101,6 +103,13 @@ pub enum Record {
     Catalog {
         /// The statement.
         sql: String,
+    },
+    /// One statement's change to a reference table.
+    Table {
+        /// The table.
+        table: String,
+        /// What changed.
+        change: TableChange,
     },
 }
 
@@ -569,6 +578,15 @@ fn describe_frame(body: &[u8]) -> String {
             format!("log seq {seq}, a watermark of stream \"{stream}\"")
         }
         Ok(Record::Catalog { sql }) => format!("log seq {seq}, the catalog change {sql:?}"),
+        Ok(Record::Table { table, change }) => format!(
+            "log seq {seq}, a change of {} rows to table \"{table}\"",
+            change
+                .upserts
+                .iter()
+                .chain(&change.deletes)
+                .map(|b| b.num_rows())
+                .sum::<usize>()
+        ),
         Err(_) => format!("log seq {seq}, contents unreadable"),
     }
 }
@@ -595,6 +613,33 @@ fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
             watermark.0 .0.to_le_bytes().to_vec(),
         ),
         Record::Catalog { sql } => (KIND_CATALOG, "", sql.as_bytes().to_vec()),
+        Record::Table { table, change } => {
+            let mut out = vec![u8::from(change.truncate)];
+            for part in [&change.deletes, &change.upserts] {
+                let bytes = match part.first() {
+                    None => Vec::new(),
+                    Some(first) => {
+                        let mut bytes = Vec::new();
+                        let mut writer = StreamWriter::try_new(&mut bytes, &first.schema())?;
+                        for batch in part.iter() {
+                            writer.write(batch)?;
+                        }
+                        writer.finish()?;
+                        drop(writer);
+                        bytes
+                    }
+                };
+                let len = u32::try_from(bytes.len()).map_err(|_| {
+                    Error::limit(
+                        sqlstate::PROGRAM_LIMIT_EXCEEDED,
+                        "a table change over 4 GiB cannot be logged: split it",
+                    )
+                })?;
+                out.extend_from_slice(&len.to_le_bytes());
+                out.extend_from_slice(&bytes);
+            }
+            (KIND_TABLE, table.as_str(), out)
+        }
         Record::SourceRows {
             stream,
             source,
@@ -695,6 +740,35 @@ fn decode(body: &[u8]) -> Result<Record> {
                 source,
                 progress,
                 batch,
+            }
+        }
+        KIND_TABLE => {
+            let truncate = *payload.first().ok_or_else(bad)? != 0;
+            let mut rest = &payload[1..];
+            let mut part = || -> Result<Vec<RecordBatch>> {
+                let len = u32::from_le_bytes(
+                    rest.get(..4)
+                        .ok_or_else(bad)?
+                        .try_into()
+                        .map_err(|_| bad())?,
+                ) as usize;
+                let bytes = rest.get(4..4 + len).ok_or_else(bad)?;
+                rest = &rest[4 + len..];
+                if bytes.is_empty() {
+                    return Ok(vec![]);
+                }
+                let reader = StreamReader::try_new(Cursor::new(bytes), None)?;
+                Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
+            };
+            let deletes = part()?;
+            let upserts = part()?;
+            Record::Table {
+                table: stream,
+                change: TableChange {
+                    truncate,
+                    deletes,
+                    upserts,
+                },
             }
         }
         _ => return Err(bad()),

@@ -24,12 +24,52 @@ fn replayed(log: &IngestLog, after: u64) -> Vec<(u64, usize)> {
                 Record::Watermark { .. } => 0,
                 Record::Catalog { sql } => sql.len(),
                 Record::SourceRows { batch, .. } => 1000 + batch.num_rows(),
+                Record::Table { change, .. } => {
+                    10_000
+                        + usize::from(change.truncate)
+                        + 10 * change.deletes.iter().map(|b| b.num_rows()).sum::<usize>()
+                        + 100 * change.upserts.iter().map(|b| b.num_rows()).sum::<usize>()
+                }
             },
         ));
         Ok(())
     })
     .unwrap();
     out
+}
+
+#[test]
+fn a_table_change_comes_back_whole() {
+    use crate::operators::lookup::TableChange;
+    let dir = tempfile::tempdir().unwrap();
+    let log = IngestLog::open(dir.path(), FsyncPolicy::Always, false).unwrap();
+    let Record::Rows { batches, .. } = rows(0..4) else {
+        unreachable!()
+    };
+    let change = |truncate, deletes: Vec<RecordBatch>, upserts: Vec<RecordBatch>| Record::Table {
+        table: "t".into(),
+        change: TableChange {
+            truncate,
+            deletes,
+            upserts,
+        },
+    };
+    let a = log
+        .append(&change(
+            false,
+            vec![],
+            vec![batches[0].clone(), batches[0].clone()],
+        ))
+        .unwrap();
+    log.append(&change(true, batches.clone(), vec![])).unwrap();
+    let c = log.append(&change(true, vec![], vec![])).unwrap();
+    log.wait_durable(c).unwrap();
+    drop(log);
+    let log = IngestLog::open(dir.path(), FsyncPolicy::Always, false).unwrap();
+    assert_eq!(
+        replayed(&log, 0),
+        vec![(a, 10_800), (a + 1, 10_041), (c, 10_001)]
+    );
 }
 
 #[test]

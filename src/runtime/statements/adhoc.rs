@@ -75,6 +75,19 @@ pub(in crate::runtime) fn context(
             ));
         }
     }
+    for t in shared.catalog.tables() {
+        let schema = t.store.schema().clone();
+        let rows = t.store.read().batch(&schema)?;
+        relations.push((
+            t.name.clone(),
+            RelKind::Table,
+            schema.clone(),
+            None,
+            rows.num_rows(),
+        ));
+        let table = MemTable::try_new(schema, vec![vec![rows]])?;
+        ctx.register_table(t.name.as_str(), Arc::new(table))?;
+    }
     let relations = relations
         .iter()
         .map(|(name, kind, schema, definition, rows)| Relation {

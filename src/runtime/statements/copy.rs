@@ -18,7 +18,7 @@ use crate::sql::{CopyFrom, CopyTo};
 /// A COPY FROM STDIN in progress: [`CopyIn::feed`] it the data as it arrives, then hand it
 /// to [`Engine::finish_copy`].
 pub struct CopyIn {
-    /// Target stream.
+    /// Target stream or table.
     pub(in crate::runtime) stream: String,
     /// Number of columns per input line.
     pub(in crate::runtime) columns: usize,
@@ -49,18 +49,21 @@ impl CopyIn {
 impl Engine {
     pub(in crate::runtime) fn start_copy(&self, c: &CopyFrom) -> Result<StatementResult> {
         let name = normalize_object(&c.stream);
-        let def = self.read().catalog.require_stream(&name)?.clone();
+        let (schema, kind) = match self.read().catalog.table(&name) {
+            Some(t) => (t.store.schema().clone(), "table"),
+            None => (self.stream_schema(&name)?, "stream"),
+        };
         let columns: Vec<usize> = if c.columns.is_empty() {
-            (0..def.schema.fields().len()).collect()
+            (0..schema.fields().len()).collect()
         } else {
             c.columns
                 .iter()
                 .map(|col| {
                     let n = normalize(col);
-                    def.schema.index_of(&n).map_err(|_| {
+                    schema.index_of(&n).map_err(|_| {
                         Error::plan(
                             sqlstate::UNDEFINED_COLUMN,
-                            format!("column \"{n}\" of stream \"{name}\" does not exist"),
+                            format!("column \"{n}\" of {kind} \"{name}\" does not exist"),
                         )
                     })
                 })
@@ -95,7 +98,7 @@ impl Engine {
             stream: name,
             columns: n,
             binary: c.binary,
-            decoder: CopyDecoder::new(def.schema.clone(), columns, options)?
+            decoder: CopyDecoder::new(schema, columns, options)?
                 .with_limits(self.config.max_copy_line_bytes, self.config.max_copy_bytes),
         })))
     }
@@ -124,6 +127,10 @@ impl Engine {
     /// durable. Nothing is inserted unless every line decoded and the frame reached the disk.
     pub fn finish_copy(&self, copy: CopyIn) -> Result<u64> {
         let batches = copy.decoder.finish_batches()?;
+        let table = self.read().catalog.table(&copy.stream).cloned();
+        if let Some(table) = table {
+            return self.copy_into_table(&table, &batches);
+        }
         let hub = self.hub(&copy.stream)?;
         let entry = crate::runtime::core::door::Entry {
             batches,

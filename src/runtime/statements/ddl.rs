@@ -30,16 +30,14 @@ impl Engine {
         stmt: Statement,
         log: bool,
     ) -> Result<Option<u64>> {
-        let logged = |engine: &Engine, sql: String| -> Result<Option<u64>> {
-            if log {
-                let seq = engine.log(&Record::Catalog { sql })?;
-                engine.durable(seq)?;
-                Ok(seq)
-            } else {
-                Ok(None)
-            }
-        };
+        let logged = |engine: &Engine, sql: String| engine.log_catalog(sql, log);
         match stmt {
+            Statement::CreateTable(ct) => self.create_table(shared, *ct, log),
+            Statement::DropTable {
+                name,
+                if_exists,
+                cascade,
+            } => self.drop_table(shared, &name, if_exists, cascade, log),
             Statement::CreateStream(cs) => {
                 let name = normalize(&cs.name);
                 if shared.catalog.stream(&name).is_some() && cs.if_not_exists {
@@ -105,20 +103,7 @@ impl Engine {
                     // Each sink and query is dropped (and logged) on its own, so replay needs
                     // no CASCADE.
                     for query in readers(shared, &name) {
-                        for sink in sinks_of(shared, &query) {
-                            let drop = Statement::DropSink {
-                                name: datafusion::sql::sqlparser::ast::Ident::with_quote('"', sink),
-                                if_exists: false,
-                            };
-                            self.ddl(shared, drop, log)?;
-                        }
-                    }
-                    for query in readers(shared, &name) {
-                        let drop = Statement::DropQuery {
-                            name: datafusion::sql::sqlparser::ast::Ident::with_quote('"', query),
-                            if_exists: false,
-                        };
-                        self.ddl(shared, drop, log)?;
+                        self.drop_query_and_sinks(shared, &query, log)?;
                     }
                     for source in writers(shared, &name) {
                         let drop = Statement::DropSource {
@@ -276,6 +261,40 @@ impl Engine {
         }
     }
 
+    /// Appends a catalog change to the log and waits until it is durable (`log`, unless it
+    /// is being replayed from there).
+    pub(in crate::runtime) fn log_catalog(&self, sql: String, log: bool) -> Result<Option<u64>> {
+        if !log {
+            return Ok(None);
+        }
+        let seq = self.log(&Record::Catalog { sql })?;
+        self.durable(seq)?;
+        Ok(seq)
+    }
+
+    /// Drops a query and the sinks that deliver its results, each logged on its own (for
+    /// CASCADE).
+    pub(in crate::runtime) fn drop_query_and_sinks(
+        &self,
+        shared: &mut Shared,
+        query: &str,
+        log: bool,
+    ) -> Result<()> {
+        for sink in sinks_of(shared, query) {
+            let drop = Statement::DropSink {
+                name: datafusion::sql::sqlparser::ast::Ident::with_quote('"', sink),
+                if_exists: false,
+            };
+            self.ddl(shared, drop, log)?;
+        }
+        let drop = Statement::DropQuery {
+            name: datafusion::sql::sqlparser::ast::Ident::with_quote('"', query),
+            if_exists: false,
+        };
+        self.ddl(shared, drop, log)?;
+        Ok(())
+    }
+
     fn plan_query(&self, shared: &Shared, cq: &CreateQuery) -> Result<QueryPlan> {
         let mut plan = plan_continuous(&cq.query, &cq.clauses, &shared.catalog)?;
         if self.config.workers > 1 {
@@ -351,7 +370,7 @@ fn check_unused(shared: &Shared, name: &str) -> Result<()> {
 }
 
 /// A name as a quoted SQL identifier.
-fn quoted(name: &str) -> String {
+pub(in crate::runtime) fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 

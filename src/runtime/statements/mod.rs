@@ -7,3 +7,4 @@ pub(crate) mod copy;
 pub(crate) mod ddl;
 pub(crate) mod show;
 pub(crate) mod subscribe;
+pub(crate) mod table;

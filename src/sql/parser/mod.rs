@@ -433,6 +433,30 @@ fn parse_session_statement(
             legacy_options,
             values,
         } => copy_from(source, to, target, options, legacy_options, values, &first),
+        sq::Statement::CreateTable(ct) => Ok(Statement::CreateTable(Box::new(ct))),
+        sq::Statement::Drop {
+            object_type: sq::ObjectType::Table,
+            if_exists,
+            names,
+            cascade,
+            ..
+        } => {
+            let [name] = names.as_slice() else {
+                return Err(error_at(&first, "DROP TABLE drops one table at a time"));
+            };
+            let name = name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .cloned()
+                .ok_or_else(|| error_at(&first, "expected a table name"))?;
+            Ok(Statement::DropTable {
+                name,
+                if_exists,
+                cascade,
+            })
+        }
+        sq::Statement::ShowTables { .. } => Ok(Statement::ShowTables),
         other => Ok(Statement::Sql(Box::new(other))),
     }
 }

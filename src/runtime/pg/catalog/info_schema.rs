@@ -19,13 +19,13 @@ pub(super) fn information_schema(ctx: &SessionContext, relations: &[Relation]) -
         .text(
             "table_type",
             relations.iter().map(|r| match r.kind {
-                RelKind::Stream => "BASE TABLE",
+                RelKind::Stream | RelKind::Table => "BASE TABLE",
                 RelKind::Query => "VIEW",
             }),
         )
         .text(
             "is_insertable_into",
-            relations.iter().map(|r| yes(r.kind == RelKind::Stream)),
+            relations.iter().map(|r| yes(r.kind != RelKind::Query)),
         )
         .register(ctx, "information_schema")?;
     let columns: Vec<(&str, usize, &Field)> = relations

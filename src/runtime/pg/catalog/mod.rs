@@ -54,6 +54,8 @@ const DEFAULT_COLLATION: i64 = 100;
 pub enum RelKind {
     /// A stream: a table (`r`).
     Stream,
+    /// A reference table (`r`).
+    Table,
     /// A continuous query: a materialized view (`m`).
     Query,
 }
@@ -258,7 +260,7 @@ fn pg_class(ctx: &SessionContext, relations: &[Relation]) -> Result<()> {
         .text(
             "relkind",
             relations.iter().map(|r| match r.kind {
-                RelKind::Stream => "r",
+                RelKind::Stream | RelKind::Table => "r",
                 RelKind::Query => "m",
             }),
         )
