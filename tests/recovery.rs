@@ -17,8 +17,12 @@ use saql::{Engine, EngineConfig, StatementResult, Subscription};
 const STREAM: &str = "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
                       WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)";
 
-/// A windowed aggregate, a pattern, an outlier model, a plain filter and a suppressed one.
-const QUERIES: [(&str, &str); 5] = [
+/// A reference table the lookup joins read.
+const TABLE: &str = "CREATE TABLE watch (k BIGINT PRIMARY KEY, label TEXT)";
+
+/// A windowed aggregate, a pattern, an outlier model, a plain filter, a suppressed one, an
+/// enrichment from the table and a watch-list over it.
+const QUERIES: [(&str, &str); 7] = [
     (
         "win",
         "SELECT k, window_end, COUNT(*) AS n, SUM(v) AS total \
@@ -40,12 +44,22 @@ const QUERIES: [(&str, &str); 5] = [
         "sup",
         "SELECT ts, k, v FROM s WHERE v > 30 SUPPRESS FOR INTERVAL '3' SECOND PER (k)",
     ),
+    (
+        "enr",
+        "SELECT s.k, s.v, w.label FROM s LEFT JOIN watch w ON s.k = w.k",
+    ),
+    (
+        "wat",
+        "SELECT k, v FROM s WHERE k IN (SELECT k FROM watch WHERE label <> 'quiet')",
+    ),
 ];
 
 #[derive(Debug, Clone)]
 enum Step {
     /// Rows as (seconds, key, value).
     Insert(Vec<(i64, i64, i64)>),
+    /// Table changes by key: a label upserts the row, None deletes it.
+    Table(Vec<(i64, Option<&'static str>)>),
     Checkpoint,
     Restart,
 }
@@ -123,6 +137,7 @@ fn open(dir: Option<&std::path::Path>, fsync: FsyncPolicy) -> Engine {
 
 fn create(engine: &Engine) {
     engine.execute_blocking(STREAM).unwrap();
+    engine.execute_blocking(TABLE).unwrap();
     for (name, sql) in QUERIES {
         engine
             .execute_blocking(&format!("CREATE CONTINUOUS QUERY {name} AS {sql}"))
@@ -140,6 +155,11 @@ fn run(steps: &[Step], dir: Option<&std::path::Path>, fsync: FsyncPolicy) -> See
         match step {
             Step::Insert(rows) => {
                 engine.insert_batch("s", batch(rows)).unwrap();
+            }
+            Step::Table(changes) => {
+                for sql in table_sql(changes) {
+                    engine.execute_blocking(&sql).unwrap();
+                }
             }
             Step::Checkpoint if dir.is_some() => {
                 engine.execute_blocking("CHECKPOINT").unwrap();
@@ -160,10 +180,90 @@ fn run(steps: &[Step], dir: Option<&std::path::Path>, fsync: FsyncPolicy) -> See
     seen
 }
 
+/// The statements of one step's table changes: upserts, then deletes.
+fn table_sql(changes: &[(i64, Option<&'static str>)]) -> Vec<String> {
+    let mut latest = BTreeMap::new();
+    for (k, label) in changes {
+        latest.insert(*k, *label);
+    }
+    let upserts: Vec<String> = latest
+        .iter()
+        .filter_map(|(k, l)| l.map(|l| format!("({k}, '{l}')")))
+        .collect();
+    let deletes: Vec<String> = latest
+        .iter()
+        .filter(|(_, l)| l.is_none())
+        .map(|(k, _)| k.to_string())
+        .collect();
+    let mut out = Vec::new();
+    if !upserts.is_empty() {
+        out.push(format!(
+            "INSERT INTO watch VALUES {} ON CONFLICT (k) DO UPDATE SET label = EXCLUDED.label",
+            upserts.join(", ")
+        ));
+    }
+    if !deletes.is_empty() {
+        out.push(format!(
+            "DELETE FROM watch WHERE k IN ({})",
+            deletes.join(", ")
+        ));
+    }
+    out
+}
+
+/// The lookup joins' results computed directly: every row against the table as the steps
+/// before it left it.
+fn direct(steps: &[Step]) -> (Vec<String>, Vec<String>) {
+    let mut table: BTreeMap<i64, &str> = BTreeMap::new();
+    let (mut enr, mut wat) = (Vec::new(), Vec::new());
+    for step in steps {
+        match step {
+            Step::Insert(rows) => {
+                for (_, k, v) in rows {
+                    let label = table.get(k).copied();
+                    enr.push(format!("{k}|{v}|{}", label.unwrap_or("")));
+                    if label.is_some_and(|l| l != "quiet") {
+                        wat.push(format!("{k}|{v}"));
+                    }
+                }
+            }
+            Step::Table(changes) => {
+                let mut latest = BTreeMap::new();
+                for (k, label) in changes {
+                    latest.insert(*k, *label);
+                }
+                for (k, label) in latest {
+                    match label {
+                        Some(l) => table.insert(k, l),
+                        None => table.remove(&k),
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+    enr.sort();
+    wat.sort();
+    (enr, wat)
+}
+
+/// The rows a query emitted, without their sequence numbers, sorted.
+fn texts(seen: &Seen, name: &str) -> Vec<String> {
+    let mut out: Vec<String> = seen
+        .get(name)
+        .map(|rows| rows.iter().map(|r| r.1.clone()).collect())
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
 fn steps() -> impl Strategy<Value = Vec<Step>> {
     let rows = prop::collection::vec((0i64..4, 0i64..3, 0i64..100), 1..12);
+    let labels = prop::sample::select(vec![Some("bad"), Some("quiet"), Some("worse"), None]);
+    let changes = prop::collection::vec((0i64..3, labels), 1..4);
     let step = prop_oneof![
         6 => rows.prop_map(Step::Insert),
+        2 => changes.prop_map(Step::Table),
         1 => Just(Step::Checkpoint),
         2 => Just(Step::Restart),
     ];
@@ -206,6 +306,9 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let seen = run(&steps, Some(dir.path()), FsyncPolicy::Off);
         check(&seen, &expected);
+        let (enr, wat) = direct(&steps);
+        prop_assert_eq!(texts(&expected, "enr"), enr);
+        prop_assert_eq!(texts(&expected, "wat"), wat);
     }
 }
 
@@ -217,6 +320,10 @@ fn a_restart_between_every_batch_with_fsync_always_loses_nothing() {
             .map(|j| (i * 2 + j % 3, j % 2, (i * 37 + j * 11) % 100))
             .collect();
         steps.push(Step::Insert(rows));
+        if i % 3 == 0 {
+            let label = ["bad", "quiet"][(i % 2) as usize];
+            steps.push(Step::Table(vec![(i % 2, Some(label)), ((i + 1) % 2, None)]));
+        }
         steps.push(if i % 4 == 0 {
             Step::Checkpoint
         } else {
