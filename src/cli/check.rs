@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use saql::error::Location;
-use saql::plan::{plan_continuous, Catalog, StreamDef};
+use saql::plan::{plan_continuous, Catalog, StreamDef, TableDef};
 use saql::sql::{self, Statement};
 
 use super::source::{describe, locate, split_statements, Problem, SourceStatement};
@@ -40,14 +40,21 @@ pub fn run(files: &[PathBuf]) -> ExitCode {
             }
         }
     }
-    // Streams first, from every file, so that queries may use streams declared anywhere.
+    // Streams and tables first, from every file, so that queries may use those declared
+    // anywhere.
     let mut catalog = Catalog::default();
     for (file, text, s, stmt) in &parsed {
-        if let Statement::CreateStream(cs) = stmt {
-            let result = StreamDef::try_new(cs).and_then(|d| catalog.add_stream(d).map(|_| ()));
-            if let Err(e) = result {
-                problems.push(problem(file, text, locate(&e, s), &describe(&e)));
+        let result = match stmt {
+            Statement::CreateStream(cs) => {
+                StreamDef::try_new(cs).and_then(|d| catalog.add_stream(d).map(|_| ()))
             }
+            Statement::CreateTable(ct) => {
+                TableDef::try_new(ct).and_then(|d| catalog.add_table(d).map(|_| ()))
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = result {
+            problems.push(problem(file, text, locate(&e, s), &describe(&e)));
         }
     }
     let mut names = std::collections::HashSet::new();
@@ -56,7 +63,7 @@ pub fn run(files: &[PathBuf]) -> ExitCode {
         let query: Option<(&Box<_>, &sql::Clauses)> = match stmt {
             Statement::CreateQuery(cq) => {
                 let name = saql::plan::catalog::normalize(&cq.name);
-                if catalog.stream(&name).is_some() || !names.insert(name.clone()) {
+                if catalog.name_taken(&name) || !names.insert(name.clone()) {
                     let e = saql::Error::duplicate("relation", &name);
                     problems.push(problem(file, text, s.start, &describe(&e)));
                 }

@@ -5,9 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use datafusion::sql::sqlparser::ast as sq;
 use saql::error::Location;
 use saql::plan::catalog::normalize;
-use saql::plan::{Catalog, StreamDef};
+use saql::plan::{Catalog, StreamDef, TableDef};
 use saql::sql::{self, CreateQuery, CreateStream, Statement};
 use saql::{Engine, EngineConfig};
 
@@ -39,6 +40,13 @@ struct StreamStatement {
     create: CreateStream,
 }
 
+/// A CREATE TABLE, or an INSERT of a table's reference rows.
+struct TableStatement {
+    file: usize,
+    source: SourceStatement,
+    statement: Statement,
+}
+
 /// The streams and queries of a set of files.
 pub struct QueryFiles {
     /// The files, in the order given.
@@ -48,6 +56,7 @@ pub struct QueryFiles {
     /// The queries, in file order.
     pub queries: Vec<QueryStatement>,
     streams: Vec<StreamStatement>,
+    tables: Vec<TableStatement>,
 }
 
 /// The `.sql` files of `paths`: files as given, directories expanded to their `*.sql` files
@@ -88,6 +97,7 @@ impl QueryFiles {
         let mut problems = Vec::new();
         let mut streams = Vec::new();
         let mut queries = Vec::new();
+        let mut tables = Vec::new();
         for (index, file) in files.iter().enumerate() {
             let stmts = match split_statements(&file.text) {
                 Ok(stmts) => stmts,
@@ -109,10 +119,22 @@ impl QueryFiles {
                         source: s,
                         create,
                     }),
+                    Ok(statement @ Statement::CreateTable(_)) => tables.push(TableStatement {
+                        file: index,
+                        source: s,
+                        statement,
+                    }),
+                    Ok(Statement::Sql(stmt)) if matches!(*stmt, sq::Statement::Insert(_)) => tables
+                        .push(TableStatement {
+                            file: index,
+                            source: s,
+                            statement: Statement::Sql(stmt),
+                        }),
                     Ok(_) => {
                         let message = format!(
-                            "{what} runs only CREATE STREAM and CREATE CONTINUOUS QUERY \
-                             statements; remove this one [0A000]"
+                            "{what} runs only CREATE STREAM, CREATE TABLE, INSERT (of a \
+                             table's rows) and CREATE CONTINUOUS QUERY statements; remove this \
+                             one [0A000]"
                         );
                         problems.push(problem(file, s.start, &message));
                     }
@@ -134,6 +156,19 @@ impl QueryFiles {
                 ));
             }
         }
+        for s in &tables {
+            let Statement::CreateTable(ct) = &s.statement else {
+                continue;
+            };
+            let added = TableDef::try_new(ct).and_then(|d| catalog.add_table(d));
+            if let Err(e) = added {
+                problems.push(problem(
+                    &files[s.file],
+                    locate(&e, &s.source),
+                    &describe(&e),
+                ));
+            }
+        }
         if !problems.is_empty() {
             return Err(problems.iter().map(ToString::to_string).collect());
         }
@@ -142,6 +177,7 @@ impl QueryFiles {
             catalog,
             queries,
             streams,
+            tables,
         })
     }
 
@@ -161,6 +197,20 @@ impl QueryFiles {
         };
         for s in &self.streams {
             if let Err(e) = execute(Statement::CreateStream(s.create.clone())) {
+                problems.push(self.problem(s.file, &s.source, &e));
+            }
+        }
+        // Tables, then their rows (the INSERTs in file order).
+        let creates = self
+            .tables
+            .iter()
+            .filter(|s| matches!(s.statement, Statement::CreateTable(_)));
+        let inserts = self
+            .tables
+            .iter()
+            .filter(|s| !matches!(s.statement, Statement::CreateTable(_)));
+        for s in creates.chain(inserts) {
+            if let Err(e) = execute(s.statement.clone()) {
                 problems.push(self.problem(s.file, &s.source, &e));
             }
         }

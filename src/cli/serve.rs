@@ -378,6 +378,7 @@ const BUILT_IN_QUERIES: &[(&str, &str)] = &[
         "00_streams.sql",
         include_str!("../../queries/00_streams.sql"),
     ),
+    ("01_tables.sql", include_str!("../../queries/01_tables.sql")),
     ("apt_chain.sql", include_str!("../../queries/apt_chain.sql")),
     (
         "apt_chain_evidence.sql",
@@ -412,6 +413,14 @@ const BUILT_IN_QUERIES: &[(&str, &str)] = &[
     (
         "send_surge.sql",
         include_str!("../../queries/send_surge.sql"),
+    ),
+    (
+        "threat_intel_hits.sql",
+        include_str!("../../queries/threat_intel_hits.sql"),
+    ),
+    (
+        "hot_critical_hosts.sql",
+        include_str!("../../queries/hot_critical_hosts.sql"),
     ),
     (
         "web_children.sql",
@@ -462,7 +471,8 @@ async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::erro
                 "CREATE CONTINUOUS QUERY ",
                 "CREATE CONTINUOUS QUERY IF NOT EXISTS ",
             )
-            .replace("CREATE STREAM ", "CREATE STREAM IF NOT EXISTS ");
+            .replace("CREATE STREAM ", "CREATE STREAM IF NOT EXISTS ")
+            .replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ");
         match engine.execute(&text).await {
             Ok(_) => tracing::info!("registered {file}"),
             Err(e) => tracing::warn!("skipping {file}: {e}"),
