@@ -265,6 +265,14 @@ impl ChainPlanner<'_> {
         match node {
             LogicalPlan::SubqueryAlias(_) => Ok(()),
             LogicalPlan::Join(j) => {
+                if self.window.is_some() && !self.aggregated && !self.assigns {
+                    return Err(Error::NotSupported(
+                        "a join inside a windowed GROUP BY is not supported yet: aggregate in a \
+                         subquery and join its results (SELECT ... FROM (SELECT ... GROUP BY \
+                         ...) w JOIN t ON ...)"
+                            .into(),
+                    ));
+                }
                 let spec = lookup::plan_join(self.ctx, j, self.catalog, &self.stream.name)?;
                 if let OperatorSpec::LookupJoin(s) = &spec {
                     self.tables.push(s.table_name.clone());
