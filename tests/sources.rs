@@ -434,3 +434,80 @@ async fn a_line_over_16_mib_is_skipped_and_the_source_reads_on() {
     assert_eq!(stream_pids(&client).await, (0..7).collect::<Vec<_>>());
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_file_source_into_a_table_upserts_by_key_and_resumes_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let path = dir.path().join("intel.jsonl");
+    append(
+        &path,
+        "{\"ip\": \"10.0.0.1\", \"tag\": \"c2\"}\n{\"ip\": \"10.0.0.2\", \"tag\": \"scan\"}\n\
+         {\"ip\": \"10.0.0.1\", \"tag\": \"c2-v2\"}\n{\"ip\": null, \"tag\": \"no key\"}\n",
+    );
+    let server = Server::start(Some(data.path())).await;
+    let client = connect(server.addr).await;
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE intel (ip TEXT PRIMARY KEY, tag TEXT); \
+             CREATE STREAM conn (ts TIMESTAMP NOT NULL, dst TEXT, WATERMARK FOR ts AS ts); \
+             CREATE CONTINUOUS QUERY hits AS SELECT c.dst, i.tag FROM conn c JOIN intel i \
+               ON c.dst = i.ip; \
+             CREATE SOURCE feed FROM FILE '{}' (format = 'json', poll_interval_ms = '10') \
+               INTO TABLE intel",
+            path.display()
+        ))
+        .await
+        .unwrap();
+    let row = await_source(&client, "feed", |r| r["rows"] == "3").await;
+    assert_eq!(row["bad_records"], "1", "the record without a key: {row:?}");
+    // The later record of a key replaced the earlier one.
+    assert_eq!(
+        intel_rows(&client).await,
+        vec![vec!["10.0.0.1", "c2-v2"], vec!["10.0.0.2", "scan"]]
+    );
+    client
+        .batch_execute("INSERT INTO conn VALUES ('2024-01-01 00:00:01', '10.0.0.1')")
+        .await
+        .unwrap();
+    let shown = show_row(&client, "SHOW TABLES", "intel").await;
+    assert_eq!(shown["rows"], "2");
+    drop(client);
+    server.stop().await;
+
+    // After a restart the source reads on from where it was: the old lines are not read
+    // again, the new ones are.
+    append(&path, "{\"ip\": \"10.0.0.3\", \"tag\": \"tor\"}\n");
+    let server = Server::start(Some(data.path())).await;
+    let client = connect(server.addr).await;
+    await_source(&client, "feed", |r| r["rows"] == "4").await;
+    assert_eq!(
+        intel_rows(&client).await,
+        vec![
+            vec!["10.0.0.1", "c2-v2"],
+            vec!["10.0.0.2", "scan"],
+            vec!["10.0.0.3", "tor"]
+        ]
+    );
+    let hits = rows_of(&client.simple_query("SELECT * FROM hits").await.unwrap());
+    assert_eq!(hits, vec![vec!["10.0.0.1", "c2-v2"]]);
+    // A table that a source writes into is dropped only with CASCADE.
+    let e = client.batch_execute("DROP TABLE intel").await.unwrap_err();
+    assert_eq!(e.code().unwrap().code(), "2BP01", "{e}");
+    client
+        .batch_execute("DROP TABLE intel CASCADE")
+        .await
+        .unwrap();
+    let sources = rows_of(&client.simple_query("SHOW SOURCES").await.unwrap());
+    assert!(sources.is_empty(), "{sources:?}");
+    server.stop().await;
+}
+
+async fn intel_rows(client: &Client) -> Vec<Vec<String>> {
+    rows_of(
+        &client
+            .simple_query("SELECT ip, tag FROM intel ORDER BY ip")
+            .await
+            .unwrap(),
+    )
+}

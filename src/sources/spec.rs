@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::plan::catalog::normalize;
-use crate::plan::StreamDef;
 use crate::sql::{CreateSource, SourceConnector};
+use datafusion::arrow::datatypes::SchemaRef;
 
 /// How records are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,8 +62,10 @@ pub enum Connector {
 pub struct SourceSpec {
     /// Normalised source name.
     pub name: String,
-    /// Normalised target stream name.
+    /// Normalised target stream (or table) name.
     pub stream: String,
+    /// Whether the target is a table, whose rows each record upserts by key.
+    pub into_table: bool,
     /// Where it reads.
     pub connector: Connector,
     /// Record format.
@@ -81,9 +83,10 @@ pub struct SourceSpec {
 }
 
 impl SourceSpec {
-    /// Checks `ddl` against its stream. Unknown options and bad values are 42601/22023,
-    /// a `PATH` for a missing column 42703.
-    pub fn try_new(ddl: &CreateSource, stream: &StreamDef) -> Result<SourceSpec> {
+    /// Checks `ddl` against its target, the stream or table `target` whose rows have
+    /// `schema`. Unknown options and bad values are 42601/22023, a `PATH` for a missing
+    /// column 42703.
+    pub fn try_new(ddl: &CreateSource, target: &str, schema: &SchemaRef) -> Result<SourceSpec> {
         let name = normalize(&ddl.name);
         let mut opts: BTreeMap<&str, &str> = BTreeMap::new();
         for (k, v) in &ddl.options {
@@ -224,8 +227,7 @@ impl SourceSpec {
                 "PATH applies to JSON records only; CSV fields fill the stream's columns in order",
             ));
         }
-        let mut paths: Vec<Vec<String>> = stream
-            .schema
+        let mut paths: Vec<Vec<String>> = schema
             .fields()
             .iter()
             .map(|f| vec![f.name().clone()])
@@ -233,13 +235,10 @@ impl SourceSpec {
         let mut seen = vec![false; paths.len()];
         for (column, path) in &ddl.paths {
             let c = normalize(column);
-            let i = stream.schema.index_of(&c).map_err(|_| {
+            let i = schema.index_of(&c).map_err(|_| {
                 Error::plan(
                     sqlstate::UNDEFINED_COLUMN,
-                    format!(
-                        "column \"{c}\" of stream \"{}\" does not exist",
-                        stream.name
-                    ),
+                    format!("column \"{c}\" of \"{target}\" does not exist"),
                 )
             })?;
             if std::mem::replace(&mut seen[i], true) {
@@ -252,7 +251,8 @@ impl SourceSpec {
         }
         Ok(SourceSpec {
             name,
-            stream: stream.name.clone(),
+            stream: target.to_string(),
+            into_table: ddl.table,
             connector,
             format,
             on_error,
@@ -347,6 +347,7 @@ pub struct SourceProgress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::StreamDef;
     use crate::sql::{parse_one, Statement};
 
     fn spec(stream: &str, source: &str) -> Result<SourceSpec> {
@@ -357,7 +358,7 @@ mod tests {
         let Statement::CreateSource(src) = parse_one(source).unwrap() else {
             panic!()
         };
-        SourceSpec::try_new(&src, &def)
+        SourceSpec::try_new(&src, &def.name, &def.schema)
     }
 
     #[test]

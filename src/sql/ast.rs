@@ -30,7 +30,8 @@ pub enum Statement {
         /// Succeed quietly when it does not exist.
         if_exists: bool,
     },
-    /// `CREATE SOURCE name FROM FILE 'path' | KAFKA (options) INTO STREAM s [(col PATH '...')]`
+    /// `CREATE SOURCE name FROM FILE 'path' | KAFKA (options) INTO {STREAM | TABLE} s [(col PATH
+    /// '...')]`
     CreateSource(CreateSource),
     /// `DROP SOURCE [IF EXISTS] name`
     DropSource {
@@ -141,7 +142,8 @@ pub struct CreateStream {
     pub if_not_exists: bool,
 }
 
-/// `CREATE SOURCE`: rows that saql reads by itself from a file or Kafka into a stream.
+/// `CREATE SOURCE`: rows that saql reads by itself from a file or Kafka into a stream (or
+/// into a table, as upserts by its key).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreateSource {
     /// Source name.
@@ -150,8 +152,10 @@ pub struct CreateSource {
     pub connector: SourceConnector,
     /// `(key = 'value', ...)` options, keys lowercased.
     pub options: Vec<(String, String)>,
-    /// The stream the rows go into.
+    /// The stream the rows go into (or the table, with `table`).
     pub stream: Ident,
+    /// `INTO TABLE`: each record upserts a table's row by its key.
+    pub table: bool,
     /// `(column PATH 'a.b', ...)`: where a JSON record holds each column (by default, the
     /// top-level field of the column's name).
     pub paths: Vec<(Ident, String)>,
@@ -809,7 +813,8 @@ impl fmt::Display for CreateSource {
                 .collect();
             write!(f, " ({})", opts.join(", "))?;
         }
-        write!(f, " INTO STREAM {}", self.stream)?;
+        let kind = if self.table { "TABLE" } else { "STREAM" };
+        write!(f, " INTO {kind} {}", self.stream)?;
         if !self.paths.is_empty() {
             let paths: Vec<String> = self
                 .paths

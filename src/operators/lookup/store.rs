@@ -7,7 +7,7 @@
 //! applied; the engine checks a change against the rows (duplicate keys, the row limit)
 //! before logging it, so applying it never fails half-way.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use datafusion::arrow::array::ArrayRef;
@@ -30,12 +30,16 @@ pub struct TableChange {
     pub deletes: Vec<RecordBatch>,
     /// Rows to insert, replacing the row of the same key if there is one.
     pub upserts: Vec<RecordBatch>,
+    /// A source that read these rows, with its progress after them (as JSON), kept with
+    /// the rows so that it resumes after them.
+    pub source: Option<(String, String)>,
 }
 
 impl TableChange {
     /// Whether it changes nothing.
     pub fn is_empty(&self) -> bool {
         !self.truncate
+            && self.source.is_none()
             && self.deletes.iter().all(|b| b.num_rows() == 0)
             && self.upserts.iter().all(|b| b.num_rows() == 0)
     }
@@ -50,6 +54,8 @@ pub struct TableRows {
     bytes: usize,
     /// The log sequence number of the last change applied (0: none, or no log).
     pub applied_seq: u64,
+    /// The progress (JSON) of each source writing into the table, as of its last change.
+    pub sources: BTreeMap<String, String>,
 }
 
 /// A reference table: its schema, primary key and rows. Readers (lookup joins, ad hoc
@@ -99,6 +105,7 @@ impl TableStore {
                 rows: HashMap::new(),
                 bytes: 0,
                 applied_seq: 0,
+                sources: BTreeMap::new(),
             }),
             writer: Mutex::new(()),
         })
@@ -151,17 +158,29 @@ impl TableStore {
         Ok(())
     }
 
-    /// Replaces every row with `batches` (a checkpoint's), applied through log `seq`.
-    pub fn restore(&self, batches: &[RecordBatch], seq: u64) -> Result<()> {
+    /// Replaces every row with `batches` (a checkpoint's), applied through log `seq`, and
+    /// the sources' progress with `sources`.
+    pub fn restore(
+        &self,
+        batches: &[RecordBatch],
+        sources: BTreeMap<String, String>,
+        seq: u64,
+    ) -> Result<()> {
         let change = TableChange {
             truncate: true,
-            deletes: vec![],
             upserts: batches.to_vec(),
+            ..Default::default()
         };
         let mut rows = self.write();
         rows.apply(&change, self)?;
         rows.applied_seq = seq;
+        rows.sources = sources;
         Ok(())
+    }
+
+    /// Forgets a source's progress (DROP SOURCE).
+    pub fn forget_source(&self, name: &str) {
+        self.write().sources.remove(name);
     }
 }
 
@@ -216,6 +235,9 @@ impl TableRows {
     }
 
     fn apply(&mut self, change: &TableChange, store: &TableStore) -> Result<()> {
+        if let Some((name, progress)) = &change.source {
+            self.sources.insert(name.clone(), progress.clone());
+        }
         if change.truncate {
             self.rows.clear();
             self.bytes = 0;
@@ -337,8 +359,12 @@ mod tests {
     #[test]
     fn a_lookup_finds_the_row_of_a_key_and_restore_replaces_everything() {
         let s = store();
-        s.restore(&[rows(&s, &["x", "y"], &[Some(1), Some(2)])], 9)
-            .unwrap();
+        s.restore(
+            &[rows(&s, &["x", "y"], &[Some(1), Some(2)])],
+            BTreeMap::new(),
+            9,
+        )
+        .unwrap();
         let r = s.read();
         let probe: ArrayRef = Arc::new(StringArray::from(vec![Some("y"), None, Some("z")]));
         let keys = r.encode_keys(&[probe]).unwrap();

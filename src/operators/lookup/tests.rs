@@ -60,7 +60,7 @@ fn every_kind_of_lookup_equals_a_row_by_row_evaluation() {
             ],
         )
         .unwrap();
-        store.restore(&[rows], 1).unwrap();
+        store.restore(&[rows], Default::default(), 1).unwrap();
         let probes: Vec<Option<i64>> = (0..30)
             .map(|_| (rng.next(5) != 0).then(|| rng.next(16) as i64))
             .collect();

@@ -110,17 +110,32 @@ impl Engine {
     /// needs to decode: the stream's schema and the longest line allowed.
     fn source_start(&self, rt: &SourceRuntime) -> Result<(SourceProgress, RecordDecoder)> {
         let shared = self.read();
-        let hub = shared
-            .hubs
-            .get(&rt.spec.stream)
-            .ok_or_else(|| Error::undefined("stream", &rt.spec.stream))?;
-        let hub = hub.lock();
-        let progress = hub.sources.get(&rt.spec.name).cloned().unwrap_or_default();
-        let decoder = RecordDecoder::new(
-            hub.stream.def.schema.clone(),
-            rt.spec.format,
-            rt.spec.paths.clone(),
-        );
+        let (progress, schema) = if rt.spec.into_table {
+            let table = shared
+                .catalog
+                .table(&rt.spec.stream)
+                .ok_or_else(|| Error::undefined("table", &rt.spec.stream))?;
+            let rows = table.store.read();
+            let progress = match rows.sources.get(&rt.spec.name) {
+                Some(json) => serde_json::from_str(json).map_err(|e| {
+                    Error::Internal(format!(
+                        "the position of source \"{}\" does not read back: {e}",
+                        rt.spec.name
+                    ))
+                })?,
+                None => SourceProgress::default(),
+            };
+            (progress, table.store.schema().clone())
+        } else {
+            let hub = shared
+                .hubs
+                .get(&rt.spec.stream)
+                .ok_or_else(|| Error::undefined("stream", &rt.spec.stream))?;
+            let hub = hub.lock();
+            let progress = hub.sources.get(&rt.spec.name).cloned().unwrap_or_default();
+            (progress, hub.stream.def.schema.clone())
+        };
+        let decoder = RecordDecoder::new(schema, rt.spec.format, rt.spec.paths.clone());
         Ok((progress, decoder))
     }
 
@@ -138,6 +153,19 @@ impl Engine {
             match shared.sources.get(name) {
                 Some(current) if Arc::ptr_eq(current, rt) => {}
                 _ => return Err(Error::undefined("source", name)),
+            }
+            if rt.spec.into_table {
+                let table = shared
+                    .catalog
+                    .table(&rt.spec.stream)
+                    .cloned()
+                    .ok_or_else(|| Error::undefined("table", &rt.spec.stream))?;
+                drop(shared);
+                let json = serde_json::to_string(&progress)
+                    .map_err(|e| Error::Internal(format!("a source's position: {e}")))?;
+                self.upsert_from_source(&table, &batch, (name.clone(), json))?;
+                rt.update(|s| s.progress = progress);
+                return Ok(());
             }
             shared
                 .hubs
@@ -464,7 +492,7 @@ fn decoder_schema(
     engine: &Engine,
     rt: &SourceRuntime,
 ) -> Result<datafusion::arrow::datatypes::SchemaRef> {
-    engine.stream_schema(&rt.spec.stream)
+    engine.relation_schema(&rt.spec.stream)
 }
 
 /// `SHOW SOURCES`: each source's kind, stream, state, counters, position and last error.

@@ -42,6 +42,9 @@ pub struct TableState {
     pub position: u64,
     /// File with its rows.
     pub rows: String,
+    /// The progress (JSON) of the sources writing into it, as of those rows.
+    #[serde(default)]
+    pub sources: std::collections::BTreeMap<String, String>,
 }
 
 /// A stream's state at the checkpoint.

@@ -111,13 +111,17 @@ pub(in crate::runtime) fn snapshot(
         let _writer = t.store.writer();
         let position = log.last_seq();
         let schema = t.store.schema().clone();
-        let rows = t.store.read().batch(&schema)?;
+        let (rows, sources) = {
+            let r = t.store.read();
+            (r.batch(&schema)?, r.sources.clone())
+        };
         let file = format!("table-{i}.arrow");
         files.push((file.clone(), encoded_later(&schema, vec![rows])));
         manifest.tables.push(TableState {
             name: t.name.clone(),
             position,
             rows: file,
+            sources,
         });
     }
     let mut names: Vec<&String> = shared.hubs.keys().collect();
@@ -215,7 +219,7 @@ pub(in crate::runtime) fn restore(
     for t in &manifest.tables {
         if let Some(def) = shared.catalog.table(&t.name) {
             let rows = batches(&t.rows, def.store.schema())?;
-            def.store.restore(&rows, t.position)?;
+            def.store.restore(&rows, t.sources.clone(), t.position)?;
         }
     }
     let mut restored = std::collections::HashSet::new();

@@ -638,6 +638,18 @@ fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
                 out.extend_from_slice(&len.to_le_bytes());
                 out.extend_from_slice(&bytes);
             }
+            // The source and its progress; an empty name for none.
+            let (name, progress) = change
+                .source
+                .as_ref()
+                .map_or(("", ""), |(n, p)| (n.as_str(), p.as_str()));
+            for part in [name, progress] {
+                let len = u32::try_from(part.len()).map_err(|_| {
+                    Error::Internal("a source name or position too long to log".into())
+                })?;
+                out.extend_from_slice(&len.to_le_bytes());
+                out.extend_from_slice(part.as_bytes());
+            }
             (KIND_TABLE, table.as_str(), out)
         }
         Record::SourceRows {
@@ -762,12 +774,26 @@ fn decode(body: &[u8]) -> Result<Record> {
             };
             let deletes = part()?;
             let upserts = part()?;
+            let mut text = || -> Result<String> {
+                let len = u32::from_le_bytes(
+                    rest.get(..4)
+                        .ok_or_else(bad)?
+                        .try_into()
+                        .map_err(|_| bad())?,
+                ) as usize;
+                let bytes = rest.get(4..4 + len).ok_or_else(bad)?;
+                rest = &rest[4 + len..];
+                String::from_utf8(bytes.to_vec()).map_err(|_| bad())
+            };
+            let name = text()?;
+            let progress = text()?;
             Record::Table {
                 table: stream,
                 change: TableChange {
                     truncate,
                     deletes,
                     upserts,
+                    source: (!name.is_empty()).then_some((name, progress)),
                 },
             }
         }

@@ -52,6 +52,7 @@ fn a_table_change_comes_back_whole() {
             truncate,
             deletes,
             upserts,
+            source: truncate.then(|| ("feed".to_string(), "{}".to_string())),
         },
     };
     let a = log

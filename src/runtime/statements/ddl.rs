@@ -129,9 +129,19 @@ impl Engine {
                     }
                     return Err(Error::duplicate("source", &name));
                 }
-                let stream = normalize(&cs.stream);
-                let def = shared.catalog.require_stream(&stream)?.clone();
-                let spec = SourceSpec::try_new(&cs, &def)?;
+                let target = normalize(&cs.stream);
+                let schema = if cs.table {
+                    shared
+                        .catalog
+                        .table(&target)
+                        .ok_or_else(|| Error::undefined("table", &target))?
+                        .store
+                        .schema()
+                        .clone()
+                } else {
+                    shared.catalog.require_stream(&target)?.schema.clone()
+                };
+                let spec = SourceSpec::try_new(&cs, &target, &schema)?;
                 if matches!(spec.connector, Connector::Kafka { .. }) && !cfg!(feature = "kafka") {
                     return Err(Error::NotSupported(
                         "Kafka sources need saql built with the \"kafka\" feature".into(),
@@ -157,7 +167,12 @@ impl Engine {
                 if let Some(rt) = shared.sources.remove(&name) {
                     rt.stop();
                 }
-                if let Some(hub) = shared.hubs.get(&normalize(&def.stream)) {
+                let target = normalize(&def.stream);
+                if def.table {
+                    if let Some(t) = shared.catalog.table(&target) {
+                        t.store.forget_source(&name);
+                    }
+                } else if let Some(hub) = shared.hubs.get(&target) {
                     hub.lock().sources.remove(&name);
                 }
                 Ok(seq)
@@ -324,8 +339,8 @@ fn sinks_of(shared: &Shared, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// The sources that write into stream `name`.
-fn writers(shared: &Shared, name: &str) -> Vec<String> {
+/// The sources that write into stream or table `name`.
+pub(in crate::runtime) fn writers(shared: &Shared, name: &str) -> Vec<String> {
     shared
         .sources
         .iter()

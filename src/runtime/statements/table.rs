@@ -24,7 +24,7 @@ use crate::plan::catalog::{normalize, normalize_object};
 use crate::plan::TableDef;
 use crate::runtime::durability::wal::Record;
 use crate::runtime::engine::{Engine, Shared, StatementResult};
-use crate::runtime::statements::ddl::quoted;
+use crate::runtime::statements::ddl::{quoted, writers};
 use crate::runtime::statements::show::{int_column, rows_result, text_column};
 use crate::sources::insert;
 use crate::sources::param::Param;
@@ -80,8 +80,28 @@ impl Engine {
                 location: None,
             });
         }
+        let sources = writers(shared, &name);
+        if !sources.is_empty() && !cascade {
+            let list: Vec<String> = sources.iter().map(|s| format!("\"{s}\"")).collect();
+            return Err(Error::Catalog {
+                sqlstate: sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
+                message: format!(
+                    "cannot drop table \"{name}\" because sources {} write into it; drop them \
+                     first, or use DROP TABLE {name} CASCADE",
+                    list.join(", ")
+                ),
+                location: None,
+            });
+        }
         for query in readers {
             self.drop_query_and_sinks(shared, &query, log)?;
+        }
+        for source in sources {
+            let drop = Statement::DropSource {
+                name: Ident::with_quote('"', source),
+                if_exists: false,
+            };
+            self.ddl(shared, drop, log)?;
         }
         let seq = self.log_catalog(format!("DROP TABLE {}", quoted(&name)), log)?;
         shared.catalog.remove_table(&name);
@@ -276,6 +296,39 @@ impl Engine {
             ))
         })?;
         Ok(StatementResult::Command("TRUNCATE TABLE".into()))
+    }
+
+    /// Rows a source read into a table, with the source's progress after them: each row
+    /// replaces the row of its key (the last of a key in the batch wins), in one change.
+    pub(in crate::runtime) fn upsert_from_source(
+        &self,
+        def: &TableDef,
+        batch: &RecordBatch,
+        source: (String, String),
+    ) -> Result<usize> {
+        self.change_table(def, |rows| {
+            let keys = rows.encode_keys(def.store.keys_of(batch)?.columns())?;
+            let mut last = std::collections::HashMap::new();
+            for (i, k) in keys.iter().enumerate() {
+                last.insert(k.as_ref().to_vec(), i as u32);
+            }
+            let mut idx: Vec<u32> = last.into_values().collect();
+            idx.sort_unstable();
+            let upserts = if idx.len() == batch.num_rows() {
+                vec![batch.clone()]
+            } else {
+                vec![take_rows(batch, &idx)?]
+            };
+            let n = idx.len();
+            Ok((
+                TableChange {
+                    upserts,
+                    source: Some(source),
+                    ..Default::default()
+                },
+                n,
+            ))
+        })
     }
 
     /// Runs the SELECT that finds the rows a DELETE or UPDATE changes, as one batch.

@@ -605,7 +605,7 @@ pub(super) fn parse_options(parser: &mut Parser) -> Result<Vec<(String, String)>
     Ok(options)
 }
 
-/// After `CREATE SOURCE`: `[IF NOT EXISTS] name FROM FILE 'path' [(options)] INTO STREAM s
+/// After `CREATE SOURCE`: `[IF NOT EXISTS] name FROM FILE 'path' [(options)] INTO {STREAM | TABLE} s
 /// [(col PATH 'a.b', ...)]`, or `FROM KAFKA (options)`.
 fn parse_create_source(parser: &mut Parser) -> Result<CreateSource> {
     let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
@@ -637,7 +637,10 @@ fn parse_create_source(parser: &mut Parser) -> Result<CreateSource> {
         Vec::new()
     };
     parser.expect_keyword_is(Keyword::INTO)?;
-    expect_word(parser, "STREAM")?;
+    let table = parse_word(parser, "TABLE");
+    if !table {
+        expect_word(parser, "STREAM")?;
+    }
     let stream = parser.parse_identifier()?;
     let mut paths = Vec::new();
     if parser.consume_token(&Token::LParen) {
@@ -663,6 +666,7 @@ fn parse_create_source(parser: &mut Parser) -> Result<CreateSource> {
         connector,
         options,
         stream,
+        table,
         paths,
         if_not_exists,
     })
