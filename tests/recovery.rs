@@ -21,8 +21,9 @@ const STREAM: &str = "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT
 const TABLE: &str = "CREATE TABLE watch (k BIGINT PRIMARY KEY, label TEXT)";
 
 /// A windowed aggregate, a pattern, an outlier model, a plain filter, a suppressed one, an
-/// enrichment from the table and a watch-list over it.
-const QUERIES: [(&str, &str); 7] = [
+/// enrichment from the table, a watch-list over it, and a query over the windowed one's
+/// results.
+const QUERIES: [(&str, &str); 8] = [
     (
         "win",
         "SELECT k, window_end, COUNT(*) AS n, SUM(v) AS total \
@@ -52,6 +53,7 @@ const QUERIES: [(&str, &str); 7] = [
         "wat",
         "SELECT k, v FROM s WHERE k IN (SELECT k FROM watch WHERE label <> 'quiet')",
     ),
+    ("chn", "SELECT k, window_end, total FROM win WHERE n >= 2"),
 ];
 
 #[derive(Debug, Clone)]

@@ -251,6 +251,8 @@ pub struct Catalog {
     streams: BTreeMap<String, Arc<StreamDef>>,
     tables: BTreeMap<String, Arc<TableDef>>,
     queries: BTreeMap<String, CreateQuery>,
+    /// Query names in creation order: a query may read one created before it.
+    query_order: Vec<String>,
     sources: BTreeMap<String, CreateSource>,
     sinks: BTreeMap<String, CreateSink>,
 }
@@ -322,6 +324,11 @@ impl Catalog {
         self.queries.get(name)
     }
 
+    /// Query names in the order they were created.
+    pub fn query_order(&self) -> &[String] {
+        &self.query_order
+    }
+
     /// All queries in name order.
     pub fn queries(&self) -> impl Iterator<Item = (&String, &CreateQuery)> {
         self.queries.iter()
@@ -354,12 +361,14 @@ impl Catalog {
         if self.name_taken(&name) {
             return Err(Error::duplicate("relation", &name));
         }
+        self.query_order.push(name.clone());
         self.queries.insert(name, def);
         Ok(())
     }
 
     /// Removes a query.
     pub fn remove_query(&mut self, name: &str) -> Option<CreateQuery> {
+        self.query_order.retain(|q| q != name);
         self.queries.remove(name)
     }
 
@@ -406,8 +415,8 @@ impl Catalog {
         self.sinks.remove(name)
     }
 
-    /// The catalog as SQL statements, streams and tables first, then sources, then queries,
-    /// then sinks, each ending with `;` and a newline.
+    /// The catalog as SQL statements, streams and tables first, then sources, then queries
+    /// (in creation order), then sinks, each ending with `;` and a newline.
     pub fn to_sql(&self) -> String {
         let mut out = String::new();
         for s in self.streams.values() {
@@ -422,7 +431,8 @@ impl Catalog {
             out.push_str(&s.to_string());
             out.push_str(";\n");
         }
-        for q in self.queries.values() {
+        // In creation order, so that a query comes after the queries it reads.
+        for q in self.query_order.iter().filter_map(|n| self.queries.get(n)) {
             out.push_str(&q.to_string());
             out.push_str(";\n");
         }

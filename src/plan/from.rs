@@ -13,7 +13,9 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use super::catalog::{normalize, normalize_object, Catalog, EventTimeDef, StreamDef};
+use super::chained::query_as_stream;
 use super::pattern::{plan_match_recognize, PlannedPattern};
+use super::query::QueryPlan;
 use crate::error::{Error, Result};
 use crate::sql::interval::interval_duration;
 use crate::sql::Clauses;
@@ -55,11 +57,19 @@ pub(super) fn windowed_schema(stream: &StreamDef) -> Result<SchemaRef> {
         DataType::Timestamp(_, tz) => DataType::Timestamp(TimeUnit::Nanosecond, tz.clone()),
         other => other.clone(),
     };
+    // Over a query's windowed results, the results' own bounds are read as
+    // input_window_start and input_window_end: window_start and window_end are the new
+    // window's.
     let mut fields: Vec<Field> = stream
         .schema
         .fields()
         .iter()
-        .map(|f| f.as_ref().clone())
+        .map(|f| match f.name().as_str() {
+            "window_start" | "window_end" => {
+                f.as_ref().clone().with_name(format!("input_{}", f.name()))
+            }
+            _ => f.as_ref().clone(),
+        })
         .collect();
     fields.push(Field::new("window_start", ty.clone(), false));
     fields.push(Field::new("window_end", ty, false));
@@ -79,8 +89,14 @@ fn event_time(stream: &StreamDef) -> Result<&EventTimeDef> {
     })
 }
 
-/// What `FROM` reads: a stream, maybe through a window or a `MATCH_RECOGNIZE`.
-pub(super) type Source = (Arc<StreamDef>, Option<WindowSpec>, Option<PlannedPattern>);
+/// What `FROM` reads: a stream (or a query's results, with the query's plan), maybe
+/// through a window or a `MATCH_RECOGNIZE`.
+pub(super) type Source = (
+    Arc<StreamDef>,
+    Option<WindowSpec>,
+    Option<PlannedPattern>,
+    Option<Box<QueryPlan>>,
+);
 
 /// Resolves the `FROM` item: a stream, a window function over one, or a `MATCH_RECOGNIZE`
 /// over one. Rewrites a window function or a `MATCH_RECOGNIZE` into a plain reference to the
@@ -92,7 +108,7 @@ pub(super) fn resolve_from(
 ) -> Result<Source> {
     if let TableFactor::MatchRecognize { .. } = relation {
         let p = plan_match_recognize(relation, clauses, catalog)?;
-        return Ok((p.stream.clone(), None, Some(p)));
+        return Ok((p.stream.clone(), None, Some(p), None));
     }
     if let TableFactor::Derived { subquery, .. } = relation {
         let SetExpr::Select(inner) = subquery.body.as_mut() else {
@@ -122,21 +138,25 @@ pub(super) fn resolve_from(
     let Some(fargs) = args.take() else {
         let key = normalize_object(name);
         if let Some(s) = catalog.stream(&key) {
-            return Ok((s.clone(), None, None));
+            return Ok((s.clone(), None, None, None));
         }
-        if catalog.query(&key).is_some() {
+        if let Some((def, upstream)) = query_as_stream(&key, catalog)? {
+            return Ok((def, None, None, Some(Box::new(upstream))));
+        }
+        if catalog.table(&key).is_some() {
             return Err(Error::NotSupported(format!(
-                "a continuous query cannot read query \"{key}\" yet; read its stream"
+                "a continuous query reads a stream; \"{key}\" is a table: join it \
+                 (FROM stream s JOIN {key} t ON ...)"
             )));
         }
         return Err(Error::undefined("stream", &key).at_span(name.span()));
     };
-    let (stream, spec) = window_function(name, &fargs, catalog)?;
+    let (stream, spec, upstream) = window_function(name, &fargs, catalog)?;
     *name = ObjectName(vec![ObjectNamePart::Identifier(sq::Ident::with_quote(
         '"',
         stream.name.clone(),
     ))]);
-    Ok((stream, Some(spec), None))
+    Ok((stream, Some(spec), None, upstream.map(Box::new)))
 }
 
 /// The stream and window of a window table function (`TUMBLE(s, ts, size)`, ...).
@@ -144,7 +164,7 @@ fn window_function(
     name: &ObjectName,
     fargs: &sq::TableFunctionArgs,
     catalog: &Catalog,
-) -> Result<(Arc<StreamDef>, WindowSpec)> {
+) -> Result<(Arc<StreamDef>, WindowSpec, Option<QueryPlan>)> {
     let func = normalize_object(name).to_ascii_uppercase();
     let mut exprs = Vec::new();
     for a in &fargs.args {
@@ -189,10 +209,13 @@ fn window_function(
             ))
         }
     };
-    let stream = catalog
-        .require_stream(&stream_name)
-        .map_err(|e| e.at_span(exprs[0].span()))?
-        .clone();
+    let (stream, upstream) = match catalog.stream(&stream_name) {
+        Some(s) => (s.clone(), None),
+        None => match query_as_stream(&stream_name, catalog)? {
+            Some((def, plan)) => (def, Some(plan)),
+            None => return Err(Error::undefined("stream", &stream_name).at_span(exprs[0].span())),
+        },
+    };
     let time_col = time_column_arg(&exprs[1], expected)?;
     let et = event_time(&stream)?;
     let et_name = stream.schema.field(et.column).name();
@@ -228,7 +251,7 @@ fn window_function(
         },
     };
     check_window(spec)?;
-    Ok((stream, spec))
+    Ok((stream, spec, upstream))
 }
 
 /// The time column argument: a column, or `DESCRIPTOR(column)`.

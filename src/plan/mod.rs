@@ -12,6 +12,7 @@
 
 mod aggregate;
 pub mod catalog;
+mod chained;
 mod clauses;
 mod context;
 mod evidence;

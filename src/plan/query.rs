@@ -14,6 +14,7 @@ use datafusion::sql::sqlparser::ast::{self as sq, SetExpr};
 
 use super::aggregate::{plan_aggregate, window_assign};
 use super::catalog::{Catalog, StreamDef};
+use super::chained;
 use super::clauses;
 use super::context::PlanContext;
 use super::evidence;
@@ -42,6 +43,8 @@ pub struct QueryPlan {
     pub schema: SchemaRef,
     /// The tables it reads (joins and subqueries), by name.
     pub tables: Vec<String>,
+    /// The queries whose results it reads (directly or through them), by name.
+    pub queries: Vec<String>,
 }
 
 impl QueryPlan {
@@ -134,7 +137,8 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
                 .into(),
         ));
     }
-    let (stream, window, pattern) = resolve_from(&mut select.from[0].relation, clauses, catalog)?;
+    let (stream, window, pattern, upstream) =
+        resolve_from(&mut select.from[0].relation, clauses, catalog)?;
     evidence::rewrite(&mut query, &stream, window.is_some() && pattern.is_none())?;
     let scan_schema = match (&pattern, window) {
         (Some(p), _) => p.schema.clone(),
@@ -190,12 +194,17 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         tables,
         ..
     } = nodes;
-    Ok(QueryPlan {
+    let plan = QueryPlan {
         stream,
         window,
         specs,
         schema,
         tables,
+        queries: Vec::new(),
+    };
+    Ok(match upstream {
+        Some(up) => chained::chain(*up, &plan.stream.name.clone(), plan),
+        None => plan,
     })
 }
 

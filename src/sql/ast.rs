@@ -29,6 +29,8 @@ pub enum Statement {
         name: Ident,
         /// Succeed quietly when it does not exist.
         if_exists: bool,
+        /// Drop the queries that read its results too (`CASCADE`).
+        cascade: bool,
     },
     /// `CREATE SOURCE name FROM FILE 'path' | KAFKA (options) INTO {STREAM | TABLE} s [(col PATH
     /// '...')]`
@@ -689,9 +691,14 @@ impl fmt::Display for Statement {
                 write!(f, "DROP STREAM {ie}{name}{cascade}")
             }
             Statement::CreateQuery(q) => q.fmt(f),
-            Statement::DropQuery { name, if_exists } => {
+            Statement::DropQuery {
+                name,
+                if_exists,
+                cascade,
+            } => {
                 let ie = if *if_exists { "IF EXISTS " } else { "" };
-                write!(f, "DROP QUERY {ie}{name}")
+                let cascade = if *cascade { " CASCADE" } else { "" };
+                write!(f, "DROP QUERY {ie}{name}{cascade}")
             }
             Statement::CreateSource(s) => s.fmt(f),
             Statement::DropSource { name, if_exists } => {

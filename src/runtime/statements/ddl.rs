@@ -103,7 +103,10 @@ impl Engine {
                     // Each sink and query is dropped (and logged) on its own, so replay needs
                     // no CASCADE.
                     for query in readers(shared, &name) {
-                        self.drop_query_and_sinks(shared, &query, log)?;
+                        // Readers of a dropped query went with it.
+                        if shared.query_streams.contains_key(&query) {
+                            self.drop_query_and_sinks(shared, &query, log)?;
+                        }
                     }
                     for source in writers(shared, &name) {
                         let drop = Statement::DropSource {
@@ -241,7 +244,11 @@ impl Engine {
                 }
                 Ok(seq)
             }
-            Statement::DropQuery { name, if_exists } => {
+            Statement::DropQuery {
+                name,
+                if_exists,
+                cascade,
+            } => {
                 let name = normalize(&name);
                 let Some(stream) = shared.query_streams.get(&name).cloned() else {
                     if if_exists {
@@ -249,6 +256,28 @@ impl Engine {
                     }
                     return Err(Error::undefined("query", &name));
                 };
+                let readers = query_readers(shared, &name);
+                if !readers.is_empty() {
+                    if !cascade {
+                        let list: Vec<String> =
+                            readers.iter().map(|q| format!("\"{q}\"")).collect();
+                        return Err(Error::Catalog {
+                            sqlstate: sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
+                            message: format!(
+                                "cannot drop query \"{name}\" because queries {} read its \
+                                 results; drop them first, or use DROP QUERY {name} CASCADE",
+                                list.join(", ")
+                            ),
+                            location: None,
+                        });
+                    }
+                    // Readers of readers come first (they were created later).
+                    for reader in readers.iter().rev() {
+                        if shared.query_streams.contains_key(reader) {
+                            self.drop_query_and_sinks(shared, reader, log)?;
+                        }
+                    }
+                }
                 let sinks: Vec<String> = sinks_of(shared, &name)
                     .iter()
                     .map(|s| format!("\"{s}\""))
@@ -305,6 +334,7 @@ impl Engine {
         let drop = Statement::DropQuery {
             name: datafusion::sql::sqlparser::ast::Ident::with_quote('"', query),
             if_exists: false,
+            cascade: true,
         };
         self.ddl(shared, drop, log)?;
         Ok(())
@@ -327,6 +357,27 @@ fn readers(shared: &Shared, name: &str) -> Vec<String> {
         .filter(|(_, s)| s.as_str() == name)
         .map(|(q, _)| q.clone())
         .collect()
+}
+
+/// The queries that read query `name`'s results (directly or through others), in the
+/// order they were created.
+fn query_readers(shared: &Shared, name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (q, _) in shared.catalog.queries() {
+        let Some(stream) = shared.query_streams.get(q) else {
+            continue;
+        };
+        if let Some(hub) = shared.hubs.get(stream) {
+            if let Some(rt) = hub.lock().queries.get(q) {
+                if rt.plan.queries.iter().any(|u| u == name) {
+                    out.push(q.clone());
+                }
+            }
+        }
+    }
+    let order = shared.catalog.query_order();
+    out.sort_by_key(|q| order.iter().position(|o| o == q));
+    out
 }
 
 /// The sinks that deliver the results of query `name`.

@@ -94,7 +94,10 @@ impl Engine {
             });
         }
         for query in readers {
-            self.drop_query_and_sinks(shared, &query, log)?;
+            // Readers of a dropped query went with it.
+            if shared.query_streams.contains_key(&query) {
+                self.drop_query_and_sinks(shared, &query, log)?;
+            }
         }
         for source in sources {
             let drop = Statement::DropSource {

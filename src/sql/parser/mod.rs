@@ -303,18 +303,22 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         parser.next_token();
         let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
         let name = parser.parse_identifier()?;
+        let cascade = parser.parse_keyword(Keyword::CASCADE);
+        if !cascade {
+            let _restrict = parser.parse_keyword(Keyword::RESTRICT);
+        }
         return Ok(if is_word(&second, "STREAM") {
-            let cascade = parser.parse_keyword(Keyword::CASCADE);
-            if !cascade {
-                let _restrict = parser.parse_keyword(Keyword::RESTRICT);
-            }
             Statement::DropStream {
                 name,
                 if_exists,
                 cascade,
             }
         } else {
-            Statement::DropQuery { name, if_exists }
+            Statement::DropQuery {
+                name,
+                if_exists,
+                cascade,
+            }
         });
     }
     if is_word(&first, "CREATE") && is_word(&second, "SOURCE") {

@@ -1,0 +1,108 @@
+//! Queries over queries: a continuous query may read another query's results as its
+//! stream (`FROM failed_logins`, `TUMBLE(failed_logins, window_end, ...)`). The reader is
+//! planned against the results described as a stream, and runs as the upstream query's
+//! operators followed by its own, in the upstream stream's operator graph: the graph shares
+//! the upstream operators (their specs are equal), so they are computed once, watermarks
+//! flow on down the chain, and checkpoints cover it whole.
+//!
+//! The results' event time is their `window_end`, else the column named as the upstream
+//! stream's event-time column, if the query keeps it; without either, windows over them are
+//! refused.
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::sql::sqlparser::ast::Ident;
+
+use super::catalog::{Catalog, EventTimeDef, StreamDef};
+use super::query::{plan_continuous, QueryPlan};
+use crate::error::{sqlstate, Error, Result};
+use crate::sql::CreateStream;
+
+/// Most queries in a chain of queries over queries (54001 past it).
+pub const MAX_CHAIN: usize = 16;
+
+thread_local! {
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Query `name`'s plan and its results described as a stream, if `name` is a query.
+pub(super) fn query_as_stream(
+    name: &str,
+    catalog: &Catalog,
+) -> Result<Option<(Arc<StreamDef>, QueryPlan)>> {
+    let Some(cq) = catalog.query(name) else {
+        return Ok(None);
+    };
+    let depth = DEPTH.with(|d| d.get());
+    if depth >= MAX_CHAIN {
+        return Err(Error::limit(
+            sqlstate::STATEMENT_TOO_COMPLEX,
+            format!("queries over queries nest more than {MAX_CHAIN} deep at \"{name}\""),
+        ));
+    }
+    DEPTH.with(|d| d.set(depth + 1));
+    let planned = plan_continuous(&cq.query, &cq.clauses, catalog);
+    DEPTH.with(|d| d.set(depth));
+    let upstream = planned?;
+    let schema = upstream.schema.clone();
+    let is_time = |i: usize| matches!(schema.field(i).data_type(), DataType::Timestamp(_, _));
+    let stream_time = upstream
+        .stream
+        .event_time
+        .as_ref()
+        .map(|e| upstream.stream.schema.field(e.column).name().clone());
+    let column = schema
+        .index_of("window_end")
+        .ok()
+        .filter(|&i| is_time(i))
+        .or_else(|| {
+            stream_time
+                .and_then(|n| schema.index_of(&n).ok())
+                .filter(|&i| is_time(i))
+        });
+    let def = StreamDef {
+        name: name.to_string(),
+        schema: schema.clone(),
+        event_time: column.map(|column| EventTimeDef {
+            column,
+            delay: Duration::ZERO,
+        }),
+        idle_timeout: None,
+        shedding: None,
+        ddl: CreateStream {
+            name: Ident::new(name),
+            columns: Vec::new(),
+            watermark: None,
+            options: Vec::new(),
+            if_not_exists: false,
+        },
+    };
+    Ok(Some((Arc::new(def), upstream)))
+}
+
+/// `downstream` (planned over `upstream`'s results, read as query `name`) as one plan over
+/// `upstream`'s stream: the upstream operators, then its own.
+pub(super) fn chain(upstream: QueryPlan, name: &str, downstream: QueryPlan) -> QueryPlan {
+    let mut specs = upstream.specs;
+    specs.extend(downstream.specs);
+    let mut tables = upstream.tables;
+    for t in downstream.tables {
+        if !tables.contains(&t) {
+            tables.push(t);
+        }
+    }
+    let mut queries = upstream.queries;
+    queries.push(name.to_string());
+    queries.extend(downstream.queries);
+    QueryPlan {
+        stream: upstream.stream,
+        window: downstream.window,
+        specs,
+        schema: downstream.schema,
+        tables,
+        queries,
+    }
+}
