@@ -1,5 +1,6 @@
 //! Crash test: the real `saql serve` process, two writers (COPY into one stream, INSERT into
-//! another), subscribers of a windowed, a pattern, an outlier and a filter query reading with
+//! another), subscribers of a windowed, a pattern, an outlier and a filter query, a lookup
+//! join with a table and a query over the windowed query's results, reading with
 //! `SUBSCRIBE q FROM n WITH SEQ`, and `kill -9` at random moments. After each kill the server
 //! restarts on the same data directory, writers resend only what was not acknowledged (a
 //! batch whose acknowledgement was lost is looked up in `SHOW STREAMS`), subscribers resume
@@ -38,9 +39,13 @@ CREATE CONTINUOUS QUERY out AS SELECT k, window_end, SUM(v) AS total
   FROM TUMBLE(b, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end
   OUTLIER ZSCORE(1.5) ON (total);
 CREATE CONTINUOUS QUERY big AS SELECT ts, k, v FROM b WHERE v > 80;
+CREATE TABLE labels (k BIGINT PRIMARY KEY, label TEXT);
+INSERT INTO labels VALUES (0, 'zero'), (2, 'two'), (3, 'three');
+CREATE CONTINUOUS QUERY enr AS SELECT b.ts, b.k, b.v, l.label FROM b JOIN labels l ON b.k = l.k;
+CREATE CONTINUOUS QUERY busy AS SELECT k, window_end, total FROM win WHERE n >= 3;
 ";
 
-const QUERIES: [&str; 4] = ["win", "pat", "out", "big"];
+const QUERIES: [&str; 6] = ["win", "pat", "out", "big", "enr", "busy"];
 const BATCHES: usize = 150;
 const ROWS: usize = 25;
 
