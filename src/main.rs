@@ -21,7 +21,10 @@ struct Cli {
 }
 
 // Parsed once at startup: the size of the `serve` variant does not matter.
-#[allow(clippy::large_enum_variant)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once at startup: the size of the serve variant does not matter"
+)]
 #[derive(Subcommand)]
 enum Command {
     /// Serve the Postgres wire protocol.

@@ -10,7 +10,7 @@
 //! (`--remote-debugging-pipe`: NUL-separated JSON on file descriptors 3 and 4), and a
 //! screenshot is written to `target/tmp/console.png` (the path is printed).
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
 #[path = "support/binary.rs"]
 mod binary;
 

@@ -10,7 +10,7 @@
 //! CI runs a few crash points; `SAQL_CRASH_POINTS=25 cargo test --test crash -- --nocapture`
 //! runs the full set.
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
 #[path = "support/binary.rs"]
 mod binary;
 

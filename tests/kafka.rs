@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
 #[path = "support/binary.rs"]
 mod binary;
 #[path = "kafka/broker.rs"]

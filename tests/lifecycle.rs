@@ -3,7 +3,7 @@
 //! nothing, and SIGTERM drains the sessions (idle ones get 57P01, a COPY in flight finishes
 //! and its rows are there after a restart) before the server exits 0.
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
 #[path = "support/binary.rs"]
 mod binary;
 mod pg_errors;

@@ -3,7 +3,7 @@
 //! as Prometheus text, and its values checked against SHOW STREAMS, SHOW QUERIES and SHOW
 //! SOURCES of the same moment (no rows flow while both are read).
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
 #[path = "support/binary.rs"]
 mod binary;
 

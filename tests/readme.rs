@@ -5,7 +5,7 @@
 //! that follow it (as psql sends them), and the subscriptions deliver the alerts the session
 //! says they will.
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
 #[path = "support/binary.rs"]
 mod binary;
 

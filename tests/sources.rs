@@ -5,7 +5,7 @@
 //! `kill -9` of the real binary at random moments) with no row lost and none twice;
 //! `on_error = 'fail'` stops the source with the error in SHOW SOURCES; CSV with a header.
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
 #[path = "support/binary.rs"]
 mod binary;
 

@@ -5,7 +5,7 @@
 //! bytes, and those bytes are what PostgreSQL prints for the same values. A value the wire
 //! cannot carry is an error.
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
 #[path = "support/binary.rs"]
 mod binary;
 

@@ -2,7 +2,10 @@
 //! draining a subscription, and checking the streams' and queries' own counters.
 
 // Each bench uses only part of it.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each crate that includes this module uses part of it"
+)]
 
 use std::collections::HashMap;
 use std::error::Error;

@@ -137,7 +137,10 @@ impl Invariant {
     /// An invariant over `values` per `keys`, producing `schema` (input columns, then
     /// `violation`). `time_column` is the result column (window_end, or the event time) that
     /// places a row in or after training; `min_support` is 1 unless the query says otherwise.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per part of the INVARIANT clause"
+    )]
     pub fn try_new(
         kind: InvariantKind,
         values: Vec<Arc<dyn PhysicalExpr>>,

@@ -54,7 +54,10 @@ pub(super) fn window_assign(
 }
 
 /// Maps a windowed aggregation onto a window aggregate or a session window.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the planner's state for one aggregation, passed as it is"
+)]
 pub(super) fn plan_aggregate(
     ctx: &PlanContext,
     spec: WindowSpec,
@@ -155,7 +158,10 @@ pub(super) fn plan_aggregate(
 fn aggregates(ctx: &PlanContext, input: &DFSchema, aggr_expr: &[LExpr]) -> Result<Aggregates> {
     let mut planned = Vec::new();
     for e in aggr_expr {
-        #[allow(deprecated)]
+        #[allow(
+            deprecated,
+            reason = "DataFusion 55 has no other public way to build an aggregate with its FILTER"
+        )]
         let (expr, filter, order) =
             datafusion::physical_planner::create_aggregate_expr_and_maybe_filter(
                 &simplify(e, input)?,

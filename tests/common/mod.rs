@@ -3,7 +3,10 @@
 //! [`Engine`] over rows split into random batches, and results rendered as sorted text lines.
 
 // Each test crate that includes this module uses only part of it.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each crate that includes this module uses part of it"
+)]
 
 use std::sync::Arc;
 

@@ -4,7 +4,10 @@
 //! [`Engine`], and typed access to the columns of the result batches.
 
 // Each evaluation uses only part of this module.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each crate that includes this module uses part of it"
+)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -21,7 +21,10 @@
 //!   window at its first row with no false positive scores 100 (`S_perfect = A_TP · windows`).
 
 // Each evaluation uses only part of this module.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each crate that includes this module uses part of it"
+)]
 
 /// An application profile: the weights of true positives, false positives and false
 /// negatives (NAB's `A_TN` is 0 in every profile: true negatives earn nothing).

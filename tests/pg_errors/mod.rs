@@ -2,7 +2,10 @@
 //! to the real server.
 
 // Each test crate that includes this module uses only part of it.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each crate that includes this module uses part of it"
+)]
 
 /// The error's SQLSTATE, or a description when the server sent none.
 pub fn code(e: &tokio_postgres::Error) -> String {

@@ -3,6 +3,9 @@
 
 pub(crate) mod sink_loop;
 // Sinks deliver only with the server feature (their loop needs its clients).
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
+#[cfg_attr(
+    not(feature = "server"),
+    allow(dead_code, reason = "sinks deliver only with the server feature")
+)]
 pub(crate) mod sinks;
 pub(crate) mod sources;

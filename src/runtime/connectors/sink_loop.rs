@@ -173,7 +173,10 @@ async fn run(weak: &WeakEngine, rt: &Arc<SinkRuntime>) -> Result<()> {
 
 /// The next rows to deliver: those after `delivered`, at most `max` of them, taken from
 /// the front of `pending` (batches whose first column is `seq`, in seq order).
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
+#[cfg_attr(
+    not(feature = "server"),
+    allow(dead_code, reason = "sinks deliver only with the server feature")
+)]
 pub(in crate::runtime) fn next_batch(
     pending: &mut VecDeque<datafusion::arrow::record_batch::RecordBatch>,
     delivered: u64,

@@ -316,7 +316,10 @@ impl QueryOutput {
     /// after `from` are no longer retained (the gap a reader resuming there would have).
     /// Unlike [`QueryOutput::subscribe`] with `from`, the rows are not queued: a sink reads
     /// them at its own pace.
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    #[cfg_attr(
+        not(feature = "server"),
+        allow(dead_code, reason = "sinks deliver only with the server feature")
+    )]
     pub fn retained_after_seq(&self, from: u64) -> Result<(u64, Vec<RecordBatch>)> {
         let first = self.retained_after() + 1;
         let gap = first.saturating_sub(from + 1);
