@@ -250,8 +250,10 @@ impl StreamDef {
 pub struct Catalog {
     streams: BTreeMap<String, Arc<StreamDef>>,
     tables: BTreeMap<String, Arc<TableDef>>,
+    views: BTreeMap<String, sq::CreateView>,
     queries: BTreeMap<String, CreateQuery>,
-    /// Query names in creation order: a query may read one created before it.
+    /// Query and view names in creation order: a query or view may read one created before
+    /// it.
     query_order: Vec<String>,
     sources: BTreeMap<String, CreateSource>,
     sinks: BTreeMap<String, CreateSink>,
@@ -319,6 +321,32 @@ impl Catalog {
         self.tables.remove(name)
     }
 
+    /// A view by normalised name.
+    pub fn view(&self, name: &str) -> Option<&sq::CreateView> {
+        self.views.get(name)
+    }
+
+    /// All views, by name.
+    pub fn views(&self) -> impl Iterator<Item = (&String, &sq::CreateView)> {
+        self.views.iter()
+    }
+
+    /// Adds a view (checked by the caller).
+    pub fn add_view(&mut self, name: String, def: sq::CreateView) -> Result<()> {
+        if self.name_taken(&name) {
+            return Err(Error::duplicate("relation", &name));
+        }
+        self.query_order.push(name.clone());
+        self.views.insert(name, def);
+        Ok(())
+    }
+
+    /// Removes a view.
+    pub fn remove_view(&mut self, name: &str) -> Option<sq::CreateView> {
+        self.query_order.retain(|q| q != name);
+        self.views.remove(name)
+    }
+
     /// A continuous query's definition.
     pub fn query(&self, name: &str) -> Option<&CreateQuery> {
         self.queries.get(name)
@@ -338,6 +366,7 @@ impl Catalog {
     pub fn name_taken(&self, name: &str) -> bool {
         self.streams.contains_key(name)
             || self.tables.contains_key(name)
+            || self.views.contains_key(name)
             || self.queries.contains_key(name)
     }
 
@@ -432,8 +461,13 @@ impl Catalog {
             out.push_str(";\n");
         }
         // In creation order, so that a query comes after the queries it reads.
-        for q in self.query_order.iter().filter_map(|n| self.queries.get(n)) {
-            out.push_str(&q.to_string());
+        for name in &self.query_order {
+            let text = match (self.queries.get(name), self.views.get(name)) {
+                (Some(q), _) => q.to_string(),
+                (None, Some(v)) => v.to_string(),
+                (None, None) => continue,
+            };
+            out.push_str(&text);
             out.push_str(";\n");
         }
         for s in self.sinks.values() {

@@ -1,4 +1,5 @@
-//! Queries over queries: a continuous query may read another query's results as its
+//! Queries over queries and views: a continuous query may read another query's results, or
+//! a view (`CREATE VIEW v AS SELECT ...`, a query with no results of its own), as its
 //! stream (`FROM failed_logins`, `TUMBLE(failed_logins, window_end, ...)`). The reader is
 //! planned against the results described as a stream, and runs as the upstream query's
 //! operators followed by its own, in the upstream stream's operator graph: the graph shares
@@ -19,7 +20,7 @@ use datafusion::sql::sqlparser::ast::Ident;
 use super::catalog::{Catalog, EventTimeDef, StreamDef};
 use super::query::{plan_continuous, QueryPlan};
 use crate::error::{sqlstate, Error, Result};
-use crate::sql::CreateStream;
+use crate::sql::{Clauses, CreateStream};
 
 /// Most queries in a chain of queries over queries (54001 past it).
 pub const MAX_CHAIN: usize = 16;
@@ -33,8 +34,10 @@ pub(super) fn query_as_stream(
     name: &str,
     catalog: &Catalog,
 ) -> Result<Option<(Arc<StreamDef>, QueryPlan)>> {
-    let Some(cq) = catalog.query(name) else {
-        return Ok(None);
+    let (query, clauses) = match (catalog.query(name), catalog.view(name)) {
+        (Some(cq), _) => (&cq.query, cq.clauses.clone()),
+        (None, Some(view)) => (&view.query, Clauses::default()),
+        (None, None) => return Ok(None),
     };
     let depth = DEPTH.with(|d| d.get());
     if depth >= MAX_CHAIN {
@@ -44,7 +47,7 @@ pub(super) fn query_as_stream(
         ));
     }
     DEPTH.with(|d| d.set(depth + 1));
-    let planned = plan_continuous(&cq.query, &cq.clauses, catalog);
+    let planned = plan_continuous(query, &clauses, catalog);
     DEPTH.with(|d| d.set(depth));
     let upstream = planned?;
     let schema = upstream.schema.clone();

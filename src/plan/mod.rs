@@ -12,7 +12,7 @@
 
 mod aggregate;
 pub mod catalog;
-mod chained;
+pub mod chained;
 mod clauses;
 mod context;
 mod evidence;

@@ -448,12 +448,16 @@ impl Engine {
             | Statement::CreateSink(_)
             | Statement::DropSink { .. }
             | Statement::CreateTable(_)
-            | Statement::DropTable { .. } => {
+            | Statement::DropTable { .. }
+            | Statement::CreateView(_)
+            | Statement::DropView { .. } => {
                 // Durable before it is applied: see `ddl`.
                 self.ddl(&mut self.write(), stmt.clone(), true)?;
                 match stmt {
                     Statement::CreateTable(_) => "CREATE TABLE",
                     Statement::DropTable { .. } => "DROP TABLE",
+                    Statement::CreateView(_) => "CREATE VIEW",
+                    Statement::DropView { .. } => "DROP VIEW",
                     Statement::CreateStream(_) => "CREATE STREAM",
                     Statement::CreateQuery(_) => "CREATE CONTINUOUS QUERY",
                     Statement::DropStream { .. } => "DROP STREAM",
@@ -724,7 +728,12 @@ impl Engine {
                     .into(),
             )),
             sq::Statement::Query(_) => {
-                let ctx = adhoc::context(&self.read(), session, self.config.max_result_rows)?;
+                let mut stmt = stmt;
+                let ctx = {
+                    let shared = self.read();
+                    adhoc::inline_views(&mut stmt, &shared.catalog);
+                    adhoc::context(&shared, session, self.config.max_result_rows)?
+                };
                 let c = &self.config;
                 adhoc::select(ctx, stmt, params, c.max_result_rows, c.max_result_bytes).await
             }
@@ -773,7 +782,6 @@ fn unsupported(stmt: &sq::Statement) -> Error {
             "streams are append-only: INSERT or COPY rows into them; tables take INSERT ... \
              ON CONFLICT"
         }
-        sq::Statement::CreateView { .. } => "use CREATE CONTINUOUS QUERY",
         _ => "see the README for the statements saql runs",
     };
     Error::NotSupported(format!("statement not supported: {what}; {hint}"))

@@ -354,6 +354,8 @@ pub fn required_role(stmt: &Statement) -> (Role, &'static str) {
         Statement::DropSink { .. } => (Role::Admin, "DROP SINK"),
         Statement::CreateTable(_) => (Role::Admin, "CREATE TABLE"),
         Statement::DropTable { .. } => (Role::Admin, "DROP TABLE"),
+        Statement::CreateView(_) => (Role::Admin, "CREATE VIEW"),
+        Statement::DropView { .. } => (Role::Admin, "DROP VIEW"),
         Statement::ShowTables
         | Statement::ShowStreams
         | Statement::ShowQueries

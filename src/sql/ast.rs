@@ -68,6 +68,18 @@ pub enum Statement {
     },
     /// `SHOW TABLES`
     ShowTables,
+    /// `CREATE VIEW name AS SELECT ...`: a named query over a stream that other queries read
+    /// as their stream; it runs only inside the queries that read it.
+    CreateView(Box<sq::CreateView>),
+    /// `DROP VIEW [IF EXISTS] name [CASCADE | RESTRICT]`
+    DropView {
+        /// The view.
+        name: Ident,
+        /// Succeed quietly when it does not exist.
+        if_exists: bool,
+        /// Drop the queries that read it too (`CASCADE`).
+        cascade: bool,
+    },
     /// `SHOW STREAMS`
     ShowStreams,
     /// `SHOW QUERIES`
@@ -723,6 +735,16 @@ impl fmt::Display for Statement {
                 write!(f, "DROP TABLE {ie}{name}{cascade}")
             }
             Statement::ShowTables => f.write_str("SHOW TABLES"),
+            Statement::CreateView(v) => v.fmt(f),
+            Statement::DropView {
+                name,
+                if_exists,
+                cascade,
+            } => {
+                let ie = if *if_exists { "IF EXISTS " } else { "" };
+                let cascade = if *cascade { " CASCADE" } else { "" };
+                write!(f, "DROP VIEW {ie}{name}{cascade}")
+            }
             Statement::ShowStreams => f.write_str("SHOW STREAMS"),
             Statement::ShowQueries => f.write_str("SHOW QUERIES"),
             Statement::Checkpoint => f.write_str("CHECKPOINT"),

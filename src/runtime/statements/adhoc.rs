@@ -428,3 +428,56 @@ fn count_placeholders(stmt: &sq::Statement) -> usize {
     });
     max
 }
+
+/// Views read by an ad hoc statement, written in place as subqueries (`FROM v` becomes
+/// `FROM (view's query) AS v`), so they read the streams' recent rows and the queries'
+/// retained results; views of views expand in turn, at most [`MAX_CHAIN`] deep.
+///
+/// [`MAX_CHAIN`]: crate::plan::chained::MAX_CHAIN
+pub(in crate::runtime) fn inline_views(stmt: &mut sq::Statement, catalog: &crate::plan::Catalog) {
+    use datafusion::sql::sqlparser::ast::{TableAlias, TableFactor, VisitMut, VisitorMut};
+    struct Inline<'a> {
+        catalog: &'a crate::plan::Catalog,
+        changed: bool,
+    }
+    impl VisitorMut for Inline<'_> {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, t: &mut TableFactor) -> std::ops::ControlFlow<()> {
+            if let TableFactor::Table {
+                name,
+                alias,
+                args: None,
+                ..
+            } = t
+            {
+                let key = crate::plan::catalog::normalize_object(name);
+                if let Some(view) = self.catalog.view(&key) {
+                    let alias = alias.take().unwrap_or(TableAlias {
+                        at: None,
+                        explicit: true,
+                        name: sq::Ident::with_quote('"', key),
+                        columns: vec![],
+                    });
+                    *t = TableFactor::Derived {
+                        lateral: false,
+                        subquery: view.query.clone(),
+                        alias: Some(alias),
+                        sample: None,
+                    };
+                    self.changed = true;
+                }
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    for _ in 0..crate::plan::chained::MAX_CHAIN {
+        let mut v = Inline {
+            catalog,
+            changed: false,
+        };
+        let _ = stmt.visit(&mut v);
+        if !v.changed {
+            break;
+        }
+    }
+}

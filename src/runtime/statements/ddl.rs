@@ -9,7 +9,7 @@ use crate::runtime::engine::{Engine, Shared};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::plan::catalog::normalize;
+use crate::plan::catalog::{normalize, normalize_object};
 use crate::plan::spec::OperatorSpec;
 use crate::plan::{plan_continuous, QueryPlan, StreamDef};
 use crate::runtime::connectors::sinks::SinkRuntime;
@@ -33,6 +33,44 @@ impl Engine {
         let logged = |engine: &Engine, sql: String| engine.log_catalog(sql, log);
         match stmt {
             Statement::CreateTable(ct) => self.create_table(shared, *ct, log),
+            Statement::CreateView(cv) => {
+                let name = normalize_object(&cv.name);
+                if cv.if_not_exists && shared.catalog.view(&name).is_some() {
+                    return Ok(None);
+                }
+                if cv.or_replace || cv.materialized || !cv.columns.is_empty() || cv.or_alter {
+                    return Err(Error::NotSupported(
+                        "CREATE VIEW name AS SELECT ... is supported; OR REPLACE, MATERIALIZED \
+                         (use CREATE CONTINUOUS QUERY) and column lists are not"
+                            .into(),
+                    ));
+                }
+                if shared.catalog.name_taken(&name) {
+                    return Err(Error::duplicate("relation", &name));
+                }
+                // A view is a continuous query's body: it must plan as one.
+                plan_continuous(&cv.query, &Default::default(), &shared.catalog)?;
+                let seq = logged(self, Statement::CreateView(cv.clone()).to_string())?;
+                shared.catalog.add_view(name, *cv)?;
+                Ok(seq)
+            }
+            Statement::DropView {
+                name,
+                if_exists,
+                cascade,
+            } => {
+                let name = normalize(&name);
+                if shared.catalog.view(&name).is_none() {
+                    if if_exists {
+                        return Ok(None);
+                    }
+                    return Err(Error::undefined("view", &name));
+                }
+                self.drop_readers(shared, "view", &name, cascade, log)?;
+                let seq = logged(self, format!("DROP VIEW {}", quoted(&name)))?;
+                shared.catalog.remove_view(&name);
+                Ok(seq)
+            }
             Statement::DropTable {
                 name,
                 if_exists,
@@ -102,11 +140,10 @@ impl Engine {
                 if cascade {
                     // Each sink and query is dropped (and logged) on its own, so replay needs
                     // no CASCADE.
-                    for query in readers(shared, &name) {
+                    let readers = derived_readers(shared, |p| p.stream.name == name);
+                    for reader in readers.iter().rev() {
                         // Readers of a dropped query went with it.
-                        if shared.query_streams.contains_key(&query) {
-                            self.drop_query_and_sinks(shared, &query, log)?;
-                        }
+                        self.drop_derived(shared, reader, log)?;
                     }
                     for source in writers(shared, &name) {
                         let drop = Statement::DropSource {
@@ -256,28 +293,7 @@ impl Engine {
                     }
                     return Err(Error::undefined("query", &name));
                 };
-                let readers = query_readers(shared, &name);
-                if !readers.is_empty() {
-                    if !cascade {
-                        let list: Vec<String> =
-                            readers.iter().map(|q| format!("\"{q}\"")).collect();
-                        return Err(Error::Catalog {
-                            sqlstate: sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
-                            message: format!(
-                                "cannot drop query \"{name}\" because queries {} read its \
-                                 results; drop them first, or use DROP QUERY {name} CASCADE",
-                                list.join(", ")
-                            ),
-                            location: None,
-                        });
-                    }
-                    // Readers of readers come first (they were created later).
-                    for reader in readers.iter().rev() {
-                        if shared.query_streams.contains_key(reader) {
-                            self.drop_query_and_sinks(shared, reader, log)?;
-                        }
-                    }
-                }
+                self.drop_readers(shared, "query", &name, cascade, log)?;
                 let sinks: Vec<String> = sinks_of(shared, &name)
                     .iter()
                     .map(|s| format!("\"{s}\""))
@@ -316,6 +332,60 @@ impl Engine {
         Ok(seq)
     }
 
+    /// Before dropping query or view `name`: refuses (2BP01) while queries or views read it,
+    /// or with `cascade` drops them first (the latest created first).
+    fn drop_readers(
+        &self,
+        shared: &mut Shared,
+        kind: &str,
+        name: &str,
+        cascade: bool,
+        log: bool,
+    ) -> Result<()> {
+        let readers = derived_readers(shared, |p| p.queries.iter().any(|q| q == name));
+        if readers.is_empty() {
+            return Ok(());
+        }
+        if !cascade {
+            let list: Vec<String> = readers.iter().map(|q| format!("\"{q}\"")).collect();
+            return Err(Error::Catalog {
+                sqlstate: sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
+                message: format!(
+                    "cannot drop {kind} \"{name}\" because queries or views {} read it; drop \
+                     them first, or use DROP {} {name} CASCADE",
+                    list.join(", "),
+                    kind.to_uppercase()
+                ),
+                location: None,
+            });
+        }
+        for reader in readers.iter().rev() {
+            self.drop_derived(shared, reader, log)?;
+        }
+        Ok(())
+    }
+
+    /// Drops a query (with its sinks) or a view, and whatever reads it, if it still exists.
+    pub(in crate::runtime) fn drop_derived(
+        &self,
+        shared: &mut Shared,
+        name: &str,
+        log: bool,
+    ) -> Result<()> {
+        let ident = datafusion::sql::sqlparser::ast::Ident::with_quote('"', name);
+        if shared.catalog.view(name).is_some() {
+            let drop = Statement::DropView {
+                name: ident,
+                if_exists: false,
+                cascade: true,
+            };
+            self.ddl(shared, drop, log)?;
+        } else if shared.query_streams.contains_key(name) {
+            self.drop_query_and_sinks(shared, name, log)?;
+        }
+        Ok(())
+    }
+
     /// Drops a query and the sinks that deliver its results, each logged on its own (for
     /// CASCADE).
     pub(in crate::runtime) fn drop_query_and_sinks(
@@ -349,19 +419,12 @@ impl Engine {
     }
 }
 
-/// The queries that read stream `name`.
-fn readers(shared: &Shared, name: &str) -> Vec<String> {
-    shared
-        .query_streams
-        .iter()
-        .filter(|(_, s)| s.as_str() == name)
-        .map(|(q, _)| q.clone())
-        .collect()
-}
-
-/// The queries that read query `name`'s results (directly or through others), in the
-/// order they were created.
-fn query_readers(shared: &Shared, name: &str) -> Vec<String> {
+/// The queries and views whose plans `reads` (directly or through others), in the order
+/// they were created.
+pub(in crate::runtime) fn derived_readers(
+    shared: &Shared,
+    reads: impl Fn(&QueryPlan) -> bool,
+) -> Vec<String> {
     let mut out = Vec::new();
     for (q, _) in shared.catalog.queries() {
         let Some(stream) = shared.query_streams.get(q) else {
@@ -369,9 +432,18 @@ fn query_readers(shared: &Shared, name: &str) -> Vec<String> {
         };
         if let Some(hub) = shared.hubs.get(stream) {
             if let Some(rt) = hub.lock().queries.get(q) {
-                if rt.plan.queries.iter().any(|u| u == name) {
+                if reads(&rt.plan) {
                     out.push(q.clone());
                 }
+            }
+        }
+    }
+    for (v, def) in shared.catalog.views() {
+        // A view has no running plan: planned again (it planned when it was created, and
+        // what it reads cannot be dropped under it).
+        if let Ok(plan) = plan_continuous(&def.query, &Default::default(), &shared.catalog) {
+            if reads(&plan) {
+                out.push(v.clone());
             }
         }
     }
@@ -417,7 +489,7 @@ fn check_unused(shared: &Shared, name: &str) -> Result<()> {
             location: None,
         });
     }
-    let users: Vec<String> = readers(shared, name)
+    let users: Vec<String> = derived_readers(shared, |p| p.stream.name == name)
         .iter()
         .map(|q| format!("\"{q}\""))
         .collect();
@@ -425,8 +497,8 @@ fn check_unused(shared: &Shared, name: &str) -> Result<()> {
         return Err(Error::Catalog {
             sqlstate: sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
             message: format!(
-                "cannot drop stream \"{name}\" because queries {} read it; drop them first, \
-                 or use DROP STREAM {name} CASCADE",
+                "cannot drop stream \"{name}\" because queries or views {} read it; drop them \
+                 first, or use DROP STREAM {name} CASCADE",
                 users.join(", ")
             ),
             location: None,

@@ -24,7 +24,7 @@ use crate::plan::catalog::{normalize, normalize_object};
 use crate::plan::TableDef;
 use crate::runtime::durability::wal::Record;
 use crate::runtime::engine::{Engine, Shared, StatementResult};
-use crate::runtime::statements::ddl::{quoted, writers};
+use crate::runtime::statements::ddl::{derived_readers, quoted, writers};
 use crate::runtime::statements::show::{int_column, rows_result, text_column};
 use crate::sources::insert;
 use crate::sources::param::Param;
@@ -93,11 +93,9 @@ impl Engine {
                 location: None,
             });
         }
-        for query in readers {
+        for reader in readers.iter().rev() {
             // Readers of a dropped query went with it.
-            if shared.query_streams.contains_key(&query) {
-                self.drop_query_and_sinks(shared, &query, log)?;
-            }
+            self.drop_derived(shared, reader, log)?;
         }
         for source in sources {
             let drop = Statement::DropSource {
@@ -651,17 +649,9 @@ fn key_columns(def: &TableDef) -> Vec<String> {
     key_names(def).iter().map(|n| quoted(n)).collect()
 }
 
-/// The queries that read table `name`.
+/// The queries and views that read table `name`, in name order.
 pub(in crate::runtime) fn table_readers(shared: &Shared, name: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for hub in shared.hubs.values() {
-        let hub = hub.lock();
-        for (q, rt) in &hub.queries {
-            if rt.plan.tables.iter().any(|t| t == name) {
-                out.push(q.clone());
-            }
-        }
-    }
+    let mut out = derived_readers(shared, |p| p.tables.iter().any(|t| t == name));
     out.sort();
     out
 }

@@ -438,6 +438,29 @@ fn parse_session_statement(
             values,
         } => copy_from(source, to, target, options, legacy_options, values, &first),
         sq::Statement::CreateTable(ct) => Ok(Statement::CreateTable(Box::new(ct))),
+        sq::Statement::CreateView(cv) => Ok(Statement::CreateView(Box::new(cv))),
+        sq::Statement::Drop {
+            object_type: sq::ObjectType::View,
+            if_exists,
+            names,
+            cascade,
+            ..
+        } => {
+            let [name] = names.as_slice() else {
+                return Err(error_at(&first, "DROP VIEW drops one view at a time"));
+            };
+            let name = name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .cloned()
+                .ok_or_else(|| error_at(&first, "expected a view name"))?;
+            Ok(Statement::DropView {
+                name,
+                if_exists,
+                cascade,
+            })
+        }
         sq::Statement::Drop {
             object_type: sq::ObjectType::Table,
             if_exists,
