@@ -411,16 +411,16 @@ const BUILT_IN_QUERIES: &[(&str, &str)] = &[
         include_str!("../../queries/failed_logins.sql"),
     ),
     (
+        "hot_critical_hosts.sql",
+        include_str!("../../queries/hot_critical_hosts.sql"),
+    ),
+    (
         "send_surge.sql",
         include_str!("../../queries/send_surge.sql"),
     ),
     (
         "threat_intel_hits.sql",
         include_str!("../../queries/threat_intel_hits.sql"),
-    ),
-    (
-        "hot_critical_hosts.sql",
-        include_str!("../../queries/hot_critical_hosts.sql"),
     ),
     (
         "web_children.sql",

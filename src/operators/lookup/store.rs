@@ -56,6 +56,9 @@ pub struct TableRows {
     pub applied_seq: u64,
     /// The progress (JSON) of each source writing into the table, as of its last change.
     pub sources: BTreeMap<String, String>,
+    /// Every row as one batch, built when first asked for after a change (ad hoc SELECT
+    /// reads it; most statements read no table).
+    whole: Mutex<Option<RecordBatch>>,
 }
 
 /// A reference table: its schema, primary key and rows. Readers (lookup joins, ad hoc
@@ -106,6 +109,7 @@ impl TableStore {
                 bytes: 0,
                 applied_seq: 0,
                 sources: BTreeMap::new(),
+                whole: Mutex::new(None),
             }),
             writer: Mutex::new(()),
         })
@@ -225,16 +229,25 @@ impl TableRows {
             .convert_rows(rows.into_iter().map(|r| self.parser.parse(r)))?)
     }
 
-    /// Every row, as one batch of `schema` (in no particular order).
+    /// Every row, as one batch of `schema` (in no particular order): built once after
+    /// each change, then shared.
     pub fn batch(&self, schema: &SchemaRef) -> Result<RecordBatch> {
-        let columns = self.columns(self.rows.values().map(|r| &r[..]))?;
-        if columns.is_empty() || schema.fields().is_empty() {
-            return Ok(RecordBatch::new_empty(schema.clone()));
+        let mut whole = self.whole.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = whole.as_ref().filter(|b| b.schema() == *schema) {
+            return Ok(b.clone());
         }
-        Ok(RecordBatch::try_new(schema.clone(), columns)?)
+        let columns = self.columns(self.rows.values().map(|r| &r[..]))?;
+        let batch = if columns.is_empty() || schema.fields().is_empty() {
+            RecordBatch::new_empty(schema.clone())
+        } else {
+            RecordBatch::try_new(schema.clone(), columns)?
+        };
+        *whole = Some(batch.clone());
+        Ok(batch)
     }
 
     fn apply(&mut self, change: &TableChange, store: &TableStore) -> Result<()> {
+        *self.whole.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
         if let Some((name, progress)) = &change.source {
             self.sources.insert(name.clone(), progress.clone());
         }
