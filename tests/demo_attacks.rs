@@ -108,18 +108,28 @@ fn each_attack_fires_the_queries_meant_for_it() {
     let cases: [(Attack, &[&str]); 5] = [
         (
             Attack::BruteForce,
+            // The success comes from an address on the threat-intel list.
             &[
                 "brute_force_evidence",
                 "brute_force_sources",
                 "failed_logins",
+                "threat_intel_hits",
             ],
         ),
-        (Attack::CpuSpike, &["cpu_hot", "cpu_spike"]),
+        // The spike is on web-01, a critical host.
+        (
+            Attack::CpuSpike,
+            &["cpu_hot", "cpu_spike", "hot_critical_hosts"],
+        ),
         (
             Attack::NetworkOutlier,
             &["big_senders", "exfil_outlier", "send_surge"],
         ),
-        (Attack::UnusualChild, &["web_children", "web_shell_tree"]),
+        // wget fetches its kit from a listed address.
+        (
+            Attack::UnusualChild,
+            &["threat_intel_hits", "web_children", "web_shell_tree"],
+        ),
         (
             Attack::DataExfiltration,
             &[
@@ -129,6 +139,8 @@ fn each_attack_fires_the_queries_meant_for_it() {
                 "cmd_starts_osql",
                 "exfil_outlier",
                 "send_surge",
+                // The dropper connects to a listed address.
+                "threat_intel_hits",
             ],
         ),
     ];
