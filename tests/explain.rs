@@ -22,7 +22,15 @@ fn golden(path: &Path, actual: &str) {
 fn explain_matches_golden_files() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let streams = std::fs::read_to_string(root.join("queries/00_streams.sql")).unwrap();
-    let catalog = saql::Catalog::from_sql(&streams).unwrap();
+    let mut catalog = saql::Catalog::from_sql(&streams).unwrap();
+    // The reference tables the correlation queries join.
+    let tables = std::fs::read_to_string(root.join("queries/01_tables.sql")).unwrap();
+    for stmt in saql::parse(&tables).unwrap() {
+        if let saql::sql::Statement::CreateTable(ct) = stmt {
+            let def = saql::plan::TableDef::try_new(&ct).unwrap();
+            catalog.add_table(def).unwrap();
+        }
+    }
     let mut files: Vec<_> = std::fs::read_dir(root.join("queries"))
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -33,10 +33,13 @@ const BIN: &str = env!("CARGO_BIN_EXE_saql");
 const T0: i64 = 1_700_000_000 * 1_000_000_000;
 
 /// The queries of `queries/` that have no faithful Flink translation, and why.
-const REFUSED: [(&str, &str); 3] = [
+const REFUSED: [(&str, &str); 5] = [
     ("apt_chain_evidence", "ALL ROWS PER MATCH"),
     ("brute_force_evidence", "function evidence()"),
     ("brute_force_sources", "SUPPRESS"),
+    // Lookup joins with saql's tables have no Flink translation yet.
+    ("hot_critical_hosts", "a join has no Flink translation"),
+    ("threat_intel_hits", "a join has no Flink translation"),
 ];
 
 fn queries_dir() -> PathBuf {
@@ -465,7 +468,7 @@ fn compile_locates_refusals_and_writes_one_program() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("3 query(ies) cannot run on Flink"),
+        stderr.contains("5 query(ies) cannot run on Flink"),
         "{stderr}"
     );
 
