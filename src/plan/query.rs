@@ -157,6 +157,7 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         ctx.state()
             .analyzer()
             .execute_and_check(plan, ctx.state().config_options(), |_, _| {})?;
+    let plan = filter_before_lookups(plan)?;
     let chain = node_chain(&plan)?;
 
     // Without GROUP BY, a window function gives each row its windows' bounds (WindowAssign);
@@ -449,4 +450,41 @@ fn has_subquery(e: &LExpr) -> bool {
         ))
     })
     .unwrap_or(false)
+}
+
+/// `WHERE` conditions that read only the stream's columns move below a join with a table,
+/// so rows they drop are never looked up (for `JOIN` and `LEFT JOIN` alike: a left row's own
+/// columns are the same with or without its match).
+fn filter_before_lookups(plan: LogicalPlan) -> Result<LogicalPlan> {
+    use datafusion::common::tree_node::Transformed;
+    use datafusion::logical_expr::logical_plan::{Filter, Join};
+    let moved = plan.transform_up(|node| {
+        let LogicalPlan::Filter(f) = &node else {
+            return Ok(Transformed::no(node));
+        };
+        let LogicalPlan::Join(j) = f.input.as_ref() else {
+            return Ok(Transformed::no(node));
+        };
+        let left = j.left.schema();
+        let (stream_only, rest): (Vec<LExpr>, Vec<LExpr>) = split_conjunction(&f.predicate)
+            .into_iter()
+            .cloned()
+            .partition(|c| {
+                let cols = c.column_refs();
+                !has_subquery(c) && !cols.is_empty() && cols.iter().all(|c| left.has_column(c))
+            });
+        let Some(below) = conjunction(stream_only) else {
+            return Ok(Transformed::no(node));
+        };
+        let filtered = LogicalPlan::Filter(Filter::try_new(below, j.left.clone())?);
+        let join = LogicalPlan::Join(Join {
+            left: Arc::new(filtered),
+            ..j.clone()
+        });
+        Ok(Transformed::yes(match conjunction(rest) {
+            Some(above) => LogicalPlan::Filter(Filter::try_new(above, Arc::new(join))?),
+            None => join,
+        }))
+    })?;
+    Ok(moved.data)
 }
