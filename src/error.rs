@@ -372,6 +372,16 @@ impl From<datafusion::error::DataFusionError> for Error {
                 Err(e) => Error::Execution(e.to_string()),
             },
             D::ArrowError(e, _) => Error::from(*e),
+            // The planner gathers several errors of one statement (`SELECT sum(n)` without
+            // FROM: every column unknown); the first is the one PostgreSQL would report.
+            D::Collection(errors) => match errors.into_iter().next() {
+                Some(first) => Error::from(first),
+                None => Error::Internal("an empty collection of errors".into()),
+            },
+            D::Shared(shared) => match std::sync::Arc::try_unwrap(shared) {
+                Ok(e) => Error::from(e),
+                Err(shared) => Error::Execution(strip_datafusion_prefix(&shared.to_string())),
+            },
             // A function refusing its arguments while evaluating (a bad granularity, a
             // negative count, a malformed pattern): the client's values, not saql, are wrong.
             D::Execution(m) => data_exception(&m),
