@@ -516,4 +516,24 @@ mod tests {
         .to_string();
         assert_eq!(rendered, "expected expression\nFROM s WHERE\n       ^");
     }
+
+    #[test]
+    fn a_collection_of_planning_errors_takes_the_first_ones_sqlstate() {
+        use datafusion::common::{Column, SchemaError};
+        use datafusion::error::DataFusionError as D;
+        let unknown = |name: &str| {
+            D::SchemaError(
+                Box::new(SchemaError::FieldNotFound {
+                    field: Box::new(Column::from_name(name)),
+                    valid_fields: vec![],
+                }),
+                Box::new(None),
+            )
+        };
+        let e = Error::from(D::Collection(vec![unknown("n"), unknown("mean")]));
+        assert_eq!(e.sqlstate(), "42703");
+        assert_eq!(e.to_string(), "column \"n\" does not exist");
+        let shared = Error::from(D::Shared(std::sync::Arc::new(unknown("x"))));
+        assert_eq!(shared.sqlstate(), "42703");
+    }
 }
