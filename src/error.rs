@@ -372,6 +372,16 @@ impl From<datafusion::error::DataFusionError> for Error {
                 Err(e) => Error::Execution(e.to_string()),
             },
             D::ArrowError(e, _) => Error::from(*e),
+            // The planner gathers several errors of one statement (`SELECT sum(n)` without
+            // FROM: every column unknown); the first is the one PostgreSQL would report.
+            D::Collection(errors) => match errors.into_iter().next() {
+                Some(first) => Error::from(first),
+                None => Error::Internal("an empty collection of errors".into()),
+            },
+            D::Shared(shared) => match std::sync::Arc::try_unwrap(shared) {
+                Ok(e) => Error::from(e),
+                Err(shared) => Error::Execution(strip_datafusion_prefix(&shared.to_string())),
+            },
             // A function refusing its arguments while evaluating (a bad granularity, a
             // negative count, a malformed pattern): the client's values, not saql, are wrong.
             D::Execution(m) => data_exception(&m),
@@ -505,5 +515,25 @@ mod tests {
         }
         .to_string();
         assert_eq!(rendered, "expected expression\nFROM s WHERE\n       ^");
+    }
+
+    #[test]
+    fn a_collection_of_planning_errors_takes_the_first_ones_sqlstate() {
+        use datafusion::common::{Column, SchemaError};
+        use datafusion::error::DataFusionError as D;
+        let unknown = |name: &str| {
+            D::SchemaError(
+                Box::new(SchemaError::FieldNotFound {
+                    field: Box::new(Column::from_name(name)),
+                    valid_fields: vec![],
+                }),
+                Box::new(None),
+            )
+        };
+        let e = Error::from(D::Collection(vec![unknown("n"), unknown("mean")]));
+        assert_eq!(e.sqlstate(), "42703");
+        assert_eq!(e.to_string(), "column \"n\" does not exist");
+        let shared = Error::from(D::Shared(std::sync::Arc::new(unknown("x"))));
+        assert_eq!(shared.sqlstate(), "42703");
     }
 }

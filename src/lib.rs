@@ -68,6 +68,7 @@ pub mod time;
 pub use error::{Error, Result};
 pub use plan::{Catalog, QueryPlan};
 pub use runtime::engine::{Engine, EngineConfig, StatementResult, Subscription};
+pub use runtime::RowStream;
 pub use sources::param::Param;
 
 /// Parses extended SQL (one or more statements separated by `;`).

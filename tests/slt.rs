@@ -144,6 +144,9 @@ impl sqllogictest::DB for SaqlDb {
                         rows: format_rows(&batches)?,
                     };
                 }
+                StatementResult::Streaming { .. } => {
+                    return Err(SltError("Engine::execute reads results whole".into()))
+                }
                 StatementResult::Subscribe(_) | StatementResult::CopyIn(_) => {
                     return Err(SltError(
                         "SUBSCRIBE and COPY FROM STDIN cannot run in a .slt file; \

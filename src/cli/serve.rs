@@ -43,12 +43,14 @@ pub struct LimitFlags {
     /// with 53400.
     #[arg(long, default_value_t = saql::runtime::DEFAULT_SUBSCRIBER_BUFFER_BYTES)]
     subscriber_buffer_bytes: usize,
-    /// Most rows an ad hoc SELECT may return (54000 past it).
-    #[arg(long, default_value_t = 1_000_000)]
-    max_result_rows: usize,
-    /// Most bytes an ad hoc SELECT may return, counted as Arrow memory (54000 past it).
-    #[arg(long, default_value_t = 256 << 20)]
-    max_result_bytes: usize,
+    /// Default of each session's saql.max_result_rows: most rows an ad hoc SELECT may
+    /// return (54000 past it); 0 is no bound (results are streamed as they are produced).
+    #[arg(long, default_value_t = 0)]
+    max_result_rows: u64,
+    /// Default of each session's saql.max_result_bytes: most bytes an ad hoc SELECT may
+    /// return, counted as Arrow memory (54000 past it); 0 is no bound.
+    #[arg(long, default_value_t = 0)]
+    max_result_bytes: u64,
     /// Longest COPY line in bytes (54000 past it, naming the line).
     #[arg(long, default_value_t = 16 << 20)]
     max_copy_line_bytes: usize,

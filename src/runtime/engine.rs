@@ -66,10 +66,12 @@ pub struct EngineConfig {
     /// Result bytes queued for one subscriber that has not read them; past this it is cut
     /// off with 53400.
     pub subscriber_buffer_bytes: usize,
-    /// Most rows an ad hoc SELECT may return (54000 past it).
-    pub max_result_rows: usize,
-    /// Most bytes (Arrow memory) an ad hoc SELECT may return (54000 past it).
-    pub max_result_bytes: usize,
+    /// Default of each session's `saql.max_result_rows`: most rows an ad hoc SELECT may
+    /// return (54000 past it); 0, the default, is no bound: results are streamed.
+    pub max_result_rows: u64,
+    /// Default of each session's `saql.max_result_bytes`: most bytes (Arrow memory) an ad
+    /// hoc SELECT may return (54000 past it); 0, the default, is no bound.
+    pub max_result_bytes: u64,
     /// Longest line a COPY accepts (54000 past it).
     pub max_copy_line_bytes: usize,
     /// Most data one COPY may send, held until CopyDone so that it is applied atomically
@@ -95,8 +97,8 @@ impl Default for EngineConfig {
             keep_checkpoints: 2,
             salvage_log: false,
             subscriber_buffer_bytes: DEFAULT_SUBSCRIBER_BUFFER_BYTES,
-            max_result_rows: 1_000_000,
-            max_result_bytes: 256 << 20,
+            max_result_rows: 0,
+            max_result_bytes: 0,
             max_copy_line_bytes: 16 << 20,
             max_copy_bytes: 1 << 30,
             max_query_state_bytes: DEFAULT_MAX_QUERY_STATE_BYTES,
@@ -140,12 +142,20 @@ pub enum StatementResult {
         /// The notice, lowercase, no trailing period.
         notice: String,
     },
-    /// A result set.
+    /// A result set, whole.
     Rows {
         /// Its schema.
         schema: SchemaRef,
         /// Its rows.
         batches: Vec<RecordBatch>,
+    },
+    /// A result set as it is produced (an ad hoc SELECT), or with `copy` the rows of
+    /// `COPY (SELECT ...) TO STDOUT`. [`StatementResult::collect`] reads it whole.
+    Streaming {
+        /// The rows.
+        rows: crate::runtime::core::rows::RowStream,
+        /// The COPY framing the client asked for, if any.
+        copy: Option<crate::sql::CopyOut>,
     },
     /// A live subscription.
     Subscribe(Subscription),
@@ -411,24 +421,31 @@ impl Engine {
         Ok(out)
     }
 
-    /// Executes one parsed statement.
+    /// Executes one parsed statement; a SELECT's rows are read whole (see
+    /// [`Engine::execute_statement_for`] for them as they are produced).
     pub async fn execute_statement(
         &self,
         stmt: Statement,
         params: &[Param],
     ) -> Result<StatementResult> {
         self.execute_statement_for(stmt, params, &SessionInfo::default())
+            .await?
+            .collect()
             .await
     }
 
     /// Executes one parsed statement for a client session: `current_user`,
-    /// `current_database()` and `pg_backend_pid()` answer for `session`.
+    /// `current_database()` and `pg_backend_pid()` answer for `session`, and its
+    /// `saql.max_result_*` bound a SELECT's result. A SELECT's rows come as
+    /// [`StatementResult::Streaming`], produced as they are read.
     pub async fn execute_statement_for(
         &self,
         stmt: Statement,
         params: &[Param],
         session: &SessionInfo,
     ) -> Result<StatementResult> {
+        let session =
+            &session.with_defaults(self.config.max_result_rows, self.config.max_result_bytes);
         match stmt {
             Statement::Sql(s) => self.execute_sql(*s, params, session).await,
             Statement::ShowSinks => Ok(show_sinks(&self.read(), session.admin)),
@@ -630,12 +647,13 @@ impl Engine {
                     None
                 }
                 sq::Statement::Query(_) => {
-                    let ctx = adhoc::context(
-                        &self.read(),
-                        &SessionInfo::default(),
-                        self.config.max_result_rows,
-                    )?;
-                    let (schema, types) = adhoc::describe_select(ctx, s).await?;
+                    let mut s = s.as_ref().clone();
+                    let ctx = {
+                        let shared = self.read();
+                        adhoc::inline_views(&mut s, &shared.catalog);
+                        adhoc::context(&shared, &SessionInfo::default())?
+                    };
+                    let (schema, types) = adhoc::describe_select(ctx, &s).await?;
                     params = types;
                     Some(schema)
                 }
@@ -732,13 +750,13 @@ impl Engine {
                 let ctx = {
                     let shared = self.read();
                     adhoc::inline_views(&mut stmt, &shared.catalog);
-                    adhoc::context(&shared, session, self.config.max_result_rows)?
+                    adhoc::context(&shared, session)?
                 };
-                let c = &self.config;
-                adhoc::select(ctx, stmt, params, c.max_result_rows, c.max_result_bytes).await
+                let rows = adhoc::select(ctx, stmt, params, session).await?;
+                Ok(StatementResult::Streaming { rows, copy: None })
             }
             sq::Statement::Set(set) => set_role(&set, session),
-            sq::Statement::ShowVariable { variable } => show::show_variable(&variable),
+            sq::Statement::ShowVariable { variable } => show::show_variable(&variable, session),
             sq::Statement::StartTransaction { .. } => Ok(StatementResult::Command("BEGIN".into())),
             sq::Statement::Commit { .. } => Ok(StatementResult::Command("COMMIT".into())),
             sq::Statement::Rollback { .. } => Ok(StatementResult::Command("ROLLBACK".into())),

@@ -24,5 +24,6 @@ pub use core::output::{
     QueryFailure, SubscriptionEvent, SubscriptionEvents, DEFAULT_SUBSCRIBER_BUFFER_BYTES,
     SEQ_COLUMN,
 };
+pub use core::rows::RowStream;
 pub use durability::wal::FsyncPolicy;
 pub use engine::DEFAULT_MAX_QUERY_STATE_BYTES;

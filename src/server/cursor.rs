@@ -1,6 +1,8 @@
 //! Cursors of one session: `DECLARE c CURSOR FOR SUBSCRIBE q` (or `FOR SELECT ...`), then
 //! `FETCH n FROM c`, as psql does under `\set FETCH_COUNT n`. A FETCH on a subscription waits
-//! until at least one row exists, then returns what is there, up to `n`.
+//! until at least one row exists, then returns what is there, up to `n`. A cursor over a
+//! SELECT reads its rows as they are produced: a FETCH runs the query only as far as its
+//! rows need.
 
 use crate::error::sqlstate;
 use std::collections::{HashMap, VecDeque};
@@ -9,15 +11,29 @@ use std::time::Duration;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 
+use futures::StreamExt;
+
 use crate::error::{Error, Result};
 use crate::runtime::engine::{StatementResult, Subscription};
-use crate::runtime::SubscriptionEvent;
+use crate::runtime::{RowStream, SubscriptionEvent};
 
 /// An open cursor.
 pub struct Cursor {
     schema: SchemaRef,
     pending: VecDeque<RecordBatch>,
     live: Option<Subscription>,
+    /// The rest of a SELECT's rows, until they are all read.
+    finite: Option<RowStream>,
+}
+
+/// What a FETCH took: rows, and the error that ended the cursor's query after them.
+pub struct Taken {
+    /// The schema of the rows.
+    pub schema: SchemaRef,
+    /// The rows.
+    pub batches: Vec<RecordBatch>,
+    /// The error the query ended with, after these rows.
+    pub error: Option<Error>,
 }
 
 /// The cursors of a session by name.
@@ -49,11 +65,19 @@ impl Cursors {
                 schema,
                 pending: batches.into(),
                 live: None,
+                finite: None,
+            },
+            StatementResult::Streaming { rows, copy: None } => Cursor {
+                schema: rows.schema().clone(),
+                pending: VecDeque::new(),
+                live: None,
+                finite: Some(rows),
             },
             StatementResult::Subscribe(sub) => Cursor {
                 schema: sub.schema.clone(),
                 pending: VecDeque::new(),
                 live: Some(sub),
+                finite: None,
             },
             _ => {
                 return Err(Error::NotSupported(
@@ -127,40 +151,74 @@ impl Cursors {
         self.open.get(name).is_some_and(|c| c.live.is_some())
     }
 
-    /// Whether a cursor has nothing more to give: no rows waiting and no live subscription.
+    /// Whether a cursor has nothing more to give: no rows waiting, no live subscription and
+    /// no SELECT still running.
     pub fn exhausted(&self, name: &str) -> bool {
         self.open
             .get(name)
-            .is_none_or(|c| c.live.is_none() && c.pending.is_empty())
+            .is_none_or(|c| c.live.is_none() && c.finite.is_none() && c.pending.is_empty())
     }
 
-    /// Takes up to `count` waiting rows (all when `None`).
-    pub fn take(
-        &mut self,
-        name: &str,
-        count: Option<u64>,
-    ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    /// The next rows of a cursor, at most `max`: waiting rows first, else the next batch its
+    /// SELECT produces. None when nothing is waiting and its SELECT ended (a subscription's
+    /// rows are only those waiting). An error ends the SELECT.
+    pub async fn next_batch(&mut self, name: &str, max: usize) -> Result<Option<RecordBatch>> {
         let cursor = self.open.get_mut(name).ok_or_else(|| no_cursor(name))?;
+        let batch = match cursor.pending.pop_front() {
+            Some(batch) => batch,
+            None => {
+                let Some(rows) = cursor.finite.as_mut() else {
+                    return Ok(None);
+                };
+                match rows.next().await {
+                    Some(Ok(batch)) => batch,
+                    Some(Err(e)) => {
+                        cursor.finite = None;
+                        return Err(e);
+                    }
+                    None => {
+                        cursor.finite = None;
+                        return Ok(None);
+                    }
+                }
+            }
+        };
+        if batch.num_rows() > max {
+            let rest = batch.slice(max, batch.num_rows() - max);
+            cursor.pending.push_front(rest);
+            return Ok(Some(batch.slice(0, max)));
+        }
+        Ok(Some(batch))
+    }
+
+    /// Takes up to `count` rows (all when `None`): those waiting, then those its SELECT
+    /// produces next.
+    pub async fn take(&mut self, name: &str, count: Option<u64>) -> Result<Taken> {
+        let schema = self.schema(name)?;
         let limit = count.map(|c| c as usize).unwrap_or(usize::MAX);
-        let mut out = Vec::new();
+        let mut batches = Vec::new();
         let mut taken = 0usize;
         while taken < limit {
-            let Some(batch) = cursor.pending.pop_front() else {
-                break;
-            };
-            let want = limit - taken;
-            if batch.num_rows() > want {
-                out.push(batch.slice(0, want));
-                cursor
-                    .pending
-                    .push_front(batch.slice(want, batch.num_rows() - want));
-                taken = limit;
-            } else {
-                taken += batch.num_rows();
-                out.push(batch);
+            match self.next_batch(name, limit - taken).await {
+                Ok(Some(batch)) => {
+                    taken += batch.num_rows();
+                    batches.push(batch);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    return Ok(Taken {
+                        schema,
+                        batches,
+                        error: Some(e),
+                    })
+                }
             }
         }
-        Ok((cursor.schema.clone(), out))
+        Ok(Taken {
+            schema,
+            batches,
+            error: None,
+        })
     }
 }
 

@@ -1,7 +1,8 @@
 //! The extended query protocol of a connection: Parse/Bind/Describe/Execute/Close. Describe
 //! answers NoData for statements without rows (pgJDBC relies on it), FETCH and DECLAREd cursors
-//! describe as their cursor's rows, and Execute with a row limit suspends live portals over a
-//! subscription ([`super::portal`]); finite results are suspended by pgwire itself.
+//! describe as their cursor's rows, and Execute reads an ad hoc SELECT as it runs, and a
+//! subscription with a row limit, as portals of our own ([`super::portal`]): up to the limit,
+//! then PortalSuspended. Other results are suspended by pgwire itself.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -25,16 +26,18 @@ use pgwire::messages::extendedquery::{
 };
 use pgwire::messages::PgWireBackendMessage;
 
+use super::auth;
 use super::bind;
 use super::encode::{data_rows, field_infos, pg_type};
 use super::handler::{heartbeat, pg_error, session_info, Connection, HEARTBEAT};
 use crate::error::Error;
 use crate::plan::catalog::{normalize, normalize_object};
+use crate::runtime::engine::StatementResult;
 use crate::sources::param::Param;
 use crate::sql::{self, Statement};
 
-/// Most rows one Execute returns before the portal is suspended (above the default
-/// `--max-result-rows`, so a result within the bounds is not cut short).
+/// Most rows one Execute returns before the portal is suspended (pgwire reserves room for
+/// the limit in the results it reads itself).
 const MAX_ROWS_PER_EXECUTE: i32 = 1 << 21;
 
 impl Connection {
@@ -135,14 +138,17 @@ impl Connection {
             }
         }
         let count = (max_rows > 0).then_some(max_rows as u64);
-        let (schema, batches) = live.rows.take(name, count).map_err(fail)?;
-        let fields = Arc::new(field_infos(&schema, |i| format.format_for(i)));
+        let taken = live.rows.take(name, count).await.map_err(fail)?;
+        let fields = Arc::new(field_infos(&taken.schema, |i| format.format_for(i)));
         let mut sent = 0;
-        for batch in &batches {
+        for batch in &taken.batches {
             for row in data_rows(batch, &fields).map_err(fail)? {
                 client.feed(PgWireBackendMessage::DataRow(row)).await?;
                 sent += 1;
             }
+        }
+        if let Some(e) = taken.error {
+            return Err(fail(e));
         }
         if live.rows.exhausted(name) {
             live.close(name);
@@ -156,6 +162,76 @@ impl Connection {
                 .await?;
         }
         Ok(())
+    }
+}
+
+impl Connection {
+    /// Sends up to `max_rows` rows (all when 0) of the SELECT behind the portal `name` as
+    /// its query produces them, a batch at a time, then PortalSuspended, or CommandComplete
+    /// once its rows are all sent. An error of the query is returned after the rows before
+    /// it were sent.
+    async fn execute_select<C>(
+        &self,
+        client: &mut C,
+        name: &str,
+        max_rows: usize,
+        format: &Format,
+        query: &str,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let fail = |e: Error| pg_error(&e, query);
+        let mut live = self.live.lock().await;
+        let schema = live.rows.schema(name).map_err(fail)?;
+        let fields = Arc::new(field_infos(&schema, |i| format.format_for(i)));
+        let mut sent = 0;
+        while max_rows == 0 || sent < max_rows {
+            let want = if max_rows == 0 {
+                usize::MAX
+            } else {
+                max_rows - sent
+            };
+            let Some(batch) = live.rows.next_batch(name, want).await.map_err(fail)? else {
+                break;
+            };
+            for row in data_rows(&batch, &fields).map_err(fail)? {
+                client.feed(PgWireBackendMessage::DataRow(row)).await?;
+            }
+            client.flush().await?;
+            sent += batch.num_rows();
+        }
+        if live.rows.exhausted(name) {
+            live.close(name);
+            let done = Tag::new("SELECT").with_rows(sent);
+            client
+                .send(PgWireBackendMessage::CommandComplete(done.into()))
+                .await?;
+        } else {
+            client
+                .send(PgWireBackendMessage::PortalSuspended(PortalSuspended::new()))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Runs the (authorized) statement of a portal that saql reads itself (see
+    /// [`Connection::execute_select`]), as [`Connection::run`] runs statements: timed, a
+    /// panic caught.
+    async fn open_portal<C>(
+        &self,
+        client: &C,
+        portal: &Portal<String>,
+        stmt: Statement,
+    ) -> Result<StatementResult, Error>
+    where
+        C: ClientInfo,
+    {
+        let params = self.bound_params(portal).await?;
+        let session = session_info(client, self.users.as_deref(), &self.session);
+        self.execute_timed(stmt, &params, &session, false).await
     }
 }
 
@@ -280,21 +356,23 @@ impl ExtendedQueryHandler for Connection {
         let bind = portal.state();
         // A live portal whose subscription ended is finished, as pgwire's own are.
         let finished = matches!(*bind.lock().await, PortalExecutionState::Finished);
+        let parsed = sql::parse_one(&query);
         if finished || !self.live.lock().await.is_open(&name, &bind) {
-            // Only a live subscription read with a row limit is ours; pgwire suspends
-            // finite results itself.
-            let live = max_rows > 0
-                && matches!(
-                    sql::parse_one(&query),
-                    Ok(Statement::Subscribe(sql::Subscribe { copy: None, .. }))
-                );
-            if finished || !live {
-                return self._on_execute(client, message).await;
-            }
-            let stmt = sql::parse_one(&query).map_err(|e| pg_error(&e, &query))?;
+            // Ours: a live subscription read with a row limit, and every ad hoc SELECT
+            // (pgwire would read its whole result before sending a row). pgwire suspends
+            // the other results itself.
+            let ours = match &parsed {
+                Ok(Statement::Subscribe(sql::Subscribe { copy: None, .. })) => max_rows > 0,
+                Ok(Statement::Sql(s)) => matches!(s.as_ref(), sq::Statement::Query(_)),
+                _ => false,
+            };
+            let stmt = match parsed.as_ref() {
+                Ok(stmt) if ours && !finished => stmt.clone(),
+                _ => return self._on_execute(client, message).await,
+            };
+            auth::authorize(auth::role_of(self.users.as_deref(), client), &stmt)?;
             let result = self
-                .engine
-                .execute_statement_for(stmt, &[], &session_info(client, self.users.as_deref()))
+                .open_portal(client, &portal, stmt)
                 .await
                 .map_err(|e| pg_error(&e, &query))?;
             self.live
@@ -312,15 +390,33 @@ impl ExtendedQueryHandler for Connection {
             Some(handle) => Some(handle.start_query().await),
             None => None,
         };
+        let _active = self.session.active();
+        let select = self.live.lock().await.reads_select(&name);
+        let execute = async {
+            if !select {
+                return self
+                    .execute_live(client, &name, max_rows, &format, &query)
+                    .await;
+            }
+            // Each Execute of a SELECT is timed on its own, as in PostgreSQL.
+            let send = self.execute_select(client, &name, max_rows, &format, &query);
+            let timeout = parsed
+                .as_ref()
+                .ok()
+                .and_then(|s| self.session.timeout_for(s));
+            match timeout {
+                Some(t) => tokio::time::timeout(t, send)
+                    .await
+                    .unwrap_or_else(|_| Err(pg_error(&Error::StatementTimeout(t), &query))),
+                None => send.await,
+            }
+        };
         let result = match cancel {
             Some(cancel) => tokio::select! {
-                r = self.execute_live(client, &name, max_rows, &format, &query) => r,
+                r = execute => r,
                 _ = cancel => Err(PgWireError::QueryCanceled),
             },
-            None => {
-                self.execute_live(client, &name, max_rows, &format, &query)
-                    .await
-            }
+            None => execute.await,
         };
         let mut live = self.live.lock().await;
         if result.is_err() {

@@ -13,17 +13,17 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use datafusion::sql::sqlparser::ast as sq;
 use futures::sink::{Sink, SinkExt};
-use futures::stream;
+use futures::stream::{self, StreamExt};
 use futures::FutureExt;
 use pgwire::api::cancel::DefaultCancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
-use pgwire::api::results::{CopyResponse, FieldFormat, QueryResponse, Response, Tag};
+use pgwire::api::results::{CopyResponse, FieldFormat, Response, Tag};
 use std::panic::AssertUnwindSafe;
 
 use pgwire::api::{
-    ClientInfo, ClientPortalStore, ConnectionManager, NoopHandler, PgWireServerHandlers,
-    METADATA_DATABASE, METADATA_USER,
+    ClientInfo, ClientPortalStore, ConnectionHandle, ConnectionManager, NoopHandler,
+    PgWireServerHandlers, METADATA_DATABASE, METADATA_USER,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail, CopyOutResponse};
@@ -37,11 +37,13 @@ use super::cursor::Cursors;
 use super::encode::{copy_lines, csv_line, data_rows, field_infos};
 use super::portal::LivePortals;
 use super::prepared::{self, PreparedStatements};
+use super::rows::{self, streamed_response};
 use super::session::Session;
 use crate::error::Error;
 use crate::plan::catalog::{normalize, normalize_object};
 use crate::runtime::engine::{CopyIn, StatementResult, Subscription};
 use crate::runtime::pg::functions::SessionInfo;
+use crate::runtime::RowStream;
 use crate::runtime::SubscriptionEvent;
 use crate::sources::param::Param;
 use crate::sql::{self, CopyOut, Statement};
@@ -127,9 +129,14 @@ pub struct Connection {
     pub(super) cert_pem: Option<Arc<Vec<u8>>>,
 }
 
-/// The session a client's statements run for: its user, database, process id and whether
-/// its role is admin.
-pub(super) fn session_info<C: ClientInfo>(client: &C, users: Option<&Users>) -> SessionInfo {
+/// The session a client's statements run for: its user, database, process id, whether its
+/// role is admin, and the bounds it set on its results.
+pub(super) fn session_info<C: ClientInfo>(
+    client: &C,
+    users: Option<&Users>,
+    limits: &Session,
+) -> SessionInfo {
+    let bounds = limits.result_bounds();
     let metadata: &HashMap<String, String> = client.metadata();
     let user = metadata
         .get(METADATA_USER)
@@ -143,6 +150,8 @@ pub(super) fn session_info<C: ClientInfo>(client: &C, users: Option<&Users>) -> 
         user,
         pid: client.pid_and_secret_key().0,
         admin: auth::role_of(users, client) == auth::Role::Admin,
+        max_result_rows: bounds.rows,
+        max_result_bytes: bounds.bytes,
     }
 }
 
@@ -214,12 +223,13 @@ impl Connection {
     {
         let fail = |e: Error| pg_error(&e, query);
         auth::authorize(auth::role_of(self.users.as_deref(), client), &stmt)?;
-        let session = session_info(client, self.users.as_deref());
+        let session = session_info(client, self.users.as_deref(), &self.session);
         let _active = self.session.active();
         match stmt {
             Statement::DeclareCursor { name, target } => {
+                // A cursor's FETCHes are timed one by one, not from DECLARE.
                 let result = self
-                    .execute_timed(*target, params, &session)
+                    .execute_timed(*target, params, &session, false)
                     .await
                     .map_err(fail)?;
                 self.cursors
@@ -251,8 +261,12 @@ impl Connection {
                         client.send(heartbeat()).await?;
                     }
                 }
-                let (schema, batches) = cursors.take(&name, count).map_err(fail)?;
-                let mut resp = rows_response(&schema, &batches, format, query)?;
+                let taken = cursors.take(&name, count).await.map_err(fail)?;
+                // Rows the query produced before an error are sent before it.
+                let rows = stream::iter(taken.batches.into_iter().map(Ok::<_, Error>))
+                    .chain(stream::iter(taken.error.map(Err)));
+                let rows = RowStream::new(taken.schema, rows);
+                let mut resp = streamed_response(rows, format, query, None);
                 resp.set_command_tag("FETCH");
                 Ok(Response::Query(resp))
             }
@@ -293,7 +307,7 @@ impl Connection {
                         .map_err(fail)?;
                     let args = prepared::arguments(&parameters).map_err(fail)?;
                     let result = self
-                        .execute_timed(stmt, &args, &session)
+                        .execute_timed(stmt, &args, &session, true)
                         .await
                         .map_err(fail)?;
                     self.respond(client, result, query, format, extended).await
@@ -329,7 +343,7 @@ impl Connection {
                         return Ok(Response::Execution(Tag::new("SET")));
                     }
                     let result = self
-                        .execute_timed(other, params, &session)
+                        .execute_timed(other, params, &session, true)
                         .await
                         .map_err(fail)?;
                     self.respond(client, result, query, format, extended).await
@@ -340,7 +354,7 @@ impl Connection {
                     return Ok(Response::Execution(Tag::new("SET")));
                 }
                 let result = self
-                    .execute_timed(other, params, &session)
+                    .execute_timed(other, params, &session, true)
                     .await
                     .map_err(fail)?;
                 self.respond(client, result, query, format, extended).await
@@ -348,25 +362,39 @@ impl Connection {
         }
     }
 
-    /// Executes a statement in the engine, within the session's statement timeout.
-    async fn execute_timed(
+    /// Executes a statement in the engine, within the session's statement timeout; with
+    /// `whole`, the timeout also ends the reading of a SELECT's rows (not for a cursor's,
+    /// which its FETCHes read).
+    pub(super) async fn execute_timed(
         &self,
         stmt: Statement,
         params: &[Param],
         session: &SessionInfo,
+        whole: bool,
     ) -> Result<StatementResult, Error> {
         let timeout = self.session.timeout_for(&stmt);
+        let started = tokio::time::Instant::now();
         // A panic ends this statement with XX000; the connection and every other session go
         // on (the engine's locks do not poison).
         let run = AssertUnwindSafe(self.engine.execute_statement_for(stmt, params, session))
             .catch_unwind()
             .map(|r| r.unwrap_or_else(|panic| Err(Error::Internal(panic_message(&*panic)))));
-        match timeout {
+        let result = match timeout {
             Some(t) => tokio::time::timeout(t, run)
                 .await
-                .unwrap_or(Err(Error::StatementTimeout(t))),
-            None => run.await,
-        }
+                .unwrap_or(Err(Error::StatementTimeout(t)))?,
+            None => run.await?,
+        };
+        Ok(match (result, timeout) {
+            (StatementResult::Streaming { rows, copy }, Some(t)) if whole => {
+                let left = t.saturating_sub(started.elapsed());
+                StatementResult::Streaming {
+                    rows: rows::with_deadline(rows, left, t),
+                    copy,
+                }
+            }
+            (result, _) => result,
+        })
     }
 
     async fn respond<C>(
@@ -401,9 +429,29 @@ impl Connection {
                     .await?;
                 Ok(Response::Execution(tag(&t)))
             }
-            StatementResult::Rows { schema, batches } => Ok(Response::Query(rows_response(
-                &schema, &batches, format, query,
-            )?)),
+            StatementResult::Rows { schema, batches } => {
+                let rows = RowStream::from_batches(schema, batches);
+                Ok(Response::Query(streamed_response(
+                    rows, format, query, None,
+                )))
+            }
+            StatementResult::Streaming {
+                rows,
+                copy: Some(copy),
+            } => rows::send_copy_out(client, copy, rows, query).await,
+            StatementResult::Streaming { rows, copy: None } => {
+                // pgwire sends these rows after this returns: they watch for a
+                // CancelRequest themselves and keep the session busy until the last.
+                let handle = client.session_extensions().get::<Arc<ConnectionHandle>>();
+                let rows = match handle {
+                    Some(handle) => rows::cancelable(rows, handle.as_ref().clone()),
+                    None => rows,
+                };
+                let active = Some(self.session.active());
+                Ok(Response::Query(streamed_response(
+                    rows, format, query, active,
+                )))
+            }
             StatementResult::CopyIn(copy) => {
                 let columns = copy.columns();
                 let format = i8::from(copy.binary());
@@ -430,7 +478,10 @@ impl Connection {
                 format: copy,
                 schema,
                 batches,
-            } => send_copy_out(client, copy, &schema, &batches, query).await,
+            } => {
+                let rows = RowStream::from_batches(schema, batches);
+                rows::send_copy_out(client, copy, rows, query).await
+            }
         }
     }
 }
@@ -442,29 +493,9 @@ pub(super) fn heartbeat() -> PgWireBackendMessage {
     ))
 }
 
-fn rows_response(
-    schema: &datafusion::arrow::datatypes::SchemaRef,
-    batches: &[datafusion::arrow::record_batch::RecordBatch],
-    format: &(dyn Fn(usize) -> FieldFormat + Sync),
-    query: &str,
-) -> PgWireResult<QueryResponse> {
-    let fields = Arc::new(field_infos(schema, format));
-    // Rows are encoded batch by batch as they are written, so a large result is never held
-    // twice (as Arrow and as wire rows).
-    let (encode, query) = (fields.clone(), query.to_string());
-    let rows = futures::StreamExt::flat_map(stream::iter(batches.to_vec()), move |b| {
-        let rows = data_rows(&b, &encode).map_err(|e| pg_error(&e, &query));
-        stream::iter(match rows {
-            Ok(rows) => rows.into_iter().map(Ok).collect::<Vec<_>>(),
-            Err(e) => vec![Err(e)],
-        })
-    });
-    Ok(QueryResponse::new(fields, rows))
-}
-
 /// Starts COPY data: CopyOutResponse (text columns), then the CSV header if asked for, both
 /// flushed so that a client sees the COPY begin at once.
-async fn begin_copy_out<C>(
+pub(super) async fn begin_copy_out<C>(
     client: &mut C,
     copy: CopyOut,
     schema: &datafusion::arrow::datatypes::SchemaRef,
@@ -491,38 +522,6 @@ where
             .await?;
     }
     Ok(())
-}
-
-/// Sends finite rows as COPY data (CopyOutResponse, a CSV header if asked for, one CopyData
-/// per line, CopyDone) and returns the `COPY n` tag.
-async fn send_copy_out<C>(
-    client: &mut C,
-    copy: CopyOut,
-    schema: &datafusion::arrow::datatypes::SchemaRef,
-    batches: &[datafusion::arrow::record_batch::RecordBatch],
-    query: &str,
-) -> PgWireResult<Response>
-where
-    C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-    C::Error: Debug,
-    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
-{
-    begin_copy_out(client, copy, schema).await?;
-    let mut sent = 0;
-    for batch in batches {
-        for line in copy_lines(batch, copy).map_err(|e| pg_error(&e, query))? {
-            client
-                .feed(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
-                    line,
-                ))))
-                .await?;
-        }
-        sent += batch.num_rows();
-    }
-    client
-        .send(PgWireBackendMessage::CopyDone(CopyDone::new()))
-        .await?;
-    Ok(Response::Execution(Tag::new("COPY").with_rows(sent)))
 }
 
 /// Streams a subscription until its query goes away, the client cancels (the future is

@@ -15,6 +15,7 @@ pub mod http;
 pub mod metrics;
 pub mod portal;
 pub mod prepared;
+mod rows;
 pub mod session;
 pub mod slots;
 mod startup;

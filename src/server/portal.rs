@@ -1,8 +1,9 @@
-//! Extended-protocol portals over a live subscription, read by Execute with a row limit
-//! (asyncpg `conn.cursor(...)`, pgJDBC `setFetchSize`, node `pg-query-stream`): each Execute
-//! waits until at least one row exists, sends up to the limit, then PortalSuspended; the next
-//! Execute on the portal goes on where it stopped. Portals over finite results (an ad hoc
-//! SELECT) are suspended by pgwire itself.
+//! Extended-protocol portals that saql reads itself: a live subscription read by Execute with
+//! a row limit (asyncpg `conn.cursor(...)`, pgJDBC `setFetchSize`, node `pg-query-stream`):
+//! each Execute waits until at least one row exists, sends up to the limit, then
+//! PortalSuspended; and an ad hoc SELECT, whose rows each Execute reads from the running
+//! query as they are produced, up to the limit (pgwire would collect them first). The next
+//! Execute on the portal goes on where it stopped.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,7 +21,8 @@ type BindId = Arc<Mutex<PortalExecutionState>>;
 /// The live portals of a connection, by portal name.
 #[derive(Default)]
 pub struct LivePortals {
-    binds: HashMap<String, BindId>,
+    /// The Bind that made each portal, and whether it reads a SELECT (not a subscription).
+    binds: HashMap<String, (BindId, bool)>,
     /// The subscriptions behind them, read as cursors named after the portals.
     pub rows: Cursors,
 }
@@ -30,7 +32,7 @@ impl LivePortals {
     /// an earlier Bind is dropped.
     pub fn is_open(&mut self, name: &str, bind: &BindId) -> bool {
         match self.binds.get(name) {
-            Some(b) if Arc::ptr_eq(b, bind) => true,
+            Some((b, _)) if Arc::ptr_eq(b, bind) => true,
             Some(_) => {
                 self.close(name);
                 false
@@ -39,12 +41,18 @@ impl LivePortals {
         }
     }
 
-    /// Makes `name` a live portal over `result` (a subscription).
+    /// Makes `name` a live portal over `result` (a subscription or a SELECT's rows).
     pub fn open(&mut self, name: &str, bind: BindId, result: StatementResult) -> Result<()> {
         self.close(name);
+        let select = matches!(result, StatementResult::Streaming { .. });
         self.rows.declare(name.to_string(), result)?;
-        self.binds.insert(name.to_string(), bind);
+        self.binds.insert(name.to_string(), (bind, select));
         Ok(())
+    }
+
+    /// Whether the portal `name` reads a SELECT's rows (not a subscription).
+    pub fn reads_select(&self, name: &str) -> bool {
+        self.binds.get(name).is_some_and(|(_, select)| *select)
     }
 
     /// Closes one portal (Close, or its subscription ended).

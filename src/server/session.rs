@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use datafusion::sql::sqlparser::ast::{self as sq, Expr, Value};
 
 use crate::error::{Error, Result};
+use crate::runtime::pg::functions::{MAX_RESULT_BYTES, MAX_RESULT_ROWS};
 use crate::sql::Statement;
 
 /// The per-connection state the limits use. Shared by the connection's handlers and the
@@ -25,6 +26,18 @@ pub struct Session {
     closing: tokio::sync::watch::Sender<bool>,
     /// Until the client logs in: its place in the start-up room. Then: its connection slot.
     login: Mutex<Login>,
+    /// `saql.max_result_rows` and `saql.max_result_bytes` as the session set them (None:
+    /// the server's default).
+    result_bounds: Mutex<ResultBounds>,
+}
+
+/// The bounds a session set on its results (None: the server's default, `--max-result-*`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ResultBounds {
+    /// `saql.max_result_rows`; 0 is no bound.
+    pub rows: Option<u64>,
+    /// `saql.max_result_bytes`; 0 is no bound.
+    pub bytes: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -64,6 +77,7 @@ impl Session {
             tls: AtomicBool::new(false),
             closing: tokio::sync::watch::Sender::new(false),
             login: Mutex::new(Login::Pending),
+            result_bounds: Mutex::new(ResultBounds::default()),
         })
     }
 
@@ -132,8 +146,14 @@ impl Session {
         }
     }
 
+    /// The bounds the session set on its results.
+    pub fn result_bounds(&self) -> ResultBounds {
+        *lock(&self.result_bounds)
+    }
+
     /// Applies `SET statement_timeout = ...` (milliseconds, or a string with a unit: `'5s'`,
-    /// `'2min'`; 0 disables it); returns false for any other statement.
+    /// `'2min'`; 0 disables it) and `SET saql.max_result_rows | saql.max_result_bytes = n`
+    /// (0: no bound, DEFAULT: the server's); returns false for any other statement.
     pub fn apply_set(&self, stmt: &Statement) -> Result<bool> {
         let Statement::Sql(s) = stmt else {
             return Ok(false);
@@ -144,12 +164,12 @@ impl Session {
         else {
             return Ok(false);
         };
-        if !variable
-            .to_string()
-            .eq_ignore_ascii_case("statement_timeout")
-        {
-            return Ok(false);
-        }
+        let name = variable.to_string().to_lowercase();
+        let bound = match name.as_str() {
+            "statement_timeout" => None,
+            MAX_RESULT_ROWS | MAX_RESULT_BYTES => Some(name.as_str()),
+            _ => return Ok(false),
+        };
         let text = match values.as_slice() {
             [Expr::Value(v)] => match &v.value {
                 Value::Number(n, _) => n.clone(),
@@ -159,10 +179,38 @@ impl Session {
             [Expr::Identifier(i)] if i.value.eq_ignore_ascii_case("default") => "0".into(),
             _ => String::new(),
         };
+        if let Some(name) = bound {
+            let default = matches!(values.as_slice(),
+                [Expr::Identifier(i)] if i.value.eq_ignore_ascii_case("default"));
+            let value = if default {
+                None
+            } else {
+                Some(parse_bound(name, &text)?)
+            };
+            let mut bounds = lock(&self.result_bounds);
+            match name {
+                MAX_RESULT_ROWS => bounds.rows = value,
+                _ => bounds.bytes = value,
+            }
+            return Ok(true);
+        }
         let timeout = parse_timeout(&text)?;
         *lock(&self.statement_timeout) = (!timeout.is_zero()).then_some(timeout);
         Ok(true)
     }
+}
+
+/// A count for a result bound: a non-negative integer (0: no bound).
+fn parse_bound(name: &str, text: &str) -> Result<u64> {
+    text.trim().parse::<u64>().map_err(|_| {
+        Error::invalid_input(
+            sqlstate::INVALID_PARAMETER_VALUE,
+            format!(
+                "invalid value for parameter \"{name}\": \"{text}\"; give a number of \
+                 rows or bytes, 0 for no bound, or DEFAULT"
+            ),
+        )
+    })
 }
 
 /// `1000`, `'1000ms'`, `'5s'`, `'2min'`, `'1h'` as a duration (a bare number is in
@@ -211,6 +259,14 @@ mod tests {
             assert_eq!(got, want, "{sql}");
         }
         let bad = crate::sql::parse_one("SET statement_timeout = '5 parsecs'").unwrap();
+        assert_eq!(s.apply_set(&bad).unwrap_err().sqlstate(), "22023");
+        let rows = crate::sql::parse_one("SET saql.max_result_rows = 10").unwrap();
+        assert!(s.apply_set(&rows).unwrap());
+        assert_eq!(s.result_bounds().rows, Some(10));
+        let rows = crate::sql::parse_one("SET saql.max_result_rows TO DEFAULT").unwrap();
+        assert!(s.apply_set(&rows).unwrap());
+        assert_eq!(s.result_bounds().rows, None);
+        let bad = crate::sql::parse_one("SET saql.max_result_bytes = 'lots'").unwrap();
         assert_eq!(s.apply_set(&bad).unwrap_err().sqlstate(), "22023");
         let other = crate::sql::parse_one("SET search_path = public").unwrap();
         assert!(!s.apply_set(&other).unwrap());

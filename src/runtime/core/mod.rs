@@ -9,6 +9,7 @@ pub(crate) mod metrics;
 pub(crate) mod output;
 pub(crate) mod predicates;
 pub(crate) mod retained;
+pub mod rows;
 pub(crate) mod shedding;
 #[cfg(test)]
 mod shedding_tests;

@@ -45,7 +45,40 @@ pub struct SessionInfo {
     pub pid: i32,
     /// Whether the session's role is admin (it sees where sinks deliver and their errors).
     pub admin: bool,
+    /// `saql.max_result_rows` as the session set it (None: the server's default); 0 is no
+    /// bound.
+    pub max_result_rows: Option<u64>,
+    /// `saql.max_result_bytes` as the session set it (None: the server's default); 0 is no
+    /// bound.
+    pub max_result_bytes: Option<u64>,
 }
+
+impl SessionInfo {
+    /// This session with the bounds it did not set taken from the server's defaults.
+    pub fn with_defaults(&self, max_result_rows: u64, max_result_bytes: u64) -> SessionInfo {
+        SessionInfo {
+            max_result_rows: Some(self.max_result_rows.unwrap_or(max_result_rows)),
+            max_result_bytes: Some(self.max_result_bytes.unwrap_or(max_result_bytes)),
+            ..self.clone()
+        }
+    }
+
+    /// The value of a run-time setting for this session, as `SHOW name`, `pg_settings` and
+    /// `current_setting('name')` give it (see [`setting`]).
+    pub fn setting(&self, name: &str) -> String {
+        let bound = |b: Option<u64>| b.unwrap_or(0).to_string();
+        match name.to_lowercase().replace(' ', ".").as_str() {
+            MAX_RESULT_ROWS => bound(self.max_result_rows),
+            MAX_RESULT_BYTES => bound(self.max_result_bytes),
+            _ => setting(name),
+        }
+    }
+}
+
+/// The session setting bounding the rows of an ad hoc SELECT (54000 past it; 0: no bound).
+pub const MAX_RESULT_ROWS: &str = "saql.max_result_rows";
+/// The session setting bounding the bytes of an ad hoc SELECT (54000 past it; 0: no bound).
+pub const MAX_RESULT_BYTES: &str = "saql.max_result_bytes";
 
 impl Default for SessionInfo {
     fn default() -> Self {
@@ -54,12 +87,14 @@ impl Default for SessionInfo {
             database: "saql".into(),
             pid: 0,
             admin: true,
+            max_result_rows: None,
+            max_result_bytes: None,
         }
     }
 }
 
 /// The run-time settings saql has, as `pg_settings` lists them.
-pub const SETTINGS: [&str; 15] = [
+pub const SETTINGS: [&str; 17] = [
     "client_encoding",
     "DateStyle",
     "default_transaction_isolation",
@@ -75,6 +110,8 @@ pub const SETTINGS: [&str; 15] = [
     "standard_conforming_strings",
     "TimeZone",
     "transaction_isolation",
+    MAX_RESULT_ROWS,
+    MAX_RESULT_BYTES,
 ];
 
 /// The value of a run-time setting as `SHOW name` and `current_setting('name')` give it;
@@ -128,12 +165,14 @@ pub fn register(ctx: &SessionContext, session: &SessionInfo) {
         constant(ctx, name, ScalarValue::from(session.user.as_str()));
     }
     constant(ctx, "pg_backend_pid", ScalarValue::Int32(Some(session.pid)));
+    let session = session.clone();
     ctx.register_udf(create_udf(
         "current_setting",
         vec![DataType::Utf8],
         DataType::Utf8,
         Volatility::Stable,
-        Arc::new(|args| {
+        Arc::new(move |args| {
+            let setting = |name: &str| session.setting(name);
             Ok(match &args[0] {
                 ColumnarValue::Scalar(ScalarValue::Utf8(name)) => ColumnarValue::Scalar(
                     ScalarValue::from(setting(name.as_deref().unwrap_or_default())),

@@ -19,22 +19,30 @@ use futures::StreamExt;
 
 use crate::error::{Error, Result};
 use crate::runtime::core::output::QueryOutput;
-use crate::runtime::engine::{Shared, StatementResult};
+use crate::runtime::core::rows::RowStream;
+use crate::runtime::engine::Shared;
 use crate::runtime::pg::catalog::{RelKind, Relation};
 use crate::runtime::pg::functions::SessionInfo;
 use crate::runtime::pg::{self, function_hint, param_types};
 use crate::runtime::statements::adhoc_windows;
 use crate::sources::param::{placeholder_number, Param};
 
+/// Most rows `TUMBLE`, `HOP` and `CUMULATE` over a stream's recent rows expand to (they are
+/// built in memory) when the session sets no lower `saql.max_result_rows`.
+const MAX_WINDOW_ROWS: u64 = 1_000_000;
+
 /// A DataFusion session whose tables are the streams' recent rows and the queries' retained
 /// results, as they are now, with the session functions answering for `session`.
-/// `TUMBLE`, `HOP` and `CUMULATE` over a stream's recent rows expand to at most `max_rows`
-/// rows.
+/// `TUMBLE`, `HOP` and `CUMULATE` over a stream's recent rows expand to at most
+/// [`MAX_WINDOW_ROWS`] rows, or the session's `saql.max_result_rows` if lower.
 pub(in crate::runtime) fn context(
     shared: &Shared,
     session: &SessionInfo,
-    max_rows: usize,
 ) -> Result<SessionContext> {
+    let max_rows = match session.max_result_rows {
+        Some(n) if n > 0 => n.min(MAX_WINDOW_ROWS),
+        _ => MAX_WINDOW_ROWS,
+    } as usize;
     let mut config = SessionConfig::new()
         .with_target_partitions(1)
         .with_default_catalog_and_schema(pg::catalog::DATABASE, "public");
@@ -97,22 +105,22 @@ pub(in crate::runtime) fn context(
             definition: definition.clone(),
             rows: *rows,
         });
-    pg::catalog::register(&ctx, relations)?;
+    pg::catalog::register(&ctx, relations, session)?;
     adhoc_windows::register(&ctx, Arc::new(recent), max_rows);
     pg::functions::register(&ctx, session);
     Ok(ctx)
 }
 
-/// Runs a `SELECT` (placeholders bound to `params`) in `ctx`. Its result is read batch by
-/// batch and refused with 54000 once it passes `max_rows` rows or `max_bytes` bytes, so a
-/// huge result never builds up in memory.
+/// Plans a `SELECT` (placeholders bound to `params`) in `ctx` and starts it: its rows come
+/// as DataFusion produces them, batch by batch, ended with 54000 past the session's
+/// `saql.max_result_rows` or `saql.max_result_bytes` (when set). Errors in planning are
+/// returned here; errors while running end the stream.
 pub(in crate::runtime) async fn select(
     ctx: SessionContext,
     mut stmt: sq::Statement,
     params: &[Param],
-    max_rows: usize,
-    max_bytes: usize,
-) -> Result<StatementResult> {
+    session: &SessionInfo,
+) -> Result<RowStream> {
     let exists = |t: &str| ctx.table_exist(t).unwrap_or(true);
     let unbound = (!params.is_empty()).then(|| stmt.clone());
     pg::rewrite::rewrite(&mut stmt, exists);
@@ -139,26 +147,17 @@ pub(in crate::runtime) async fn select(
     let plan = bind(plan, params, &hints)?;
     let df = ctx.execute_logical_plan(plan).await?;
     let schema = unalias(&rename(df.schema().as_arrow(), &names));
-    let mut stream = df.execute_stream().await?;
-    let mut batches = Vec::new();
-    let (mut rows, mut bytes) = (0usize, 0usize);
-    while let Some(batch) = stream.next().await {
+    let stream = df.execute_stream().await?;
+    let batches = stream.map(move |batch| {
         let batch = batch?;
-        rows += batch.num_rows();
-        bytes += batch.get_array_memory_size();
-        if rows > max_rows || bytes > max_bytes {
-            return Err(Error::limit(
-                sqlstate::PROGRAM_LIMIT_EXCEEDED,
-                format!(
-                    "result too large: more than {max_rows} rows or {max_bytes} bytes \
-                     (--max-result-rows, --max-result-bytes); add a LIMIT or aggregate"
-                ),
-            ));
-        }
         let renamed = unalias(&rename(batch.schema_ref(), &names));
-        batches.push(RecordBatch::try_new(renamed, batch.columns().to_vec())?);
-    }
-    Ok(StatementResult::Rows { schema, batches })
+        Ok(RecordBatch::try_new(renamed, batch.columns().to_vec())?)
+    });
+    let rows = RowStream::new(schema, batches);
+    Ok(rows.limited(
+        session.max_result_rows.unwrap_or(0),
+        session.max_result_bytes.unwrap_or(0),
+    ))
 }
 
 /// The result schema of a `SELECT` and the types of its `$1`, `$2`, ... as DataFusion

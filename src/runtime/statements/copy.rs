@@ -109,17 +109,17 @@ impl Engine {
         c: CopyTo,
         session: &SessionInfo,
     ) -> Result<StatementResult> {
-        let (max_rows, max_bytes) = (self.config.max_result_rows, self.config.max_result_bytes);
-        let ctx = adhoc::context(&self.read(), session, max_rows)?;
-        let stmt = datafusion::sql::sqlparser::ast::Statement::Query(c.query);
-        match adhoc::select(ctx, stmt, &[], max_rows, max_bytes).await? {
-            StatementResult::Rows { schema, batches } => Ok(StatementResult::CopyOut {
-                format: c.format,
-                schema,
-                batches,
-            }),
-            _ => Err(Error::Internal("a SELECT gave no rows".into())),
-        }
+        let mut stmt = datafusion::sql::sqlparser::ast::Statement::Query(c.query);
+        let ctx = {
+            let shared = self.read();
+            adhoc::inline_views(&mut stmt, &shared.catalog);
+            adhoc::context(&shared, session)?
+        };
+        let rows = adhoc::select(ctx, stmt, &[], session).await?;
+        Ok(StatementResult::Streaming {
+            rows,
+            copy: Some(c.format),
+        })
     }
 
     /// Completes a COPY: decodes what is left, then inserts its rows, the batches decoded

@@ -11,24 +11,27 @@ use datafusion::sql::sqlparser::ast as sq;
 use crate::plan::catalog::normalize;
 use crate::runtime::core::output::QueryOutput;
 use crate::runtime::engine::{Shared, StatementResult};
+use crate::runtime::pg::functions::SessionInfo;
 use crate::sql;
 
 pub(in crate::runtime) fn show_schema(variable: &[sq::Ident]) -> SchemaRef {
+    // `SHOW saql.max_result_rows` names its column as PostgreSQL names a dotted setting's.
+    let dotted = variable.len() == 2 && variable[0].value.eq_ignore_ascii_case("saql");
     let name = variable
         .iter()
         .map(|i| i.value.to_lowercase())
         .collect::<Vec<_>>()
-        .join("_");
+        .join(if dotted { "." } else { "_" });
     Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, false)]))
 }
 
-pub(in crate::runtime) fn show_value(variable: &[sq::Ident]) -> String {
+pub(in crate::runtime) fn show_value(variable: &[sq::Ident], session: &SessionInfo) -> String {
     let name = variable
         .iter()
         .map(|i| i.value.to_lowercase())
         .collect::<Vec<_>>()
         .join(" ");
-    crate::runtime::pg::functions::setting(&name)
+    session.setting(&name)
 }
 
 /// A text column of `values`.
@@ -221,11 +224,16 @@ pub(in crate::runtime) fn show_queries(shared: &Shared) -> StatementResult {
 }
 
 /// `SHOW <variable>`: one row, one column named after the variable.
-pub(in crate::runtime) fn show_variable(variable: &[sq::Ident]) -> crate::Result<StatementResult> {
+pub(in crate::runtime) fn show_variable(
+    variable: &[sq::Ident],
+    session: &SessionInfo,
+) -> crate::Result<StatementResult> {
     let schema = show_schema(variable);
     let batch = RecordBatch::try_new(
         schema.clone(),
-        vec![Arc::new(StringArray::from(vec![show_value(variable)]))],
+        vec![Arc::new(StringArray::from(vec![show_value(
+            variable, session,
+        )]))],
     )?;
     Ok(StatementResult::Rows {
         schema,

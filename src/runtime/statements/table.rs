@@ -343,23 +343,10 @@ impl Engine {
         let Statement::Sql(stmt) = stmt else {
             return Err(Error::Internal(format!("not a SELECT: {select}")));
         };
-        let ctx = crate::runtime::statements::adhoc::context(
-            &self.read(),
-            session,
-            self.config.max_result_rows,
-        )?;
-        let c = &self.config;
-        let result = crate::runtime::statements::adhoc::select(
-            ctx,
-            *stmt,
-            params,
-            c.max_result_rows,
-            c.max_result_bytes,
-        )
-        .await?;
-        let StatementResult::Rows { schema, batches } = result else {
-            return Err(Error::Internal("a SELECT gave no rows".into()));
-        };
+        let ctx = crate::runtime::statements::adhoc::context(&self.read(), session)?;
+        let rows = crate::runtime::statements::adhoc::select(ctx, *stmt, params, session).await?;
+        let schema = rows.schema().clone();
+        let batches = rows.collect().await?;
         Ok(datafusion::arrow::compute::concat_batches(
             &schema, &batches,
         )?)

@@ -156,6 +156,7 @@ pub(in crate::runtime) fn type_oid(name: &str) -> Option<i64> {
 pub fn register<'a>(
     ctx: &SessionContext,
     relations: impl Iterator<Item = Relation<'a>>,
+    session: &crate::runtime::pg::functions::SessionInfo,
 ) -> Result<()> {
     let catalog = ctx
         .catalog(DATABASE)
@@ -234,7 +235,7 @@ pub fn register<'a>(
         .filter_map(|r| Some((relation_oid(r.name), r.definition.clone()?)))
         .collect();
     let definitions = Arc::new(definitions);
-    settings::register(ctx, &relations)?;
+    settings::register(ctx, &relations, session)?;
     ctx.register_udtf("pg_get_keywords", Arc::new(keywords::Keywords));
     ctx.register_udf(current_schemas());
     for (name, returns) in FUNCTIONS {

@@ -8,12 +8,17 @@ use datafusion::prelude::SessionContext;
 use super::table::Table;
 use super::{relation_oid, Relation, SCHEMA};
 use crate::error::Result;
-use crate::runtime::pg::functions::{setting, SETTINGS};
+use crate::runtime::pg::functions::{SessionInfo, SETTINGS};
 
-/// Registers `pg_settings` and `pg_stat_user_tables` for `relations`.
-pub(super) fn register(ctx: &SessionContext, relations: &[Relation]) -> Result<()> {
+/// Registers `pg_settings` (with `session`'s own values) and `pg_stat_user_tables` for
+/// `relations`.
+pub(super) fn register(
+    ctx: &SessionContext,
+    relations: &[Relation],
+    session: &SessionInfo,
+) -> Result<()> {
     let n = SETTINGS.len();
-    let values: Vec<String> = SETTINGS.iter().map(|s| setting(s)).collect();
+    let values: Vec<String> = SETTINGS.iter().map(|s| session.setting(s)).collect();
     Table::new("pg_settings")
         .text("name", SETTINGS)
         .text("setting", &values)
