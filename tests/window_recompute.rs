@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{batch, incremental, received, render, schema, Row, BASE, SEC};
+use common::{batch, incremental, jittered_rows, received, render, schema, Row, BASE, SEC};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
@@ -15,29 +15,7 @@ use proptest::prelude::*;
 use saql::{Engine, EngineConfig, StatementResult};
 
 fn rows_strategy() -> impl Strategy<Value = (Vec<Row>, Vec<usize>)> {
-    (1usize..300).prop_flat_map(|n| {
-        (
-            proptest::collection::vec(
-                (0i64..4 * SEC, 0i64..5, proptest::option::of(-50i64..50)),
-                n,
-            ),
-            proptest::collection::vec(1usize..40, 1..20),
-        )
-            .prop_map(|(raw, splits)| {
-                let rows = raw
-                    .into_iter()
-                    .enumerate()
-                    // Steady progress of ~0.7 s per row, minus up to 4 s of disorder:
-                    // always within the 5 s watermark delay.
-                    .map(|(i, (jitter, k, v))| Row {
-                        ts: BASE + i as i64 * 7 * SEC / 10 - jitter,
-                        k,
-                        v,
-                    })
-                    .collect();
-                (rows, splits)
-            })
-    })
+    jittered_rows(300, 5)
 }
 
 fn reference(rt: &tokio::runtime::Runtime, sql: &str, rows: &[Row]) -> Vec<String> {
