@@ -7,32 +7,10 @@
 
 mod common;
 
-use common::{fmt_ts, incremental, Row, BASE, SEC};
+use common::{
+    fmt_ts, incremental, jittered_rows, parse_floats as parse, sorted_rows, Row, BASE, SEC,
+};
 use proptest::prelude::*;
-
-fn rows_strategy() -> impl Strategy<Value = (Vec<Row>, Vec<usize>)> {
-    (1usize..200).prop_flat_map(|n| {
-        (
-            proptest::collection::vec(
-                (0i64..4 * SEC, 0i64..3, proptest::option::of(-50i64..50)),
-                n,
-            ),
-            proptest::collection::vec(1usize..40, 1..20),
-        )
-            .prop_map(|(raw, splits)| {
-                let rows = raw
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (jitter, k, v))| Row {
-                        ts: BASE + i as i64 * 7 * SEC / 10 - jitter,
-                        k,
-                        v,
-                    })
-                    .collect();
-                (rows, splits)
-            })
-    })
-}
 
 fn sorted(v: &[f64]) -> Vec<f64> {
     let mut s = v.to_vec();
@@ -172,20 +150,11 @@ fn brute_force(rows: &[Row]) -> Vec<(String, Vec<Option<f64>>)> {
     want
 }
 
-fn parse(line: &str) -> (String, Vec<Option<f64>>) {
-    let fields: Vec<&str> = line.split('|').collect();
-    let values = fields[3..]
-        .iter()
-        .map(|f| (*f != "NULL").then(|| f.parse::<f64>().unwrap()))
-        .collect();
-    (fields[..3].join("|"), values)
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     #[test]
-    fn frame_functions_match_brute_force((rows, splits) in rows_strategy()) {
+    fn frame_functions_match_brute_force((rows, splits) in jittered_rows(200, 3)) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let got: Vec<(String, Vec<Option<f64>>)> =
             incremental(&rt, QUERY, &rows, &splits).iter().map(|l| parse(l)).collect();
@@ -297,25 +266,6 @@ fn peers_brute_force(rows: &[Row], partitioned: bool) -> Vec<(String, Vec<Option
         }
     }
     want
-}
-
-fn sorted_rows(mut rows: Vec<(String, Vec<Option<f64>>)>) -> Vec<(String, Vec<Option<f64>>)> {
-    rows.sort_by(|a, b| {
-        a.0.cmp(&b.0).then_with(|| {
-            let key = |v: &[Option<f64>]| {
-                v.iter()
-                    .map(|x| x.unwrap_or(f64::NEG_INFINITY))
-                    .collect::<Vec<_>>()
-            };
-            key(&a.1)
-                .iter()
-                .zip(key(&b.1).iter())
-                .map(|(x, y)| x.total_cmp(y))
-                .find(|o| o.is_ne())
-                .unwrap_or(std::cmp::Ordering::Equal)
-        })
-    });
-    rows
 }
 
 proptest! {

@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{batch, incremental, received, render, schema, Row, BASE, SEC};
+use common::{batch, incremental, jittered_rows, received, render, schema, Row, BASE, SEC};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
@@ -15,29 +15,7 @@ use proptest::prelude::*;
 use saql::{Engine, EngineConfig, StatementResult};
 
 fn rows_strategy() -> impl Strategy<Value = (Vec<Row>, Vec<usize>)> {
-    (1usize..300).prop_flat_map(|n| {
-        (
-            proptest::collection::vec(
-                (0i64..4 * SEC, 0i64..5, proptest::option::of(-50i64..50)),
-                n,
-            ),
-            proptest::collection::vec(1usize..40, 1..20),
-        )
-            .prop_map(|(raw, splits)| {
-                let rows = raw
-                    .into_iter()
-                    .enumerate()
-                    // Steady progress of ~0.7 s per row, minus up to 4 s of disorder:
-                    // always within the 5 s watermark delay.
-                    .map(|(i, (jitter, k, v))| Row {
-                        ts: BASE + i as i64 * 7 * SEC / 10 - jitter,
-                        k,
-                        v,
-                    })
-                    .collect();
-                (rows, splits)
-            })
-    })
+    jittered_rows(300, 5)
 }
 
 fn reference(rt: &tokio::runtime::Runtime, sql: &str, rows: &[Row]) -> Vec<String> {
@@ -457,6 +435,7 @@ proptest! {
             "SELECT * FROM (SELECT k, window_end, n, DENSE_RANK() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rk FROM (SELECT k, window_start, window_end, COUNT(*) AS n FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end) AS w) AS r WHERE rk <= 2".to_string(),
             "SELECT k, window_end, EVIDENCE(v) AS e FROM CUMULATE(s, ts, INTERVAL '5' SECOND, INTERVAL '20' SECOND) GROUP BY k, window_start, window_end".to_string(),
             "SELECT ts, k, MEDIAN(v) OVER w AS m, MAD(v) OVER w AS d, QUANTILE(v, 0.9) OVER w AS q, EWMA(v, 0.2) OVER w AS e, EWM_STDDEV(v, 0.2) OVER w AS es, ANOMALY_LIKELIHOOD(v, 2) OVER w AS l, FIRST_VALUE(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '3' SECOND PRECEDING AND CURRENT ROW) AS f FROM s WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 6 PRECEDING AND CURRENT ROW)".to_string(),
+            "SELECT ts, k, EWMA_ZSCORE(v, 0.3) OVER w AS e, HOLT_ZSCORE(v, 0.3, 0.1) OVER w AS h, VARIANCE_RATIO(v, 3) OVER w AS r, SLOPE_CHANGE(v, 3) OVER w AS c, SPIKE_RATE(v, 2, 1) OVER w AS p, DEBOUNCE(v, 10) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 4 PRECEDING AND CURRENT ROW) AS d FROM s WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 9 PRECEDING AND CURRENT ROW)".to_string(),
         ];
         let cut = cut.min(rows.len());
         for q in &queries {

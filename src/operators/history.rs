@@ -320,8 +320,14 @@ impl History {
                         } else {
                             for (row, key) in (group..end).zip(&keys[group..end]) {
                                 let recent = recent_of(&mut self.partitions, key, i)?;
-                                push_value(recent, t, x(row), *start);
-                                outputs[i].push(frame_value(recent, *agg, *start, *end_offset));
+                                outputs[i].push(row_value(
+                                    recent,
+                                    t,
+                                    x(row),
+                                    *agg,
+                                    *start,
+                                    *end_offset,
+                                ));
                             }
                         }
                     }
@@ -383,6 +389,44 @@ fn push_value(
             }
         }
         FrameStart::Unbounded => {}
+    }
+}
+
+/// One row's value of an aggregate whose frame ends at the row or before it (no peers): the
+/// row's value `x` joins the recent values, and the aggregate is computed over its frame. A
+/// function that feeds back ([`FrameFn::feeds_back`]) answers from its earlier answers in the
+/// frame, and its answer joins the recent values instead of `x`.
+fn row_value(
+    recent: &mut VecDeque<(i64, ScalarValue)>,
+    t: i64,
+    x: Option<f64>,
+    agg: HistoryAgg,
+    start: FrameStart,
+    end_offset: usize,
+) -> ScalarValue {
+    match agg {
+        HistoryAgg::Frame(f) if f.feeds_back() => {
+            // The planner allows only `ROWS BETWEEN k PRECEDING AND CURRENT ROW` here.
+            let k = match start {
+                FrameStart::Rows(k) => k,
+                _ => recent.len(),
+            };
+            let earlier = recent.iter().rev().take(k).map(|(_, v)| match v {
+                ScalarValue::Float64(a) => *a,
+                _ => None,
+            });
+            let answer = f.answer(earlier, x);
+            push_value(recent, t, answer, start);
+            ScalarValue::Float64(answer)
+        }
+        HistoryAgg::Frame(f) if f.scores_newest() && end_offset == 0 && x.is_none() => {
+            push_value(recent, t, x, start);
+            ScalarValue::Float64(None)
+        }
+        _ => {
+            push_value(recent, t, x, start);
+            frame_value(recent, agg, start, end_offset)
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! restore it.
 
 pub mod aggregates;
+pub mod change;
 pub mod event_order;
 pub mod evidence;
 pub mod filter;

@@ -60,9 +60,22 @@ pub enum FrameFn {
     Likelihood(usize),
     /// The oldest value of the frame.
     First,
+    /// `HOLT_ZSCORE(x, alpha, beta)` (and `EWMA_ZSCORE(x, alpha)`, beta 0): the newest value's
+    /// forecast error ([`super::change::holt_zscore`]).
+    HoltZscore(Param, Param),
+    /// `VARIANCE_RATIO(x, short)` ([`super::change::variance_ratio`]).
+    VarianceRatio(usize),
+    /// `SLOPE_CHANGE(x, short)` ([`super::change::slope_change`]).
+    SlopeChange(usize),
+    /// `SPIKE_RATE(x, short, k)` ([`super::change::spike_rate`]).
+    SpikeRate(usize, Param),
+    /// `DEBOUNCE(score, threshold)`: 1 when the score reaches the threshold and no earlier row
+    /// of the frame alerted ([`super::change::debounce`]); its frame holds its own answers.
+    Debounce(Param),
 }
 
-/// Functions registered for planning (`MEDIAN` and `FIRST_VALUE` are DataFusion's own).
+/// Functions registered for planning (`MEDIAN` and `FIRST_VALUE` are DataFusion's own), with
+/// those of [`super::change`].
 const REGISTERED: [&str; 5] = [
     "mad",
     "quantile",
@@ -106,7 +119,7 @@ impl FrameFn {
                         .ok_or_else(|| format!("{name}: the short-term count must be whole"))
                 })
                 .map(FrameFn::Likelihood),
-            _ => return None,
+            other => return super::change::from_call(other, params),
         })
     }
 
@@ -150,7 +163,39 @@ impl FrameFn {
                 })
             }
             FrameFn::First => values.first().copied(),
+            FrameFn::HoltZscore(a, b) => super::change::holt_zscore(values, a.get(), b.get()),
+            FrameFn::VarianceRatio(short) => super::change::variance_ratio(values, short),
+            FrameFn::SlopeChange(short) => super::change::slope_change(values, short),
+            FrameFn::SpikeRate(short, k) => super::change::spike_rate(values, short, k.get()),
+            // Computed from its own earlier answers by the history operator.
+            FrameFn::Debounce(_) => None,
         }
+    }
+
+    /// The answer of a function that feeds back, for a row with value `x` after the frame's
+    /// `earlier` answers (newest first); `None` for the others.
+    pub fn answer(self, earlier: impl Iterator<Item = Option<f64>>, x: Option<f64>) -> Option<f64> {
+        match self {
+            FrameFn::Debounce(threshold) => super::change::debounce(earlier, x, threshold.get()),
+            _ => None,
+        }
+    }
+
+    /// Whether the function's frame holds its own earlier answers rather than its inputs.
+    pub fn feeds_back(self) -> bool {
+        matches!(self, FrameFn::Debounce(_))
+    }
+
+    /// Whether the function scores the newest value of its frame (so a NULL current value,
+    /// in a frame ending at the current row, gives NULL rather than a score of an older one).
+    pub fn scores_newest(self) -> bool {
+        matches!(
+            self,
+            FrameFn::HoltZscore(..)
+                | FrameFn::VarianceRatio(_)
+                | FrameFn::SlopeChange(_)
+                | FrameFn::SpikeRate(..)
+        )
     }
 }
 
@@ -235,6 +280,7 @@ impl AggregateUDFImpl for FrameUdaf {
 pub fn udafs() -> Vec<AggregateUDF> {
     REGISTERED
         .iter()
+        .chain(super::change::NAMES.iter())
         .map(|name| {
             AggregateUDF::new_from_impl(FrameUdaf {
                 name,

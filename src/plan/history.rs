@@ -141,7 +141,8 @@ fn history_function(wf: &WindowFunction, data_type: &DataType) -> Result<History
                     unsupported(format!(
                         "{} OVER (...) is not supported; use COUNT, SUM, AVG, MIN, MAX, \
                          STDDEV, VAR, MEDIAN, MAD, QUANTILE, EWMA, EWM_STDDEV, \
-                         ANOMALY_LIKELIHOOD or FIRST_VALUE",
+                         ANOMALY_LIKELIHOOD, FIRST_VALUE, EWMA_ZSCORE, HOLT_ZSCORE, \
+                         VARIANCE_RATIO, SLOPE_CHANGE, SPIKE_RATE or DEBOUNCE",
                         wf.fun.name()
                     ))
                 })?,
@@ -151,6 +152,17 @@ fn history_function(wf: &WindowFunction, data_type: &DataType) -> Result<History
             }
             let (start, end_offset) = frame_bounds(&p.window_frame)?;
             let peers = p.window_frame.units == WindowFrameUnits::Range && end_offset == 0;
+            if let HistoryAgg::Frame(f) = agg {
+                let rows_to_current =
+                    matches!(start, FrameStart::Rows(_)) && end_offset == 0 && !peers;
+                if f.feeds_back() && !rows_to_current {
+                    // Its frame holds its own answers, one per row up to the current one.
+                    return Err(unsupported(format!(
+                        "{} needs a frame of ROWS BETWEEN n PRECEDING AND CURRENT ROW",
+                        wf.fun.name()
+                    )));
+                }
+            }
             if matches!((agg, start), (HistoryAgg::Frame(_), FrameStart::Unbounded)) {
                 // Each row sorts or walks its whole frame: over all history that grows
                 // without bound, in memory and in time per row.

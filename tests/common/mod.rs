@@ -160,3 +160,66 @@ pub fn fmt_ts(t: i64) -> String {
         .format("%Y-%m-%dT%H:%M:%S%.f")
         .to_string()
 }
+
+/// Up to `max_rows` rows over `keys` keys with values in -50..50 (or NULL), about 0.7 s apart
+/// minus up to 4 s of disorder (always within the 5 s watermark delay), and the sizes of the
+/// batches to split them into.
+pub fn jittered_rows(
+    max_rows: usize,
+    keys: i64,
+) -> impl proptest::strategy::Strategy<Value = (Vec<Row>, Vec<usize>)> {
+    use proptest::prelude::*;
+    (1usize..max_rows).prop_flat_map(move |n| {
+        (
+            proptest::collection::vec(
+                (0i64..4 * SEC, 0i64..keys, proptest::option::of(-50i64..50)),
+                n,
+            ),
+            proptest::collection::vec(1usize..40, 1..20),
+        )
+            .prop_map(|(raw, splits)| {
+                let rows = raw
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (jitter, k, v))| Row {
+                        ts: BASE + i as i64 * 7 * SEC / 10 - jitter,
+                        k,
+                        v,
+                    })
+                    .collect();
+                (rows, splits)
+            })
+    })
+}
+
+/// A rendered row `ts|k|v|x|y...` as its first three fields joined and the numbers after them
+/// (None for NULL).
+pub fn parse_floats(line: &str) -> (String, Vec<Option<f64>>) {
+    let fields: Vec<&str> = line.split('|').collect();
+    let values = fields[3..]
+        .iter()
+        .map(|f| (*f != "NULL").then(|| f.parse::<f64>().unwrap()))
+        .collect();
+    (fields[..3].join("|"), values)
+}
+
+/// Rows of [`parse_floats`] sorted by their text, then by their numbers (rows of one
+/// partition with the same time and value differ only there).
+pub fn sorted_rows(mut rows: Vec<(String, Vec<Option<f64>>)>) -> Vec<(String, Vec<Option<f64>>)> {
+    rows.sort_by(|a, b| {
+        a.0.cmp(&b.0).then_with(|| {
+            let key = |v: &[Option<f64>]| {
+                v.iter()
+                    .map(|x| x.unwrap_or(f64::NEG_INFINITY))
+                    .collect::<Vec<_>>()
+            };
+            key(&a.1)
+                .iter()
+                .zip(key(&b.1).iter())
+                .map(|(x, y)| x.total_cmp(y))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })
+    });
+    rows
+}

@@ -58,10 +58,15 @@ pub struct Replay {
 
 impl Replay {
     pub fn new(set: &str) -> Replay {
+        Replay::of_files(&query_files(set))
+    }
+
+    /// An engine holding the streams and queries of these files, subscribed to every query.
+    pub fn of_files(files: &[PathBuf]) -> Replay {
         let engine = Engine::open(EngineConfig::default()).unwrap();
         let mut names = Vec::new();
-        for file in query_files(set) {
-            let text = std::fs::read_to_string(&file).unwrap();
+        for file in files {
+            let text = std::fs::read_to_string(file).unwrap();
             engine
                 .execute_blocking(&text)
                 .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
