@@ -96,6 +96,20 @@ pub(in crate::runtime) fn context(
         let table = MemTable::try_new(schema, vec![vec![rows]])?;
         ctx.register_table(t.name.as_str(), Arc::new(table))?;
     }
+    // Views are listed (psql's \d); statements read them inlined (`inline_views`).
+    for (name, view) in shared.catalog.views() {
+        let planned =
+            crate::plan::plan_continuous(&view.query, &Default::default(), &shared.catalog);
+        if let Ok(plan) = planned {
+            relations.push((
+                name.clone(),
+                RelKind::View,
+                plan.schema.clone(),
+                Some(view.query.to_string()),
+                0,
+            ));
+        }
+    }
     let relations = relations
         .iter()
         .map(|(name, kind, schema, definition, rows)| Relation {

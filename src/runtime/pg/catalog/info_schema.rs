@@ -20,12 +20,14 @@ pub(super) fn information_schema(ctx: &SessionContext, relations: &[Relation]) -
             "table_type",
             relations.iter().map(|r| match r.kind {
                 RelKind::Stream | RelKind::Table => "BASE TABLE",
-                RelKind::Query => "VIEW",
+                RelKind::Query | RelKind::View => "VIEW",
             }),
         )
         .text(
             "is_insertable_into",
-            relations.iter().map(|r| yes(r.kind != RelKind::Query)),
+            relations
+                .iter()
+                .map(|r| yes(matches!(r.kind, RelKind::Stream | RelKind::Table))),
         )
         .register(ctx, "information_schema")?;
     let columns: Vec<(&str, usize, &Field)> = relations
@@ -70,7 +72,7 @@ pub(super) fn information_schema(ctx: &SessionContext, relations: &[Relation]) -
         .register(ctx, "information_schema")?;
     let queries: Vec<&Relation> = relations
         .iter()
-        .filter(|r| r.kind == RelKind::Query)
+        .filter(|r| matches!(r.kind, RelKind::Query | RelKind::View))
         .collect();
     let n = queries.len();
     Table::new("views")

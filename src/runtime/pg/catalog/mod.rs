@@ -56,6 +56,8 @@ pub enum RelKind {
     Stream,
     /// A reference table (`r`).
     Table,
+    /// A view (`v`).
+    View,
     /// A continuous query: a materialized view (`m`).
     Query,
 }
@@ -263,6 +265,7 @@ fn pg_class(ctx: &SessionContext, relations: &[Relation]) -> Result<()> {
             relations.iter().map(|r| match r.kind {
                 RelKind::Stream | RelKind::Table => "r",
                 RelKind::Query => "m",
+                RelKind::View => "v",
             }),
         )
         .int(
