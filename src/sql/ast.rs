@@ -689,6 +689,19 @@ pub struct CopyFrom {
     pub quote: Option<char>,
 }
 
+/// `DROP <what> [IF EXISTS] name [CASCADE]`.
+fn drop_sql(
+    f: &mut fmt::Formatter<'_>,
+    what: &str,
+    name: &Ident,
+    if_exists: bool,
+    cascade: bool,
+) -> fmt::Result {
+    let ie = if if_exists { "IF EXISTS " } else { "" };
+    let cascade = if cascade { " CASCADE" } else { "" };
+    write!(f, "DROP {what} {ie}{name}{cascade}")
+}
+
 impl fmt::Display for Statement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -697,54 +710,34 @@ impl fmt::Display for Statement {
                 name,
                 if_exists,
                 cascade,
-            } => {
-                let ie = if *if_exists { "IF EXISTS " } else { "" };
-                let cascade = if *cascade { " CASCADE" } else { "" };
-                write!(f, "DROP STREAM {ie}{name}{cascade}")
-            }
+            } => drop_sql(f, "STREAM", name, *if_exists, *cascade),
             Statement::CreateQuery(q) => q.fmt(f),
             Statement::DropQuery {
                 name,
                 if_exists,
                 cascade,
-            } => {
-                let ie = if *if_exists { "IF EXISTS " } else { "" };
-                let cascade = if *cascade { " CASCADE" } else { "" };
-                write!(f, "DROP QUERY {ie}{name}{cascade}")
-            }
+            } => drop_sql(f, "QUERY", name, *if_exists, *cascade),
             Statement::CreateSource(s) => s.fmt(f),
             Statement::DropSource { name, if_exists } => {
-                let ie = if *if_exists { "IF EXISTS " } else { "" };
-                write!(f, "DROP SOURCE {ie}{name}")
+                drop_sql(f, "SOURCE", name, *if_exists, false)
             }
             Statement::ShowSources => f.write_str("SHOW SOURCES"),
             Statement::CreateSink(s) => s.fmt(f),
-            Statement::DropSink { name, if_exists } => {
-                let ie = if *if_exists { "IF EXISTS " } else { "" };
-                write!(f, "DROP SINK {ie}{name}")
-            }
+            Statement::DropSink { name, if_exists } => drop_sql(f, "SINK", name, *if_exists, false),
             Statement::ShowSinks => f.write_str("SHOW SINKS"),
             Statement::CreateTable(t) => t.fmt(f),
             Statement::DropTable {
                 name,
                 if_exists,
                 cascade,
-            } => {
-                let ie = if *if_exists { "IF EXISTS " } else { "" };
-                let cascade = if *cascade { " CASCADE" } else { "" };
-                write!(f, "DROP TABLE {ie}{name}{cascade}")
-            }
+            } => drop_sql(f, "TABLE", name, *if_exists, *cascade),
             Statement::ShowTables => f.write_str("SHOW TABLES"),
             Statement::CreateView(v) => v.fmt(f),
             Statement::DropView {
                 name,
                 if_exists,
                 cascade,
-            } => {
-                let ie = if *if_exists { "IF EXISTS " } else { "" };
-                let cascade = if *cascade { " CASCADE" } else { "" };
-                write!(f, "DROP VIEW {ie}{name}{cascade}")
-            }
+            } => drop_sql(f, "VIEW", name, *if_exists, *cascade),
             Statement::ShowStreams => f.write_str("SHOW STREAMS"),
             Statement::ShowQueries => f.write_str("SHOW QUERIES"),
             Statement::Checkpoint => f.write_str("CHECKPOINT"),

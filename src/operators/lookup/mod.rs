@@ -115,12 +115,12 @@ impl LookupJoin {
         let table_cols = rows.columns(found)?;
         let table_empty = rows.is_empty();
         drop(rows);
+        let input_idx = UInt32Array::from(input_idx);
         let mut pass: Vec<bool> = vec![true; input_idx.len()];
         if let (Some(residual), false) = (&self.residual, input_idx.is_empty()) {
-            let idx = UInt32Array::from(input_idx.clone());
             let mut cols = Vec::with_capacity(self.joined.fields().len());
             for c in batch.columns() {
-                cols.push(take(c.as_ref(), &idx, None)?);
+                cols.push(take(c.as_ref(), &input_idx, None)?);
             }
             cols.extend(table_cols.iter().cloned());
             let joined = RecordBatch::try_new(self.joined.clone(), cols)?;
@@ -134,7 +134,7 @@ impl LookupJoin {
             }
         }
         let mut matched = vec![None; n];
-        for (j, (&i, ok)) in input_idx.iter().zip(&pass).enumerate() {
+        for (j, (&i, ok)) in input_idx.values().iter().zip(&pass).enumerate() {
             if *ok {
                 matched[i as usize] = Some(j as u32);
             }

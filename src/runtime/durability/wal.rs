@@ -629,14 +629,12 @@ fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
                         bytes
                     }
                 };
-                let len = u32::try_from(bytes.len()).map_err(|_| {
+                put_part(&mut out, &bytes).map_err(|_| {
                     Error::limit(
                         sqlstate::PROGRAM_LIMIT_EXCEEDED,
                         "a table change over 4 GiB cannot be logged: split it",
                     )
                 })?;
-                out.extend_from_slice(&len.to_le_bytes());
-                out.extend_from_slice(&bytes);
             }
             // The source and its progress; an empty name for none.
             let (name, progress) = change
@@ -644,11 +642,7 @@ fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
                 .as_ref()
                 .map_or(("", ""), |(n, p)| (n.as_str(), p.as_str()));
             for part in [name, progress] {
-                let len = u32::try_from(part.len()).map_err(|_| {
-                    Error::Internal("a source name or position too long to log".into())
-                })?;
-                out.extend_from_slice(&len.to_le_bytes());
-                out.extend_from_slice(part.as_bytes());
+                put_part(&mut out, part.as_bytes())?;
             }
             (KIND_TABLE, table.as_str(), out)
         }
@@ -660,11 +654,7 @@ fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
         } => {
             let mut out = Vec::new();
             for part in [source.as_bytes(), progress.as_bytes()] {
-                let len = u32::try_from(part.len()).map_err(|_| {
-                    Error::Internal("a source name or position too long to log".into())
-                })?;
-                out.extend_from_slice(&len.to_le_bytes());
-                out.extend_from_slice(part);
+                put_part(&mut out, part)?;
             }
             let mut writer = StreamWriter::try_new(&mut out, &batch.schema())?;
             writer.write(batch)?;
@@ -731,20 +721,8 @@ fn decode(body: &[u8]) -> Result<Record> {
         },
         KIND_SOURCE_ROWS => {
             let mut rest = payload;
-            let mut part = || -> Result<String> {
-                let len = u32::from_le_bytes(
-                    rest.get(..4)
-                        .ok_or_else(bad)?
-                        .try_into()
-                        .map_err(|_| bad())?,
-                ) as usize;
-                let text = rest.get(4..4 + len).ok_or_else(bad)?;
-                let text = String::from_utf8(text.to_vec()).map_err(|_| bad())?;
-                rest = &rest[4 + len..];
-                Ok(text)
-            };
-            let source = part()?;
-            let progress = part()?;
+            let source = take_text(&mut rest).ok_or_else(bad)?;
+            let progress = take_text(&mut rest).ok_or_else(bad)?;
             let mut reader = StreamReader::try_new(Cursor::new(rest), None)?;
             let batch = reader.next().ok_or_else(bad)??;
             Record::SourceRows {
@@ -757,36 +735,18 @@ fn decode(body: &[u8]) -> Result<Record> {
         KIND_TABLE => {
             let truncate = *payload.first().ok_or_else(bad)? != 0;
             let mut rest = &payload[1..];
-            let mut part = || -> Result<Vec<RecordBatch>> {
-                let len = u32::from_le_bytes(
-                    rest.get(..4)
-                        .ok_or_else(bad)?
-                        .try_into()
-                        .map_err(|_| bad())?,
-                ) as usize;
-                let bytes = rest.get(4..4 + len).ok_or_else(bad)?;
-                rest = &rest[4 + len..];
+            let batches = |rest: &mut &[u8]| -> Result<Vec<RecordBatch>> {
+                let bytes = take_part(rest).ok_or_else(bad)?;
                 if bytes.is_empty() {
                     return Ok(vec![]);
                 }
                 let reader = StreamReader::try_new(Cursor::new(bytes), None)?;
                 Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
             };
-            let deletes = part()?;
-            let upserts = part()?;
-            let mut text = || -> Result<String> {
-                let len = u32::from_le_bytes(
-                    rest.get(..4)
-                        .ok_or_else(bad)?
-                        .try_into()
-                        .map_err(|_| bad())?,
-                ) as usize;
-                let bytes = rest.get(4..4 + len).ok_or_else(bad)?;
-                rest = &rest[4 + len..];
-                String::from_utf8(bytes.to_vec()).map_err(|_| bad())
-            };
-            let name = text()?;
-            let progress = text()?;
+            let deletes = batches(&mut rest)?;
+            let upserts = batches(&mut rest)?;
+            let name = take_text(&mut rest).ok_or_else(bad)?;
+            let progress = take_text(&mut rest).ok_or_else(bad)?;
             Record::Table {
                 table: stream,
                 change: TableChange {
@@ -799,6 +759,28 @@ fn decode(body: &[u8]) -> Result<Record> {
         }
         _ => return Err(bad()),
     })
+}
+
+/// Appends `bytes` with its length before it (u32, little-endian).
+fn put_part(out: &mut Vec<u8>, bytes: &[u8]) -> Result<()> {
+    let len = u32::try_from(bytes.len())
+        .map_err(|_| Error::Internal("a part of a log frame over 4 GiB".into()))?;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(bytes);
+    Ok(())
+}
+
+/// The next part [`put_part`] wrote, moving `rest` past it; `None` if it is cut short.
+fn take_part<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let len = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+    let part = rest.get(4..4 + len)?;
+    *rest = &rest[4 + len..];
+    Some(part)
+}
+
+/// The next part as UTF-8 text.
+fn take_text(rest: &mut &[u8]) -> Option<String> {
+    String::from_utf8(take_part(rest)?.to_vec()).ok()
 }
 
 fn segment_path(dir: &Path, first_seq: u64) -> PathBuf {

@@ -440,47 +440,33 @@ fn parse_session_statement(
         sq::Statement::CreateTable(ct) => Ok(Statement::CreateTable(Box::new(ct))),
         sq::Statement::CreateView(cv) => Ok(Statement::CreateView(Box::new(cv))),
         sq::Statement::Drop {
-            object_type: sq::ObjectType::View,
+            object_type: kind @ (sq::ObjectType::Table | sq::ObjectType::View),
             if_exists,
             names,
             cascade,
             ..
         } => {
             let [name] = names.as_slice() else {
-                return Err(error_at(&first, "DROP VIEW drops one view at a time"));
+                return Err(error_at(&first, format!("DROP {kind} drops one at a time")));
             };
             let name = name
                 .0
                 .last()
                 .and_then(|p| p.as_ident())
                 .cloned()
-                .ok_or_else(|| error_at(&first, "expected a view name"))?;
-            Ok(Statement::DropView {
-                name,
-                if_exists,
-                cascade,
-            })
-        }
-        sq::Statement::Drop {
-            object_type: sq::ObjectType::Table,
-            if_exists,
-            names,
-            cascade,
-            ..
-        } => {
-            let [name] = names.as_slice() else {
-                return Err(error_at(&first, "DROP TABLE drops one table at a time"));
-            };
-            let name = name
-                .0
-                .last()
-                .and_then(|p| p.as_ident())
-                .cloned()
-                .ok_or_else(|| error_at(&first, "expected a table name"))?;
-            Ok(Statement::DropTable {
-                name,
-                if_exists,
-                cascade,
+                .ok_or_else(|| error_at(&first, format!("expected a {kind} name")))?;
+            Ok(if kind == sq::ObjectType::Table {
+                Statement::DropTable {
+                    name,
+                    if_exists,
+                    cascade,
+                }
+            } else {
+                Statement::DropView {
+                    name,
+                    if_exists,
+                    cascade,
+                }
             })
         }
         sq::Statement::ShowTables { .. } => Ok(Statement::ShowTables),
