@@ -46,6 +46,11 @@ enum Command {
         /// Checkpoints kept; the log is kept from the oldest of them on.
         #[arg(long, default_value_t = 2)]
         keep_checkpoints: usize,
+        /// History each stream keeps unless it says otherwise (`WITH (history = ...)`), as
+        /// Parquet files in the data directory, for ad hoc hunting and backfill: a span of
+        /// event time ('7 days'), a size ('10 GB') or 'off'.
+        #[arg(long, default_value = "7 days", value_parser = parse_history)]
+        history: HistoryFlag,
         /// Start even if the ingest log has a corrupt frame before its end, keeping the log up
         /// to that frame (the frames after it are lost).
         #[arg(long)]
@@ -208,6 +213,7 @@ fn main() -> ExitCode {
             fsync,
             checkpoint_interval,
             keep_checkpoints,
+            history,
             salvage_log,
             retain_rows,
             workers,
@@ -239,6 +245,7 @@ fn main() -> ExitCode {
                     .then(|| std::time::Duration::from_secs(checkpoint_interval)),
                 keep_checkpoints,
                 salvage_log,
+                history: history.0,
                 ..saql::EngineConfig::default()
             }),
             limits.server(),
@@ -284,4 +291,14 @@ fn main() -> ExitCode {
         }),
         Command::User { command } => cli::user::run(command),
     }
+}
+
+/// A `--history` setting, read.
+#[derive(Debug, Clone, Copy)]
+struct HistoryFlag(Option<saql::plan::retention::Retention>);
+
+fn parse_history(text: &str) -> Result<HistoryFlag, String> {
+    saql::plan::retention::Retention::parse(text)
+        .map(HistoryFlag)
+        .map_err(|e| e.to_string())
 }

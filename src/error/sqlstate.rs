@@ -99,6 +99,9 @@ pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
 pub const STATEMENT_TOO_COMPLEX: &str = "54001";
 /// `55006`.
 pub const OBJECT_IN_USE: &str = "55006";
+/// The object is not in the state the statement needs (PostgreSQL's
+/// `object_not_in_prerequisite_state`).
+pub const OBJECT_NOT_IN_PREREQUISITE_STATE: &str = "55000";
 /// `57014`.
 pub const QUERY_CANCELED: &str = "57014";
 /// `57P01`.

@@ -10,6 +10,7 @@ use std::time::Duration;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::sql::sqlparser::ast::{self as sq, Ident, ObjectName, TimezoneInfo};
 
+use super::retention::HistorySetting;
 use super::table_def::TableDef;
 use crate::error::{Error, Result};
 use crate::sql::interval::parse_duration;
@@ -120,6 +121,8 @@ pub struct StreamDef {
     pub idle_timeout: Option<Duration>,
     /// Whether and how rows are dropped when the engine falls behind (`WITH (shedding = ...)`).
     pub shedding: Option<ShedPolicy>,
+    /// How long its rows are kept as history (`WITH (history = ...)`).
+    pub history: HistorySetting,
     /// The statement that created it, for persistence.
     pub ddl: CreateStream,
 }
@@ -209,10 +212,12 @@ impl StreamDef {
             }
         };
         let mut idle_timeout = None;
+        let mut history = HistorySetting::ServerDefault;
         let mut shedding = BTreeMap::new();
         for (k, v) in &ddl.options {
             match k.as_str() {
                 "idle_timeout" => idle_timeout = Some(parse_duration(v)?),
+                "history" => history = HistorySetting::parse(v)?,
                 "shedding" | "max_lag" | "shed_window" => {
                     shedding.insert(k.as_str(), v.as_str());
                 }
@@ -220,8 +225,8 @@ impl StreamDef {
                     return Err(Error::plan(
                         sqlstate::SYNTAX_ERROR,
                         format!(
-                            "unknown stream option \"{other}\"; known options: idle_timeout, \
-                             shedding, max_lag, shed_window"
+                            "unknown stream option \"{other}\"; known options: history, \
+                             idle_timeout, shedding, max_lag, shed_window"
                         ),
                     ))
                 }
@@ -240,6 +245,7 @@ impl StreamDef {
             event_time,
             idle_timeout,
             shedding,
+            history,
             ddl: ddl.clone(),
         })
     }

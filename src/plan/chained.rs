@@ -75,6 +75,7 @@ pub(super) fn query_as_stream(
         }),
         idle_timeout: None,
         shedding: None,
+        history: crate::plan::retention::HistorySetting::Off,
         ddl: CreateStream {
             name: Ident::new(name),
             columns: Vec::new(),

@@ -26,6 +26,7 @@ mod pattern;
 #[cfg(test)]
 mod position_tests;
 pub mod query;
+pub mod retention;
 pub mod rollup;
 pub mod spec;
 pub mod table_def;

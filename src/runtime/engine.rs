@@ -84,6 +84,9 @@ pub struct EngineConfig {
     /// Bytes of batches that may wait to enter their streams or be processed at once, over
     /// all writers; past it writers wait (backpressure).
     pub max_ingest_bytes: usize,
+    /// History kept by streams that do not say (`WITH (history = ...)`), with a data
+    /// directory; None keeps none.
+    pub history: Option<crate::plan::retention::Retention>,
 }
 
 impl Default for EngineConfig {
@@ -103,6 +106,7 @@ impl Default for EngineConfig {
             max_copy_bytes: 1 << 30,
             max_query_state_bytes: DEFAULT_MAX_QUERY_STATE_BYTES,
             max_ingest_bytes: 256 << 20,
+            history: None,
         }
     }
 }
@@ -745,7 +749,8 @@ impl Engine {
                  run the INSERT on its own"
                     .into(),
             )),
-            sq::Statement::Query(_) => {
+            // EXPLAIN ANALYZE runs the SELECT ad hoc (the parser lets nothing else through).
+            sq::Statement::Query(_) | sq::Statement::Explain { analyze: true, .. } => {
                 let mut stmt = stmt;
                 let ctx = {
                     let shared = self.read();

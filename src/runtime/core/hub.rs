@@ -17,6 +17,7 @@ use crate::runtime::core::output::{OutputHandle, QueryOutput};
 use crate::runtime::core::retained::Retained;
 use crate::runtime::core::shedding::Shedder;
 use crate::runtime::core::stream::StreamRuntime;
+use crate::runtime::durability::history::History;
 use crate::sources::spec::SourceProgress;
 use crate::sql::CreateQuery;
 use crate::time::Watermark;
@@ -39,7 +40,13 @@ impl StreamHub {
     /// An empty hub for a newly declared stream, whose queries may each hold
     /// `max_state_bytes` of state (operators and retained results). The stream and each
     /// query keep their newest `retain_rows` rows, in at most a quarter of that bound.
-    pub fn new(def: Arc<StreamDef>, retain_rows: usize, max_state_bytes: usize) -> Arc<StreamHub> {
+    /// With `history`, the stream's rows are kept as history too.
+    pub fn new(
+        def: Arc<StreamDef>,
+        retain_rows: usize,
+        max_state_bytes: usize,
+        history: Option<History>,
+    ) -> Arc<StreamHub> {
         let shedder = def.shedding.map(|policy| Shedder::new(policy, 0x5a91));
         Arc::new(StreamHub {
             inner: Mutex::new(Hub {
@@ -52,6 +59,7 @@ impl StreamHub {
                 sources: BTreeMap::new(),
                 dropped: false,
                 pending: PendingChanges::default(),
+                history,
             }),
         })
     }
@@ -94,6 +102,8 @@ pub struct Hub {
     pub dropped: bool,
     /// Changes logged but not yet durable, applied in log order once they are.
     pub pending: PendingChanges,
+    /// The stream's retained history, if it keeps one.
+    pub history: Option<History>,
     /// Most bytes of state (operators and retained results) one query may hold (53200
     /// past it).
     max_state_bytes: usize,
@@ -155,6 +165,9 @@ impl Hub {
             return Ok(0);
         }
         let advanced = self.stream.observe(batch, now);
+        if let Some(history) = &mut self.history {
+            history.append(batch);
+        }
         for q in self.queries.values_mut() {
             if QueryOutput::lock(&q.output).failed().is_none() {
                 q.rows_in += n;

@@ -133,6 +133,11 @@ impl Engine {
             "counter",
             "Rows load shedding dropped before they were logged or processed.",
         );
+        let mut history_bytes = Family::new(
+            "saql_stream_history_bytes",
+            "gauge",
+            "Bytes of the stream's history segments on disk.",
+        );
         let mut waits = Family::new(
             "saql_stream_ingest_waits_total",
             "counter",
@@ -254,6 +259,9 @@ impl Engine {
                 late.add(label(), hub.stream.late_rows as f64);
                 shed.add(label(), hub.stream.shed_rows as f64);
                 waits.add(label(), hub.stream.ingest_waits as f64);
+                if let Some(h) = &hub.history {
+                    history_bytes.add(label(), h.bytes() as f64);
+                }
                 wait_seconds.add(label(), hub.stream.ingest_wait.as_secs_f64());
                 drop_fraction.add(label(), hub.drop_fraction());
                 let wm = hub.stream.watermark;
@@ -316,9 +324,8 @@ impl Engine {
             &late,
             &ingest_bytes,
             &ingest_waits,
-            &rows_in,
-            &late,
             &shed,
+            &history_bytes,
             &waits,
             &wait_seconds,
             &drop_fraction,

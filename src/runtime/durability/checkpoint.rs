@@ -11,7 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::operators::snapshot::StateImage;
+use crate::runtime::durability::history::Segment;
 use crate::runtime::durability::wal::sync_dir;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
 
 /// What a checkpoint holds besides its state files.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,6 +70,10 @@ pub struct StreamState {
     /// Progress of the sources writing into it, as of the rows in this checkpoint.
     #[serde(default)]
     pub sources: std::collections::BTreeMap<String, crate::sources::spec::SourceProgress>,
+    /// With history: its rows up to this log sequence number are in history segments (the
+    /// later ones are replayed into it).
+    #[serde(default)]
+    pub history: Option<u64>,
 }
 
 /// A query's state at the checkpoint.
@@ -91,6 +98,8 @@ pub struct Snapshot {
     pub manifest: Manifest,
     /// State files by name, encoded as they are written.
     pub files: Vec<(String, StateImage)>,
+    /// History segments to write before the manifest, by stream.
+    pub segments: Vec<(String, Segment, SchemaRef, Vec<RecordBatch>)>,
 }
 
 /// Where checkpoints live, how many are kept.
@@ -221,7 +230,7 @@ impl Manifest {
     pub fn covered(&self) -> u64 {
         self.streams
             .iter()
-            .map(|s| s.position)
+            .map(|s| s.history.unwrap_or(s.position).min(s.position))
             .chain(self.tables.iter().map(|t| t.position))
             .chain([self.catalog_seq])
             .min()
@@ -234,6 +243,15 @@ impl Manifest {
             .iter()
             .find(|t| t.name == table)
             .map_or(0, |t| t.position)
+    }
+
+    /// Through where a stream's history is in segments: its frames after this are replayed
+    /// into its history (and after [`Manifest::position`], into its queries too).
+    pub fn history_position(&self, stream: &str) -> u64 {
+        self.streams
+            .iter()
+            .find(|s| s.name == stream)
+            .map_or(0, |s| s.history.unwrap_or(s.position).min(s.position))
     }
 
     /// Where replay must begin: a stream's frames after its position, the catalog's after

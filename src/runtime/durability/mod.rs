@@ -2,5 +2,6 @@
 //! replays the log after the newest checkpoint.
 
 pub(crate) mod checkpoint;
+pub mod history;
 pub(crate) mod recovery;
 pub mod wal;

@@ -17,6 +17,7 @@ use crate::runtime::core::output::QueryOutput;
 use crate::runtime::durability::checkpoint::{
     CheckpointStore, Manifest, QueryState, Snapshot, StreamState, TableState, Written,
 };
+use crate::runtime::durability::history::{delete_segments, write_segment};
 use crate::runtime::durability::wal::{FsyncPolicy, IngestLog, Record};
 use crate::runtime::engine::{Engine, Shared};
 use crate::sql;
@@ -89,11 +90,15 @@ impl Durability {
 
 /// Takes every hub's state in memory: the catalog is held still (no DDL) while each hub is
 /// locked in turn just long enough to snapshot its operators and outputs.
+///
+/// Streams' history segments due (all of them with `seal_all`) are sealed, to be written
+/// before the manifest.
 pub(in crate::runtime) fn snapshot(
     shared: &Shared,
     log: &IngestLog,
     epoch: u64,
     workers: usize,
+    seal_all: bool,
 ) -> Result<Snapshot> {
     let mut manifest = Manifest {
         epoch,
@@ -105,6 +110,7 @@ pub(in crate::runtime) fn snapshot(
         tables: Vec::new(),
     };
     let mut files = Vec::new();
+    let mut segments = Vec::new();
     // Each table with its writers held off for a moment: every change logged so far is
     // applied, so its position is the log's end.
     for (i, t) in shared.catalog.tables().enumerate() {
@@ -134,6 +140,13 @@ pub(in crate::runtime) fn snapshot(
             .pending
             .first_seq()
             .map_or_else(|| log.last_seq(), |first| first - 1);
+        let history = hub.history.as_mut().map(|h| {
+            let through = h.checkpoint(position, seal_all);
+            for (segment, batches) in h.to_write() {
+                segments.push((name.clone(), segment, h.schema().clone(), batches));
+            }
+            through
+        });
         let recent = format!("stream-{i}.arrow");
         files.push((
             recent.clone(),
@@ -148,6 +161,7 @@ pub(in crate::runtime) fn snapshot(
             late_rows: hub.stream.late_rows,
             recent,
             sources: hub.sources.clone(),
+            history,
         });
         let hub = &mut *hub;
         for (q, rt) in &hub.queries {
@@ -171,7 +185,11 @@ pub(in crate::runtime) fn snapshot(
             });
         }
     }
-    Ok(Snapshot { manifest, files })
+    Ok(Snapshot {
+        manifest,
+        files,
+        segments,
+    })
 }
 
 /// Rows to be written as an IPC stream once the hub is unlocked.
@@ -292,13 +310,40 @@ impl Engine {
         } else if d.log.last_seq() == 0 {
             self.import_catalog_file(&mut shared)?;
         }
+        // Segments past the restored checkpoint were written for one that never completed.
+        for (name, hub) in &shared.hubs {
+            if let Some(history) = &mut hub.lock().history {
+                history.settle(manifest.as_ref().map_or(0, |m| m.history_position(name)))?;
+            }
+        }
         let catalog_seq = manifest.as_ref().map_or(0, |m| m.catalog_seq);
         let after = manifest.as_ref().map_or(0, |m| m.covered());
         let mut frames = 0u64;
         d.log.replay(after, |seq, record| {
             let position = |stream: &str| manifest.as_ref().map_or(0, |m| m.position(stream));
+            let history =
+                |stream: &str| manifest.as_ref().map_or(0, |m| m.history_position(stream));
             match record {
                 Record::Catalog { sql } if seq > catalog_seq => apply(&mut shared, &sql, seq),
+                // Rows the checkpoint's operators hold but its history does not.
+                Record::Rows { stream, batches }
+                    if seq > history(&stream) && seq <= position(&stream) =>
+                {
+                    if let Some(hub) = shared.hubs.get(&stream) {
+                        if let Some(h) = &mut hub.lock().history {
+                            batches.iter().for_each(|b| h.append(b));
+                        }
+                    }
+                }
+                Record::SourceRows { stream, batch, .. }
+                    if seq > history(&stream) && seq <= position(&stream) =>
+                {
+                    if let Some(hub) = shared.hubs.get(&stream) {
+                        if let Some(h) = &mut hub.lock().history {
+                            h.append(&batch);
+                        }
+                    }
+                }
                 Record::Rows { stream, batches } if seq > position(&stream) => {
                     if let Some(hub) = shared.hubs.get(&stream) {
                         let mut hub = hub.lock();
@@ -415,7 +460,7 @@ impl Engine {
                         continue;
                     }
                     waited = Duration::ZERO;
-                    if let Err(e) = engine.checkpoint() {
+                    if let Err(e) = engine.checkpoint_sealing(false) {
                         tracing::warn!("checkpoint failed: {e}");
                     }
                 }
@@ -427,7 +472,14 @@ impl Engine {
     /// Takes a checkpoint now: every hub's state is snapshotted under its own lock (ingest
     /// into a stream pauses only while its operators copy their state), then written in the
     /// calling thread, and the log behind the oldest kept checkpoint is removed.
+    /// Every stream's rows not yet in its history segments are written to one.
     pub fn checkpoint(&self) -> Result<Written> {
+        self.checkpoint_sealing(true)
+    }
+
+    /// Takes a checkpoint; history segments are written for every stream with `seal_all`,
+    /// else for those whose rows not yet written are many or old enough.
+    pub(in crate::runtime) fn checkpoint_sealing(&self, seal_all: bool) -> Result<Written> {
         let Some(d) = &self.durability else {
             return Err(Error::NotSupported(
                 "CHECKPOINT needs a data directory (--data-dir)".into(),
@@ -435,13 +487,39 @@ impl Engine {
         };
         let _one = d.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
         let epoch = d.checkpoints.next_epoch()?;
-        let snapshot = {
+        let mut snapshot = {
             let shared = self.read();
-            snapshot(&shared, &d.log, epoch, self.config.workers)?
+            snapshot(&shared, &d.log, epoch, self.config.workers, seal_all)?
         };
+        // History segments before the manifest that says they are written.
+        for (stream, segment, schema, batches) in std::mem::take(&mut snapshot.segments) {
+            let bytes = write_segment(&segment, &schema, &batches)?;
+            if let Some(hub) = self.read().hubs.get(&stream) {
+                if let Some(h) = &mut hub.lock().history {
+                    h.written(segment.end, bytes);
+                }
+            }
+        }
         d.log.sync()?;
         let (written, oldest) = d.checkpoints.write(snapshot)?;
         d.log.truncate_through(oldest.covered())?;
+        self.expire_history();
         Ok(written)
+    }
+
+    /// Deletes the history segments each stream's retention no longer keeps.
+    fn expire_history(&self) {
+        let hubs: Vec<_> = self.read().hubs.values().cloned().collect();
+        for hub in hubs {
+            let expired = {
+                let mut hub = hub.lock();
+                let newest = hub.stream.max_event_time.map(|t| t.nanos());
+                match &mut hub.history {
+                    Some(h) => h.expire(newest),
+                    None => continue,
+                }
+            };
+            delete_segments(&expired);
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! Ad hoc `SELECT`: a normal DataFusion batch query over each stream's recent rows and each
+//! Ad hoc `SELECT`: a normal DataFusion batch query over each stream's recent rows (its whole
+//! history, if it keeps one: [`crate::runtime::statements::hunt`]) and each
 //! continuous query's retained results, with enough of `pg_catalog` for psql's listings, and
 //! the `$n` placeholders of prepared statements: planned as DataFusion placeholders, each
 //! bound value resolved to the type DataFusion infers for it ([`Param::resolve`]), then
@@ -25,7 +26,9 @@ use crate::runtime::pg::catalog::{RelKind, Relation};
 use crate::runtime::pg::functions::SessionInfo;
 use crate::runtime::pg::{self, function_hint, param_types};
 use crate::runtime::statements::adhoc_windows;
+use crate::runtime::statements::hunt::history_table;
 use crate::sources::param::{placeholder_number, Param};
+use datafusion::catalog::TableProvider;
 
 /// Most rows `TUMBLE`, `HOP` and `CUMULATE` over a stream's recent rows expand to (they are
 /// built in memory) when the session sets no lower `saql.max_result_rows`.
@@ -57,16 +60,20 @@ pub(in crate::runtime) fn context(
         let hub = hub.lock();
         let rows = hub.stream.recent.batches();
         recent.insert(name.clone(), (hub.stream.def.schema.clone(), rows.clone()));
-        let count = rows.iter().map(|b| b.num_rows()).sum();
-        relations.push((
-            name.clone(),
-            RelKind::Stream,
-            hub.stream.def.schema.clone(),
-            None,
-            count,
-        ));
-        let table = MemTable::try_new(hub.stream.def.schema.clone(), vec![rows])?;
-        ctx.register_table(name.as_str(), Arc::new(table))?;
+        let schema = &hub.stream.def.schema;
+        // A stream with history is its whole history, else its recent rows.
+        let (table, count): (Arc<dyn TableProvider>, usize) = match &hub.history {
+            Some(h) => (history_table(schema, h.scan())?, h.rows() as usize),
+            None => {
+                let count = rows.iter().map(|b| b.num_rows()).sum();
+                (
+                    Arc::new(MemTable::try_new(schema.clone(), vec![rows])?),
+                    count,
+                )
+            }
+        };
+        relations.push((name.clone(), RelKind::Stream, schema.clone(), None, count));
+        ctx.register_table(name.as_str(), table)?;
         for (q, rt) in &hub.queries {
             let output = QueryOutput::lock(&rt.output);
             let retained = output.retained();

@@ -10,17 +10,43 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::plan::catalog::{normalize, normalize_object};
+use crate::plan::retention::HistorySetting;
 use crate::plan::spec::OperatorSpec;
 use crate::plan::{plan_continuous, QueryPlan, StreamDef};
 use crate::runtime::connectors::sinks::SinkRuntime;
 use crate::runtime::connectors::sources::SourceRuntime;
 use crate::runtime::core::hub::StreamHub;
+use crate::runtime::durability::history::{history_dir_name, History};
 use crate::runtime::durability::wal::Record;
 use crate::sinks::spec::{SinkSpec, SinkTarget};
 use crate::sources::spec::{Connector, SourceSpec};
 use crate::sql::{CreateQuery, Statement};
 
 impl Engine {
+    /// The history a new stream keeps, under the data directory: as its `history` option
+    /// says, else as the server's default. An explicit history without a data directory is
+    /// refused (55000).
+    fn open_history(&self, def: &StreamDef) -> Result<Option<History>> {
+        let Some(retention) = def.history.resolve(self.config.history) else {
+            return Ok(None);
+        };
+        let Some(dir) = &self.config.data_dir else {
+            if def.history == HistorySetting::ServerDefault {
+                return Ok(None);
+            }
+            return Err(Error::plan(
+                sqlstate::OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "stream \"{}\" keeps history, which needs a data directory (--data-dir)",
+                    def.name
+                ),
+            ));
+        };
+        let dir = dir.join("history").join(history_dir_name(&def.name));
+        let time = def.event_time.as_ref().map(|e| e.column);
+        History::open(dir, def.schema.clone(), time, retention).map(Some)
+    }
+
     /// Applies a catalog change: checks it, appends it to the log and waits until it is
     /// durable (`log`, unless it is being replayed from there), then changes memory. Returns
     /// the log sequence number.
@@ -85,12 +111,14 @@ impl Engine {
                 if shared.catalog.name_taken(&name) {
                     return Err(Error::duplicate("relation", &name));
                 }
+                let history = self.open_history(&def)?;
                 let seq = logged(self, Statement::CreateStream(cs).to_string())?;
                 let def = shared.catalog.add_stream(def)?;
                 let hub = StreamHub::new(
                     def.clone(),
                     self.config.retain_rows,
                     self.config.max_query_state_bytes,
+                    history,
                 );
                 shared.hubs.insert(def.name.clone(), hub);
                 Ok(seq)
@@ -157,7 +185,14 @@ impl Engine {
                 let seq = logged(self, format!("DROP STREAM {}", quoted(&name)))?;
                 shared.catalog.remove_stream(&name);
                 if let Some(hub) = shared.hubs.remove(&name) {
-                    hub.lock().dropped = true;
+                    let mut hub = hub.lock();
+                    hub.dropped = true;
+                    if let Some(history) = hub.history.take() {
+                        let dir = history.dir();
+                        if let Err(e) = std::fs::remove_dir_all(dir) {
+                            tracing::warn!("removing the history {}: {e}", dir.display());
+                        }
+                    }
                 }
                 Ok(seq)
             }

@@ -5,6 +5,7 @@ pub(crate) mod adhoc;
 pub(crate) mod adhoc_windows;
 pub(crate) mod copy;
 pub(crate) mod ddl;
+pub(crate) mod hunt;
 pub(crate) mod show;
 pub(crate) mod subscribe;
 pub(crate) mod table;

@@ -105,6 +105,9 @@ pub(in crate::runtime) fn show_streams(shared: &Shared) -> StatementResult {
     let mut ddl = Vec::new();
     let mut shed = Vec::new();
     let mut waits = Vec::new();
+    let mut history = Vec::new();
+    let mut history_rows = Vec::new();
+    let mut history_bytes = Vec::new();
     for s in shared.catalog.streams() {
         let hub = shared.hubs.get(&s.name).map(|h| h.lock());
         let rt = hub.as_ref().map(|h| &h.stream);
@@ -122,6 +125,10 @@ pub(in crate::runtime) fn show_streams(shared: &Shared) -> StatementResult {
         late.push(rt.map(|r| r.late_rows).unwrap_or(0));
         shed.push(rt.map(|r| r.shed_rows).unwrap_or(0));
         waits.push(rt.map(|r| r.ingest_waits).unwrap_or(0));
+        let h = hub.as_ref().and_then(|h| h.history.as_ref());
+        history.push(h.map_or_else(|| "off".to_string(), |h| h.retention.to_string()));
+        history_rows.push(h.map_or(0, |h| h.rows()));
+        history_bytes.push(h.map_or(0, |h| h.bytes()));
         ddl.push(s.ddl.to_string());
     }
     rows_result(
@@ -134,6 +141,9 @@ pub(in crate::runtime) fn show_streams(shared: &Shared) -> StatementResult {
             ("definition", DataType::Utf8),
             ("shed_rows", DataType::Int64),
             ("ingest_waits", DataType::Int64),
+            ("history", DataType::Utf8),
+            ("history_rows", DataType::Int64),
+            ("history_bytes", DataType::Int64),
         ],
         vec![
             text_column(names),
@@ -144,6 +154,9 @@ pub(in crate::runtime) fn show_streams(shared: &Shared) -> StatementResult {
             text_column(ddl),
             int_column(shed),
             int_column(waits),
+            text_column(history),
+            int_column(history_rows),
+            int_column(history_bytes),
         ],
     )
 }

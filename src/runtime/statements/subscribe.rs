@@ -50,6 +50,7 @@ impl SubscribeView {
             event_time: None,
             idle_timeout: None,
             shedding: None,
+            history: crate::plan::retention::HistorySetting::Off,
             // Planning only: this stream is never declared or persisted.
             ddl: CreateStream {
                 name: sq::Ident::new(query),

@@ -491,6 +491,12 @@ fn parse_create_query(parser: &mut Parser) -> Result<CreateQuery> {
 }
 
 fn parse_explain(parser: &mut Parser) -> Result<Statement> {
+    // `EXPLAIN ANALYZE SELECT ...` runs the SELECT now, ad hoc, and shows DataFusion's plan
+    // with what each step did (over history: the row groups a time predicate skipped).
+    if is_word(&parser.peek_token(), "ANALYZE") {
+        let explain = parser.parse_explain(sq::DescribeAlias::Explain)?;
+        return Ok(Statement::Sql(Box::new(explain)));
+    }
     let mut json = false;
     let parenthesized = parser.consume_token(&Token::LParen);
     if parenthesized || is_word(&parser.peek_token(), "FORMAT") {
