@@ -88,7 +88,7 @@ fn humantime_span(d: Duration) -> String {
         return format!("{} seconds", d.as_secs_f64());
     }
     for (unit, name) in [(86_400, "days"), (3_600, "hours"), (60, "minutes")] {
-        if s >= unit && s % unit == 0 {
+        if s >= unit && s.is_multiple_of(unit) {
             return format!("{} {name}", s / unit);
         }
     }

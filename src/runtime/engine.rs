@@ -197,6 +197,20 @@ pub(super) struct Shared {
     pub sources: BTreeMap<String, Arc<SourceRuntime>>,
     /// Each sink's run-time state, by sink name.
     pub sinks: BTreeMap<String, Arc<SinkRuntime>>,
+    /// Backfills of queries being created, by query name: read ahead with no lock held,
+    /// finished by their CREATE, which leaves what to tell the client.
+    pub backfills: HashMap<String, BackfillSlot>,
+    /// Set while recovery applies a checkpoint's catalog: a query created with a start is
+    /// attached without backfilling (its state comes from the checkpoint).
+    pub restoring: bool,
+}
+
+/// A backfill in the making or done.
+pub(super) enum BackfillSlot {
+    /// Most of the history read (behind a mutex only so that `Shared` stays `Sync`).
+    Prepared(Box<std::sync::Mutex<crate::runtime::statements::backfill::Backfill>>),
+    /// Finished: the notice for the client.
+    Done(String),
 }
 
 /// An engine that background threads may use while it lives.
@@ -253,6 +267,8 @@ impl Engine {
                 query_streams: BTreeMap::new(),
                 sources: BTreeMap::new(),
                 sinks: BTreeMap::new(),
+                backfills: HashMap::new(),
+                restoring: false,
             })),
             ingest: Arc::new(IngestBudget::new(config.max_ingest_bytes)),
             config: Arc::new(config),
@@ -472,6 +488,11 @@ impl Engine {
             | Statement::DropTable { .. }
             | Statement::CreateView(_)
             | Statement::DropView { .. } => {
+                if let Statement::CreateQuery(cq) = &stmt {
+                    if cq.start.is_some() {
+                        return self.create_backfilled(cq);
+                    }
+                }
                 // Durable before it is applied: see `ddl`.
                 self.ddl(&mut self.write(), stmt.clone(), true)?;
                 match stmt {

@@ -211,12 +211,32 @@ pub struct WatermarkDef {
 pub struct CreateQuery {
     /// Query name.
     pub name: Ident,
+    /// `WITH (start = ...)`: first run the query over its stream's history from there.
+    pub start: Option<BackfillStart>,
     /// The query body.
     pub query: Box<sq::Query>,
     /// saql's clauses after the body.
     pub clauses: Clauses,
     /// `IF NOT EXISTS`.
     pub if_not_exists: bool,
+}
+
+/// Where a backfill begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackfillStart {
+    /// `TIMESTAMP '...'`, in nanoseconds since the epoch.
+    At(i64),
+    /// `INTERVAL '...'`: this far behind the stream's newest event time.
+    Back(std::time::Duration),
+}
+
+impl fmt::Display for BackfillStart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackfillStart::At(nanos) => f.write_str(&timestamp_literal(*nanos)),
+            BackfillStart::Back(d) => write!(f, "INTERVAL '{}' SECOND", d.as_secs_f64()),
+        }
+    }
 }
 
 /// The anomaly-model clauses that may follow a query body (at most one of them).
@@ -866,9 +886,13 @@ impl fmt::Display for CreateQuery {
         } else {
             ""
         };
+        let start = match &self.start {
+            Some(start) => format!(" WITH (start = {start})"),
+            None => String::new(),
+        };
         write!(
             f,
-            "CREATE CONTINUOUS QUERY {ine}{} AS {}",
+            "CREATE CONTINUOUS QUERY {ine}{}{start} AS {}",
             self.name,
             query_sql(&self.query, &self.clauses)
         )

@@ -16,9 +16,10 @@ mod window_tvf;
 mod clause_tests;
 
 pub use ast::{
-    query_sql, timestamp_literal, Clauses, ColumnDef, CopyFrom, CopyOut, CreateQuery, CreateSource,
-    CreateStream, ExplainTarget, InvariantClause, InvariantKind, OutlierClause, OutlierMethod,
-    SourceConnector, Statement, Subscribe, SubsetDef, SuppressClause, Training, WatermarkDef,
+    query_sql, timestamp_literal, BackfillStart, Clauses, ColumnDef, CopyFrom, CopyOut,
+    CreateQuery, CreateSource, CreateStream, ExplainTarget, InvariantClause, InvariantKind,
+    OutlierClause, OutlierMethod, SourceConnector, Statement, Subscribe, SubsetDef, SuppressClause,
+    Training, WatermarkDef,
 };
 pub use copy_to::CopyTo;
 pub use parser::{parse, parse_continuous, parse_one};

@@ -52,18 +52,20 @@ pub struct OperatorGraph {
 
 impl OperatorGraph {
     /// Adds a query's operators, sharing every leading operator whose spec equals one that an
-    /// existing path already runs there; builds the others from their specs and advances them
-    /// to `watermark`. The query's results go to `output`. Returns the query's path of node ids.
+    /// existing path already runs there (unless `share` is false: a backfilled query brings
+    /// its own state); builds the others from their specs and advances them to `watermark`.
+    /// The query's results go to `output`. Returns the query's path of node ids.
     pub fn attach(
         &mut self,
         query: &str,
         specs: Vec<OperatorSpec>,
         watermark: Watermark,
         output: OutputHandle,
+        share: bool,
     ) -> Result<Vec<usize>> {
         let mut path = Vec::new();
         let mut parent: Option<usize> = None;
-        let mut fresh = false;
+        let mut fresh = !share;
         let mut specs: VecDeque<OperatorSpec> = specs.into();
         while let Some(spec) = specs.pop_front() {
             let siblings = match parent {
@@ -444,7 +446,7 @@ mod tests {
         let plan = plan_query(&q, &cat).unwrap();
         let output = QueryOutput::handle(name, plan.schema.clone(), Retained::new(100));
         let path = g
-            .attach(name, plan.specs, Watermark::START, output.clone())
+            .attach(name, plan.specs, Watermark::START, output.clone(), true)
             .unwrap();
         (path, output)
     }
@@ -573,7 +575,9 @@ mod tests {
             cat.stream("s").unwrap().schema.clone(),
             Retained::new(10),
         );
-        assert!(g.attach("b", specs, Watermark::START, output).is_err());
+        assert!(g
+            .attach("b", specs, Watermark::START, output, true)
+            .is_err());
         assert_eq!(live(&g), nodes);
         g.detach("a", &a);
         assert_eq!(live(&g), 0, "the shared nodes have the users they had");

@@ -262,14 +262,41 @@ impl Hub {
     /// Adds a planned query; its operators join the graph at the current watermark. On an
     /// error the graph is left as it was.
     pub fn attach(&mut self, name: &str, def: CreateQuery, plan: QueryPlan) -> Result<()> {
+        let output = self.new_output(name, &plan);
+        self.attach_with(name, def, plan, output, None)
+    }
+
+    /// Where a new query's results go, with its share of retained rows.
+    pub fn new_output(&self, name: &str, plan: &QueryPlan) -> OutputHandle {
         let retained = retained(self.retain_rows, self.max_state_bytes);
-        let output = QueryOutput::handle(name, plan.schema.clone(), retained);
+        QueryOutput::handle(name, plan.schema.clone(), retained)
+    }
+
+    /// Adds a planned query whose results go to `output`. A backfilled query (`WITH (start =
+    /// ...)`) shares no operator, and with `states` (its operators' snapshots, source first)
+    /// they start from them. On an error the graph is left as it was.
+    pub fn attach_with(
+        &mut self,
+        name: &str,
+        def: CreateQuery,
+        plan: QueryPlan,
+        output: OutputHandle,
+        states: Option<Vec<Vec<u8>>>,
+    ) -> Result<()> {
+        let share = def.start.is_none();
         let path = self.graph.attach(
             name,
             plan.specs.clone(),
             self.stream.watermark,
             output.clone(),
+            share,
         )?;
+        for (&node, state) in path.iter().zip(states.iter().flatten()) {
+            if let Err(e) = self.graph.restore_node(node, state) {
+                self.graph.detach(name, &path);
+                return Err(e);
+            }
+        }
         self.queries.insert(
             name.to_string(),
             QueryRuntime {

@@ -27,6 +27,7 @@ use datafusion::arrow::datatypes::{SchemaRef, TimestampNanosecondType};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::{Compression, ZstdLevel};
+use datafusion::parquet::file::metadata::KeyValue;
 use datafusion::parquet::file::properties::WriterProperties;
 
 use crate::error::{Error, Result};
@@ -39,6 +40,32 @@ const SEAL_BYTES: usize = 64 << 20;
 const SEAL_AGE: Duration = Duration::from_secs(600);
 /// Rows per Parquet row group: the unit a time predicate skips by its min/max statistics.
 const ROW_GROUP_ROWS: usize = 128 * 1024;
+/// The key of a segment's metadata that keeps the row counts of the batches its rows
+/// arrived in (run-length: `count x rows, ...`): a backfill replays them batch by batch, as
+/// they were applied, so that the watermark moves at the same rows and the same rows are late.
+const BATCH_ROWS_KEY: &str = "saql.batch_rows";
+
+fn encode_batch_rows(batches: &[RecordBatch]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for b in batches {
+        match runs.last_mut() {
+            Some((count, rows)) if *rows == b.num_rows() => *count += 1,
+            _ => runs.push((1, b.num_rows())),
+        }
+    }
+    let runs: Vec<String> = runs.iter().map(|(c, r)| format!("{c}x{r}")).collect();
+    runs.join(",")
+}
+
+fn decode_batch_rows(text: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for run in text.split(',').filter(|r| !r.is_empty()) {
+        let (count, rows) = run.split_once('x')?;
+        let (count, rows): (usize, usize) = (count.parse().ok()?, rows.parse().ok()?);
+        out.extend(std::iter::repeat_n(rows, count));
+    }
+    Some(out)
+}
 
 /// A written segment.
 #[derive(Debug, Clone)]
@@ -126,6 +153,8 @@ pub struct HistoryScan {
     pub segments: Vec<Segment>,
     /// Sealed and open rows after them.
     pub batches: Vec<RecordBatch>,
+    /// The number of the first row in `batches`.
+    pub batches_first_row: u64,
 }
 
 impl History {
@@ -307,6 +336,10 @@ impl History {
                 .flat_map(|s| s.batches.iter().cloned())
                 .chain(self.open.iter().cloned())
                 .collect(),
+            batches_first_row: self
+                .sealed
+                .first()
+                .map_or(self.next_row, |s| s.segment.first_row),
         }
     }
 
@@ -375,6 +408,10 @@ pub fn write_segment(
     };
     let mut writer =
         ArrowWriter::try_new(file, Arc::clone(schema), Some(props)).map_err(parquet)?;
+    writer.append_key_value_metadata(KeyValue::new(
+        BATCH_ROWS_KEY.to_string(),
+        encode_batch_rows(batches),
+    ));
     for b in batches {
         writer.write(b).map_err(parquet)?;
     }
@@ -397,7 +434,7 @@ pub fn delete_segments(segments: &[Segment]) {
     }
 }
 
-/// Reads a segment's rows back, in arrival order.
+/// Reads a segment's rows back, in arrival order, in the batches they arrived in.
 pub fn read_segment(segment: &Segment) -> Result<Vec<RecordBatch>> {
     use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     let file = std::fs::File::open(&segment.path)
@@ -405,14 +442,37 @@ pub fn read_segment(segment: &Segment) -> Result<Vec<RecordBatch>> {
     let bad = |e: &dyn std::fmt::Display| {
         Error::Internal(format!("reading {}: {e}", segment.path.display()))
     };
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| bad(&e))?
-        .with_batch_size(8192)
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad(&e))?;
+    let sizes = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|kv| kv.key == BATCH_ROWS_KEY))
+        .and_then(|kv| kv.value.as_deref())
+        .and_then(decode_batch_rows);
+    let schema = builder.schema().clone();
+    let read = builder
+        .with_batch_size(64 * 1024)
         .build()
-        .map_err(|e| bad(&e))?;
-    reader
+        .map_err(|e| bad(&e))?
         .map(|b| b.map_err(|e| bad(&e)))
-        .collect::<Result<Vec<_>>>()
+        .collect::<Result<Vec<_>>>()?;
+    let Some(sizes) = sizes else {
+        return Ok(read);
+    };
+    let all = datafusion::arrow::compute::concat_batches(&schema, &read)?;
+    if sizes.iter().sum::<usize>() != all.num_rows() {
+        return Err(bad(&"its batch sizes do not add up to its rows"));
+    }
+    let mut at = 0;
+    Ok(sizes
+        .into_iter()
+        .map(|n| {
+            let b = all.slice(at, n);
+            at += n;
+            b
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -305,7 +305,9 @@ impl Engine {
             Err(e) => tracing::warn!("recovery skips unreadable SQL at log seq {seq}: {e}"),
         };
         if let Some(m) = &manifest {
+            shared.restoring = true;
             apply(&mut shared, &m.catalog_sql, m.catalog_seq);
+            shared.restoring = false;
             restore(&shared, &d.checkpoints, m)?;
         } else if d.log.last_seq() == 0 {
             self.import_catalog_file(&mut shared)?;

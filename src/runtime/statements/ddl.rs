@@ -5,7 +5,8 @@
 //! order.
 
 use crate::error::sqlstate;
-use crate::runtime::engine::{Engine, Shared};
+use crate::runtime::engine::{BackfillSlot, Engine, Shared};
+use crate::runtime::statements::backfill::Backfill;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -140,7 +141,25 @@ impl Engine {
                     .ok_or_else(|| Error::undefined("stream", &stream))?;
                 // Attach first (it can be undone), log, then make it visible in the catalog.
                 let mut hub = hub.lock();
-                hub.attach(&name, cq.clone(), plan)?;
+                match cq.start {
+                    Some(_) if !shared.restoring => {
+                        let run = match shared.backfills.remove(&name) {
+                            Some(BackfillSlot::Prepared(run)) => {
+                                run.into_inner().unwrap_or_else(|p| p.into_inner())
+                            }
+                            _ => {
+                                let (mut run, scan) = Backfill::begin(&hub, &name, &cq, &plan)?;
+                                run.feed(&scan)?;
+                                run
+                            }
+                        };
+                        let notice = run.finish(&mut hub, &name, cq.clone(), plan)?;
+                        shared
+                            .backfills
+                            .insert(name.clone(), BackfillSlot::Done(notice));
+                    }
+                    _ => hub.attach(&name, cq.clone(), plan)?,
+                }
                 let seq = match logged(self, Statement::CreateQuery(cq.clone()).to_string()) {
                     Ok(seq) => seq,
                     Err(e) => {
@@ -443,6 +462,51 @@ impl Engine {
         };
         self.ddl(shared, drop, log)?;
         Ok(())
+    }
+
+    /// `CREATE CONTINUOUS QUERY ... WITH (start = ...)`: reads most of the history with no
+    /// lock held, then creates the query, which reads the rest and hands over to live rows;
+    /// the client is told what was backfilled.
+    pub(in crate::runtime) fn create_backfilled(
+        &self,
+        cq: &CreateQuery,
+    ) -> Result<crate::runtime::engine::StatementResult> {
+        let name = normalize(&cq.name);
+        let prepared = {
+            let shared = self.read();
+            if cq.if_not_exists && shared.query_streams.contains_key(&name) {
+                return Ok(crate::runtime::engine::StatementResult::Command(
+                    "CREATE CONTINUOUS QUERY".into(),
+                ));
+            }
+            if shared.catalog.name_taken(&name) {
+                return Err(Error::duplicate("relation", &name));
+            }
+            let plan = self.plan_query(&shared, cq)?;
+            let hub = shared
+                .hubs
+                .get(&plan.stream.name)
+                .cloned()
+                .ok_or_else(|| Error::undefined("stream", &plan.stream.name))?;
+            let hub = hub.lock();
+            Backfill::begin(&hub, &name, cq, &plan)?
+        };
+        let (mut run, scan) = prepared;
+        run.feed(&scan)?;
+        let mut shared = self.write();
+        shared
+            .backfills
+            .insert(name.clone(), BackfillSlot::Prepared(Box::new(run.into())));
+        let created = self.ddl(&mut shared, Statement::CreateQuery(cq.clone()), true);
+        let slot = shared.backfills.remove(&name);
+        created?;
+        let tag = "CREATE CONTINUOUS QUERY".to_string();
+        Ok(match slot {
+            Some(BackfillSlot::Done(notice)) => {
+                crate::runtime::engine::StatementResult::CommandWithNotice { tag, notice }
+            }
+            _ => crate::runtime::engine::StatementResult::Command(tag),
+        })
     }
 
     fn plan_query(&self, shared: &Shared, cq: &CreateQuery) -> Result<QueryPlan> {

@@ -149,7 +149,7 @@ fn parse_invariant(parser: &mut Parser) -> Result<Option<InvariantClause>> {
 
 /// `[TIMESTAMP] 'YYYY-MM-DD[ HH:MM[:SS[.f]]]'` as nanoseconds since the epoch (no zone: the
 /// stream's TIMESTAMP columns have none).
-fn parse_timestamp_literal(parser: &mut Parser) -> Result<i64> {
+pub(super) fn parse_timestamp_literal(parser: &mut Parser) -> Result<i64> {
     parse_word(parser, "TIMESTAMP");
     let tok = parser.next_token();
     let Token::SingleQuotedString(text) = &tok.token else {

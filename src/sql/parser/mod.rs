@@ -21,8 +21,8 @@ use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use super::ast::{
-    Clauses, ColumnDef, CreateQuery, CreateSource, CreateStream, ExplainTarget, SourceConnector,
-    Statement, WatermarkDef,
+    BackfillStart, Clauses, ColumnDef, CreateQuery, CreateSource, CreateStream, ExplainTarget,
+    SourceConnector, Statement, WatermarkDef,
 };
 use super::complexity;
 use super::dialect::SaqlDialect;
@@ -479,15 +479,46 @@ fn parse_create_query(parser: &mut Parser) -> Result<CreateQuery> {
     expect_word(parser, "QUERY")?;
     let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = parser.parse_identifier()?;
+    let mut start = parse_query_options(parser)?;
     parser.expect_keyword_is(Keyword::AS)?;
     let query = parser.parse_query()?;
     let clauses = parse_clauses(parser)?;
+    if start.is_none() {
+        start = parse_query_options(parser)?;
+    }
     Ok(CreateQuery {
         name,
+        start,
         query,
         clauses,
         if_not_exists,
     })
+}
+
+/// A continuous query's `WITH (start = TIMESTAMP '...' | INTERVAL '...')`, before `AS` or
+/// after the query.
+fn parse_query_options(parser: &mut Parser) -> Result<Option<BackfillStart>> {
+    if !parser.parse_keyword(Keyword::WITH) {
+        return Ok(None);
+    }
+    parser.expect_token(&Token::LParen)?;
+    let key = parser.peek_token();
+    if !parse_word(parser, "START") {
+        return Err(error_at(
+            &key,
+            "a continuous query takes one option, start (WITH (start = TIMESTAMP '...' | \
+             INTERVAL '...'))",
+        ));
+    }
+    parser.expect_token(&Token::Eq)?;
+    let start = if is_word(&parser.peek_token(), "INTERVAL") {
+        let expr = parser.parse_expr()?;
+        BackfillStart::Back(interval_duration(&expr)?)
+    } else {
+        BackfillStart::At(clauses::parse_timestamp_literal(parser)?)
+    };
+    parser.expect_token(&Token::RParen)?;
+    Ok(Some(start))
 }
 
 fn parse_explain(parser: &mut Parser) -> Result<Statement> {
