@@ -114,6 +114,16 @@ pub fn compile_query(create: &CreateQuery, catalog: &Catalog) -> Result<FlinkQue
             ),
         ));
     }
+    if create.start.is_some() {
+        return Err(in_query(
+            &name,
+            Error::NotSupported(
+                "WITH (start = ...) has no Flink translation (Flink replays history from its \
+                 source, e.g. a Kafka offset or a savepoint, not from the query)"
+                    .into(),
+            ),
+        ));
+    }
     let plan = plan_continuous(&create.query, clauses, catalog)?;
     let ctx = select::Ctx { catalog, clauses };
     let model = model::model_query(create, &plan, &ctx, &name).map_err(|e| in_query(&name, e))?;

@@ -1,0 +1,358 @@
+//! Retained history, measured side by side in one process on the same events:
+//!
+//! - **write cost**: ingest of N events (insert, then `CHECKPOINT`, which writes the Parquet
+//!   segments) into a stream with history against the same stream without (ratio; the
+//!   issue's target is at most 10% slower);
+//! - **compression**: bytes of the segments on disk per event, against the events' Arrow
+//!   memory and their CSV text;
+//! - **hunting**: an ad hoc `SELECT` with a time predicate (the newest tenth) and a full
+//!   `GROUP BY` scan over the whole history, against DuckDB reading the same Parquet files
+//!   (when `SAQL_BENCH_DUCKDB` names a Python with the `duckdb` package: whole process, and
+//!   DuckDB's own query time);
+//! - **backfill**: a TUMBLE query created `WITH (start = ...)` over the whole history, in events
+//!   per second, against the same query fed the same events live (no data directory).
+//!
+//! `cargo bench --bench history`; `SAQL_BENCH_EVENTS` (default 5,000,000) and
+//! `SAQL_BENCH_RUNS` (default 3) override the sizes. Results are checked (counts and sums
+//! against the generator; backfilled windows against the live ones). Peak RSS is printed.
+
+mod common;
+
+use common::{drain, env_count, median, thousands};
+
+use std::error::Error;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray, TimestampNanosecondArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::arrow::util::display::array_value_to_string;
+use saql::runtime::FsyncPolicy;
+use saql::{Engine, EngineConfig, StatementResult};
+
+type BenchResult<T> = Result<T, Box<dyn Error>>;
+
+const BATCH: usize = 8192;
+/// Events start here (2026-01-01) and come 1 ms apart.
+const T0: i64 = 1_767_225_600_000_000_000;
+const HOSTS: i64 = 1000;
+
+const WINDOWS: &str = "SELECT host, window_end, count(*) AS c, sum(n) AS total \
+                       FROM TUMBLE(s, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, \
+                       window_end";
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
+        Field::new("host", DataType::Utf8, true),
+        Field::new("n", DataType::Int64, true),
+    ]))
+}
+
+fn events(n: usize) -> Vec<RecordBatch> {
+    (0..n)
+        .step_by(BATCH)
+        .map(|start| {
+            let end = (start + BATCH).min(n) as i64;
+            let ids = start as i64..end;
+            RecordBatch::try_new(
+                schema(),
+                vec![
+                    Arc::new(TimestampNanosecondArray::from_iter_values(
+                        ids.clone().map(|i| T0 + i * 1_000_000),
+                    )),
+                    Arc::new(StringArray::from_iter_values(ids.clone().map(|i| {
+                        format!("host-{}", common::mix(i as u64) % HOSTS as u64)
+                    }))),
+                    Arc::new(Int64Array::from_iter_values(ids.map(|i| i % 1000))),
+                ],
+            )
+            .expect("a batch")
+        })
+        .collect()
+}
+
+fn open(dir: Option<&Path>, history: &str) -> BenchResult<Engine> {
+    let engine = Engine::open(EngineConfig {
+        data_dir: dir.map(Path::to_path_buf),
+        fsync: FsyncPolicy::Off,
+        checkpoint_interval: None,
+        retain_rows: 1_000,
+        max_query_state_bytes: 8 << 30,
+        ..EngineConfig::default()
+    })?;
+    let with = if dir.is_some() {
+        format!(" WITH (history = '{history}')")
+    } else {
+        String::new()
+    };
+    futures::executor::block_on(engine.execute(&format!(
+        "CREATE STREAM s (ts TIMESTAMP NOT NULL, host TEXT, n BIGINT, \
+         WATERMARK FOR ts AS ts - INTERVAL '5' SECOND){with}"
+    )))?;
+    Ok(engine)
+}
+
+/// Seconds to insert every batch and take a checkpoint (which writes history segments).
+fn ingest(engine: &Engine, input: &[RecordBatch]) -> BenchResult<f64> {
+    let start = Instant::now();
+    for b in input {
+        engine.insert_batch("s", b.clone())?;
+    }
+    engine.checkpoint()?;
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// The rows of an ad hoc statement, as text, and the seconds it took.
+fn query(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    sql: &str,
+) -> BenchResult<(Vec<Vec<String>>, f64)> {
+    let start = Instant::now();
+    let batches = rt.block_on(async {
+        match engine.execute(sql).await?.remove(0) {
+            StatementResult::Streaming { rows, .. } => rows.collect().await,
+            StatementResult::Rows { batches, .. } => Ok(batches),
+            _ => Err(saql::error::Error::Internal("no rows".into())),
+        }
+    })?;
+    let secs = start.elapsed().as_secs_f64();
+    let mut out = Vec::new();
+    for b in &batches {
+        for r in 0..b.num_rows() {
+            out.push(
+                (0..b.num_columns())
+                    .map(|c| array_value_to_string(b.column(c), r))
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+    }
+    Ok((out, secs))
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|it| {
+            it.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// DuckDB over the same files: whole-process seconds and DuckDB's own query seconds.
+fn duckdb(python: &str, glob: &str, sql: &str) -> BenchResult<(f64, f64, String)> {
+    let script = format!(
+        "import duckdb, time\ncon = duckdb.connect()\nt = time.perf_counter()\n\
+         r = con.execute(\"\"\"{}\"\"\").fetchall()\nprint(time.perf_counter() - t)\nprint(r[0])\n",
+        sql.replace("FROM s", &format!("FROM read_parquet('{glob}')"))
+    );
+    let start = Instant::now();
+    let out = std::process::Command::new(python)
+        .args(["-c", &script])
+        .env("OMP_NUM_THREADS", "1")
+        .output()?;
+    let whole = start.elapsed().as_secs_f64();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
+    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines();
+    let own: f64 = lines.next().unwrap_or("0").trim().parse()?;
+    Ok((whole, own, lines.next().unwrap_or("").to_string()))
+}
+
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            println!("\nMISMATCH: a result differs from what it must be");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run() -> BenchResult<bool> {
+    let n = env_count("SAQL_BENCH_EVENTS", 5_000_000)?;
+    let runs = env_count("SAQL_BENCH_RUNS", 3)?.max(1);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let input = events(n);
+    let arrow_bytes: usize = input.iter().map(|b| b.get_array_memory_size()).sum();
+    let sum_n: i64 = (0..n as i64).map(|i| i % 1000).sum();
+    println!(
+        "history bench: {} events, {runs} runs, batches of {BATCH}",
+        thousands(n as u64)
+    );
+    let mut ok = true;
+
+    // Write cost, alternating with and without history.
+    let (mut plain, mut kept) = (Vec::new(), Vec::new());
+    let mut last = None;
+    for _ in 0..runs {
+        let dir = tempfile::tempdir()?;
+        let engine = open(Some(dir.path()), "off")?;
+        plain.push(ingest(&engine, &input)?);
+        drop(engine);
+        let dir = tempfile::tempdir()?;
+        let engine = open(Some(dir.path()), "30 days")?;
+        kept.push(ingest(&engine, &input)?);
+        last = Some((dir, engine));
+    }
+    let (plain, kept) = (median(plain.into_iter()), median(kept.into_iter()));
+    println!(
+        "ingest + checkpoint, no history:   {:>8.3} s  {:>12} events/s",
+        plain,
+        thousands((n as f64 / plain) as u64)
+    );
+    println!(
+        "ingest + checkpoint, with history: {:>8.3} s  {:>12} events/s  (history costs {:+.1}%)",
+        kept,
+        thousands((n as f64 / kept) as u64),
+        (kept / plain - 1.0) * 100.0
+    );
+    let (dir, engine) = last.ok_or("no run")?;
+    let history_dir = dir.path().join("history/s");
+    let on_disk = dir_bytes(&history_dir);
+    let csv_bytes: usize = (0..n)
+        .map(|i| 24 + format!("host-{}", common::mix(i as u64) % HOSTS as u64).len() + 1 + 4)
+        .sum();
+    println!(
+        "history on disk: {} bytes, {:.1} bytes/event; Arrow in memory {:.1}x larger, CSV text {:.1}x larger",
+        thousands(on_disk),
+        on_disk as f64 / n as f64,
+        arrow_bytes as f64 / on_disk as f64,
+        csv_bytes as f64 / on_disk as f64
+    );
+
+    // Hunting.
+    let cutoff = T0 + (n as i64 * 9 / 10) * 1_000_000;
+    let recent = format!(
+        "SELECT count(*), sum(n) FROM s WHERE ts >= {}",
+        saql::sql::timestamp_literal(cutoff)
+    );
+    let grouped = "SELECT count(DISTINCT host), count(*), sum(n) FROM s";
+    let expect_recent = (n - n * 9 / 10) as i64;
+    for (name, sql) in [("newest tenth", recent.as_str()), ("whole scan", grouped)] {
+        let mut times = Vec::new();
+        let mut rows = Vec::new();
+        for _ in 0..runs {
+            let (r, secs) = query(&rt, &engine, sql)?;
+            times.push(secs);
+            rows = r;
+        }
+        let secs = median(times.into_iter());
+        let row = rows.first().cloned().unwrap_or_default();
+        let right = match name {
+            "whole scan" => row == [HOSTS.to_string(), n.to_string(), sum_n.to_string()],
+            _ => row.first() == Some(&expect_recent.to_string()),
+        };
+        ok &= right;
+        print!(
+            "hunt, {name:<12}: saql {:>8.3} s ({:>12} events/s) {row:?}{}",
+            secs,
+            thousands((n as f64 / secs) as u64),
+            if right { "" } else { "  WRONG" }
+        );
+        match std::env::var("SAQL_BENCH_DUCKDB") {
+            Ok(python) => {
+                let glob = format!("{}/*.parquet", history_dir.display());
+                let mut whole = Vec::new();
+                let mut own = Vec::new();
+                let mut answer = String::new();
+                for _ in 0..runs {
+                    let (w, o, a) = duckdb(&python, &glob, sql)?;
+                    whole.push(w);
+                    own.push(o);
+                    answer = a;
+                }
+                let (whole, own) = (median(whole.into_iter()), median(own.into_iter()));
+                println!(
+                    "; DuckDB {whole:.3} s whole process ({own:.3} s its query) {answer}: \
+                     saql / DuckDB query = {:.2}",
+                    secs / own
+                );
+            }
+            Err(_) => println!("; DuckDB: set SAQL_BENCH_DUCKDB to a Python with duckdb"),
+        }
+    }
+
+    // Backfill against live.
+    let mut live_times = Vec::new();
+    let mut live_rows = 0;
+    for _ in 0..runs {
+        let live = open(None, "off")?;
+        futures::executor::block_on(
+            live.execute(&format!("CREATE CONTINUOUS QUERY w AS {WINDOWS}")),
+        )?;
+        let Some(StatementResult::Subscribe(sub)) =
+            futures::executor::block_on(live.execute("SUBSCRIBE w"))?.pop()
+        else {
+            return Err("no subscription".into());
+        };
+        let mut events = sub.events;
+        let mut rows = 0;
+        let start = Instant::now();
+        for b in &input {
+            live.insert_batch("s", b.clone())?;
+            drain(&mut events, |b| {
+                rows += b.num_rows();
+                Ok::<_, Box<dyn Error>>(())
+            })?;
+        }
+        live_times.push(start.elapsed().as_secs_f64());
+        live_rows = rows;
+    }
+    let mut backfill_times = Vec::new();
+    for run in 0..runs {
+        let start = Instant::now();
+        futures::executor::block_on(engine.execute(&format!(
+            "CREATE CONTINUOUS QUERY b{run} WITH (start = {}) AS {WINDOWS}",
+            saql::sql::timestamp_literal(T0)
+        )))?;
+        backfill_times.push(start.elapsed().as_secs_f64());
+    }
+    let backfilled_rows = common::query_stats(&engine)?
+        .get("b0")
+        .map_or(-1, |q| q.rows_out);
+    let same = backfilled_rows == live_rows as i64;
+    ok &= same;
+    let (live, backfill) = (
+        median(live_times.into_iter()),
+        median(backfill_times.into_iter()),
+    );
+    println!(
+        "TUMBLE live (no data dir): {:>8.3} s {:>12} events/s, {} windows",
+        live,
+        thousands((n as f64 / live) as u64),
+        thousands(live_rows as u64)
+    );
+    println!(
+        "TUMBLE backfilled:         {:>8.3} s {:>12} events/s (backfill / live rate = {:.2}), {} windows{}",
+        backfill,
+        thousands((n as f64 / backfill) as u64),
+        live / backfill,
+        thousands(backfilled_rows.max(0) as u64),
+        if same { "" } else { "  WRONG: not the live count" }
+    );
+    if let Some(rss) = peak_rss_mib() {
+        println!("peak RSS {rss:.0} MiB");
+    }
+    Ok(ok)
+}
