@@ -377,3 +377,46 @@ async fn a_backfill_needs_history_and_says_where_it_begins() {
     assert_eq!(err.sqlstate(), "55000", "{err}");
     assert!(err.to_string().contains("keeps no history"), "{err}");
 }
+
+#[tokio::test]
+async fn alter_stream_starts_changes_and_stops_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    engine
+        .execute(
+            "CREATE STREAM s (ts TIMESTAMP, host TEXT, n BIGINT, \
+             WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (history = 'off')",
+        )
+        .await
+        .unwrap();
+    insert(&engine, 0, 100).await;
+    engine
+        .execute("ALTER STREAM s SET (history = '1 day')")
+        .await
+        .unwrap();
+    insert(&engine, 100, 250).await;
+    engine.execute("CHECKPOINT").await.unwrap();
+    insert(&engine, 250, 300).await;
+    // Kept from the ALTER on.
+    assert_eq!(count_sum(&engine, "").await, expected(100, 300));
+    let history = |rows: &[Vec<String>]| rows[0][8].clone();
+    assert_eq!(history(&rows(&engine, "SHOW STREAMS").await), "1 day");
+    drop(engine);
+    let engine = open(dir.path());
+    assert_eq!(count_sum(&engine, "").await, expected(100, 300));
+    assert_eq!(history(&rows(&engine, "SHOW STREAMS").await), "1 day");
+    let err = engine
+        .execute("ALTER STREAM s SET (idle_timeout = '5s')")
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(err.sqlstate(), "0A000", "{err}");
+    engine
+        .execute("ALTER STREAM s SET (history = 'off')")
+        .await
+        .unwrap();
+    assert!(!dir.path().join("history/s").exists());
+    drop(engine);
+    let engine = open(dir.path());
+    assert_eq!(history(&rows(&engine, "SHOW STREAMS").await), "off");
+}

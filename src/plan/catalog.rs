@@ -386,6 +386,13 @@ impl Catalog {
         Ok(def)
     }
 
+    /// Replaces a stream's definition (its columns unchanged: `ALTER STREAM`).
+    pub fn replace_stream(&mut self, def: StreamDef) -> Arc<StreamDef> {
+        let def = Arc::new(def);
+        self.streams.insert(def.name.clone(), def.clone());
+        def
+    }
+
     /// Removes a stream.
     pub fn remove_stream(&mut self, name: &str) -> Option<Arc<StreamDef>> {
         self.streams.remove(name)

@@ -87,9 +87,15 @@ fn humantime_span(d: Duration) -> String {
     if d.subsec_nanos() != 0 {
         return format!("{} seconds", d.as_secs_f64());
     }
-    for (unit, name) in [(86_400, "days"), (3_600, "hours"), (60, "minutes")] {
+    for (unit, name) in [
+        (86_400, "day"),
+        (3_600, "hour"),
+        (60, "minute"),
+        (1, "second"),
+    ] {
         if s >= unit && s.is_multiple_of(unit) {
-            return format!("{} {name}", s / unit);
+            let plural = if s / unit == 1 { "" } else { "s" };
+            return format!("{} {name}{plural}", s / unit);
         }
     }
     format!("{s} seconds")

@@ -487,7 +487,8 @@ impl Engine {
             | Statement::CreateTable(_)
             | Statement::DropTable { .. }
             | Statement::CreateView(_)
-            | Statement::DropView { .. } => {
+            | Statement::DropView { .. }
+            | Statement::AlterStream { .. } => {
                 if let Statement::CreateQuery(cq) = &stmt {
                     if cq.start.is_some() {
                         return self.create_backfilled(cq);
@@ -503,6 +504,7 @@ impl Engine {
                     Statement::CreateStream(_) => "CREATE STREAM",
                     Statement::CreateQuery(_) => "CREATE CONTINUOUS QUERY",
                     Statement::DropStream { .. } => "DROP STREAM",
+                    Statement::AlterStream { .. } => "ALTER STREAM",
                     Statement::CreateSource(_) => {
                         self.start_sources()?;
                         "CREATE SOURCE"

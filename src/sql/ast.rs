@@ -68,6 +68,13 @@ pub enum Statement {
     },
     /// `SHOW TABLES`
     ShowTables,
+    /// `ALTER STREAM name SET (history = '...')`
+    AlterStream {
+        /// The stream.
+        name: Ident,
+        /// The options to set, keys lowercased.
+        options: Vec<(String, String)>,
+    },
     /// `CREATE VIEW name AS SELECT ...`: a named query over a stream that other queries read
     /// as their stream; it runs only inside the queries that read it.
     CreateView(Box<sq::CreateView>),
@@ -752,6 +759,13 @@ impl fmt::Display for Statement {
                 cascade,
             } => drop_sql(f, "TABLE", name, *if_exists, *cascade),
             Statement::ShowTables => f.write_str("SHOW TABLES"),
+            Statement::AlterStream { name, options } => {
+                let options: Vec<String> = options
+                    .iter()
+                    .map(|(k, v)| format!("{k} = '{}'", v.replace('\'', "''")))
+                    .collect();
+                write!(f, "ALTER STREAM {name} SET ({})", options.join(", "))
+            }
             Statement::CreateView(v) => v.fmt(f),
             Statement::DropView {
                 name,

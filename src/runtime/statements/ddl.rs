@@ -172,6 +172,9 @@ impl Engine {
                 shared.query_streams.insert(name, stream);
                 Ok(seq)
             }
+            Statement::AlterStream { name, options } => {
+                self.alter_stream(shared, &name, options, log)
+            }
             Statement::DropStream {
                 name,
                 if_exists,
@@ -462,6 +465,70 @@ impl Engine {
         };
         self.ddl(shared, drop, log)?;
         Ok(())
+    }
+
+    /// `ALTER STREAM s SET (history = ...)`: history kept from now on, for a different span,
+    /// or no longer (its segments deleted). Other options cannot change (0A000).
+    fn alter_stream(
+        &self,
+        shared: &mut Shared,
+        name: &datafusion::sql::sqlparser::ast::Ident,
+        options: Vec<(String, String)>,
+        log: bool,
+    ) -> Result<Option<u64>> {
+        let stream = normalize(name);
+        let old = shared
+            .catalog
+            .stream(&stream)
+            .ok_or_else(|| Error::undefined("stream", &stream))?;
+        if let Some((key, _)) = options.iter().find(|(k, _)| k != "history") {
+            return Err(Error::NotSupported(format!(
+                "ALTER STREAM changes history only, not {key}; drop and create the stream to \
+                 change it"
+            )));
+        }
+        let mut ddl = old.ddl.clone();
+        for (key, value) in &options {
+            ddl.options.retain(|(k, _)| k != key);
+            ddl.options.push((key.clone(), value.clone()));
+        }
+        let def = StreamDef::try_new(&ddl)?;
+        let hub = shared
+            .hubs
+            .get(&stream)
+            .cloned()
+            .ok_or_else(|| Error::undefined("stream", &stream))?;
+        let mut hub = hub.lock();
+        let retention = def.history.resolve(self.config.history);
+        let opened = match (&hub.history, retention) {
+            (None, Some(_)) => self.open_history(&def)?,
+            _ => None,
+        };
+        let alter = Statement::AlterStream {
+            name: name.clone(),
+            options,
+        };
+        let seq = self.log_catalog(alter.to_string(), log)?;
+        match (retention, &mut hub.history) {
+            (None, history) => {
+                if let Some(h) = history.take() {
+                    if let Err(e) = std::fs::remove_dir_all(h.dir()) {
+                        tracing::warn!("removing the history {}: {e}", h.dir().display());
+                    }
+                }
+            }
+            (Some(r), Some(h)) => h.retention = r,
+            (Some(_), history) => {
+                if let Some(mut h) = opened {
+                    // Its rows begin after this statement.
+                    h.settle(seq.unwrap_or(0))?;
+                    *history = Some(h);
+                }
+            }
+        }
+        drop(hub);
+        shared.catalog.replace_stream(def);
+        Ok(seq)
     }
 
     /// `CREATE CONTINUOUS QUERY ... WITH (start = ...)`: reads most of the history with no

@@ -293,6 +293,14 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         parser.next_token();
         return Ok(Statement::CreateStream(parse_create_stream(parser)?));
     }
+    if is_word(&first, "ALTER") && is_word(&second, "STREAM") {
+        parser.next_token();
+        parser.next_token();
+        let name = parser.parse_identifier()?;
+        parser.expect_keyword_is(Keyword::SET)?;
+        let options = parse_options(parser)?;
+        return Ok(Statement::AlterStream { name, options });
+    }
     if is_word(&first, "CREATE") && is_word(&second, "CONTINUOUS") {
         parser.next_token();
         parser.next_token();
