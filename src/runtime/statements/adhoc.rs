@@ -53,20 +53,23 @@ pub(in crate::runtime) fn context(
     let ctx = SessionContext::new_with_config(config);
     let mut relations = Vec::new();
     let mut recent = adhoc_windows::Recent::new();
-    for (name, hub) in &shared.hubs {
+    for (name, hub) in shared.hubs.iter().chain(&shared.unions) {
         let hub = hub.lock();
-        let rows = hub.stream.recent.batches();
-        recent.insert(name.clone(), (hub.stream.def.schema.clone(), rows.clone()));
-        let count = rows.iter().map(|b| b.num_rows()).sum();
-        relations.push((
-            name.clone(),
-            RelKind::Stream,
-            hub.stream.def.schema.clone(),
-            None,
-            count,
-        ));
-        let table = MemTable::try_new(hub.stream.def.schema.clone(), vec![rows])?;
-        ctx.register_table(name.as_str(), Arc::new(table))?;
+        // A union's hub is no stream of the catalog: only its query's results are read.
+        if hub.union.is_none() {
+            let rows = hub.stream.recent.batches();
+            recent.insert(name.clone(), (hub.stream.def.schema.clone(), rows.clone()));
+            let count = rows.iter().map(|b| b.num_rows()).sum();
+            relations.push((
+                name.clone(),
+                RelKind::Stream,
+                hub.stream.def.schema.clone(),
+                None,
+                count,
+            ));
+            let table = MemTable::try_new(hub.stream.def.schema.clone(), vec![rows])?;
+            ctx.register_table(name.as_str(), Arc::new(table))?;
+        }
         for (q, rt) in &hub.queries {
             let output = QueryOutput::lock(&rt.output);
             let retained = output.retained();
