@@ -23,6 +23,7 @@ mod state_size;
 pub mod suppress;
 #[cfg(test)]
 mod test_run;
+pub mod union;
 pub mod window_aggregate;
 pub mod window_assign;
 pub mod window_rank;

@@ -99,7 +99,10 @@ pub(super) fn chain(upstream: QueryPlan, name: &str, downstream: QueryPlan) -> Q
         }
     }
     let mut queries = upstream.queries;
-    queries.push(name.to_string());
+    // An inline UNION ALL is no query of the catalog.
+    if upstream.union.is_none() || name != upstream.stream.name {
+        queries.push(name.to_string());
+    }
     queries.extend(downstream.queries);
     QueryPlan {
         stream: upstream.stream,
@@ -108,5 +111,6 @@ pub(super) fn chain(upstream: QueryPlan, name: &str, downstream: QueryPlan) -> Q
         schema: downstream.schema,
         tables,
         queries,
+        union: upstream.union.or(downstream.union),
     }
 }

@@ -107,10 +107,35 @@ pub(super) fn resolve_from(
     catalog: &Catalog,
 ) -> Result<Source> {
     if let TableFactor::MatchRecognize { .. } = relation {
-        let p = plan_match_recognize(relation, clauses, catalog)?;
-        return Ok((p.stream.clone(), None, Some(p), None));
+        let mut p = plan_match_recognize(relation, clauses, catalog)?;
+        let upstream = p.upstream.take();
+        return Ok((p.stream.clone(), None, Some(p), upstream));
     }
-    if let TableFactor::Derived { subquery, .. } = relation {
+    if let TableFactor::Derived {
+        subquery, alias, ..
+    } = relation
+    {
+        if super::union::is_set_operation(subquery) {
+            // Read as a stream of its own, under a name of its own.
+            let union = super::union::plan_union(subquery, catalog)?;
+            let def = union.stream.clone();
+            *relation = TableFactor::Table {
+                name: ObjectName(vec![ObjectNamePart::Identifier(sq::Ident::with_quote(
+                    '"',
+                    def.name.clone(),
+                ))]),
+                alias: alias.take(),
+                args: None,
+                with_hints: Vec::new(),
+                version: None,
+                with_ordinality: false,
+                partitions: Vec::new(),
+                json_path: None,
+                sample: None,
+                index_hints: Vec::new(),
+            };
+            return Ok((def, None, None, Some(Box::new(union))));
+        }
         let SetExpr::Select(inner) = subquery.body.as_mut() else {
             return Err(Error::NotSupported(
                 "a subquery in FROM must be a single SELECT".into(),

@@ -31,6 +31,7 @@ pub mod rollup;
 pub mod spec;
 pub mod table_def;
 mod topn;
+pub mod union;
 
 pub use catalog::{Catalog, EventTimeDef, StreamDef};
 pub use expr::ConstantEvaluator;

@@ -26,6 +26,7 @@ use super::history::plan_history;
 use super::lookup;
 use super::spec::{FilterSpec, OperatorSpec, ProjectSpec};
 use super::topn;
+use super::union::{is_set_operation, plan_union, UnionPlan};
 use crate::error::{Error, Result};
 use crate::operators::Operator;
 use crate::sql::Clauses;
@@ -45,6 +46,8 @@ pub struct QueryPlan {
     pub tables: Vec<String>,
     /// The queries whose results it reads (directly or through them), by name.
     pub queries: Vec<String>,
+    /// When it reads a `UNION ALL` of streams: the union, whose rows are `stream`'s.
+    pub union: Option<Arc<UnionPlan>>,
 }
 
 impl QueryPlan {
@@ -119,6 +122,16 @@ pub fn plan_continuous(
 }
 
 fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Result<QueryPlan> {
+    if is_set_operation(query) {
+        if clauses != &Clauses::default() {
+            return Err(Error::NotSupported(
+                "clauses after a UNION ALL are not supported: read the union from a \
+                 subquery or a view (SELECT ... FROM (... UNION ALL ...) u ...)"
+                    .into(),
+            ));
+        }
+        return plan_union(query, catalog);
+    }
     let mut query = query.clone();
     if query.order_by.is_some() || query.limit_clause.is_some() || query.with.is_some() {
         return Err(Error::NotSupported(
@@ -202,6 +215,7 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         schema,
         tables,
         queries: Vec::new(),
+        union: None,
     };
     Ok(match upstream {
         Some(up) => chained::chain(*up, &plan.stream.name.clone(), plan),

@@ -193,6 +193,8 @@ pub(super) struct Shared {
     pub hubs: HashMap<String, Arc<StreamHub>>,
     /// Each query's stream, by query name.
     pub query_streams: BTreeMap<String, String>,
+    /// The hub of each query over a `UNION ALL`, by query name (fed by its streams' hubs).
+    pub unions: BTreeMap<String, Arc<StreamHub>>,
     /// Each source's run-time state, by source name.
     pub sources: BTreeMap<String, Arc<SourceRuntime>>,
     /// Each sink's run-time state, by sink name.
@@ -211,6 +213,15 @@ pub(super) enum BackfillSlot {
     Prepared(Box<std::sync::Mutex<crate::runtime::statements::backfill::Backfill>>),
     /// Finished: the notice for the client.
     Done(String),
+}
+
+impl Shared {
+    /// The hub a query runs in: its stream's, or its union's.
+    pub(super) fn hub_of_query(&self, query: &str) -> Option<&Arc<StreamHub>> {
+        self.unions
+            .get(query)
+            .or_else(|| self.hubs.get(self.query_streams.get(query)?))
+    }
 }
 
 /// An engine that background threads may use while it lives.
@@ -265,6 +276,7 @@ impl Engine {
                 catalog: Catalog::default(),
                 hubs: HashMap::new(),
                 query_streams: BTreeMap::new(),
+                unions: BTreeMap::new(),
                 sources: BTreeMap::new(),
                 sinks: BTreeMap::new(),
                 backfills: HashMap::new(),
@@ -393,8 +405,7 @@ impl Engine {
             .get(query)
             .ok_or_else(|| Error::undefined("query", query))?;
         let hub = shared
-            .hubs
-            .get(stream)
+            .hub_of_query(query)
             .cloned()
             .ok_or_else(|| Error::undefined("stream", stream))?;
         Ok((hub, stream.clone()))
@@ -610,6 +621,12 @@ impl Engine {
                 self.advance_logged(&mut hub, wm);
             }
             for q in hub.queries.values() {
+                QueryOutput::lock(&q.output).subscribers();
+            }
+        }
+        let unions: Vec<_> = self.read().unions.values().cloned().collect();
+        for hub in unions {
+            for q in hub.lock().queries.values() {
                 QueryOutput::lock(&q.output).subscribers();
             }
         }

@@ -50,6 +50,11 @@ pub fn query_sql(query: &sq::Query, ctx: &Ctx, window_time: bool) -> Result<Tran
     match query.body.as_ref() {
         SetExpr::Select(s) => select_sql(s, ctx, window_time),
         SetExpr::Query(q) => query_sql(q, ctx, window_time),
+        SetExpr::SetOperation {
+            op: sq::SetOperator::Union,
+            set_quantifier: sq::SetQuantifier::All,
+            ..
+        } => Err(refuse("UNION ALL of streams")),
         other => Err(refuse(format!("the set operation in {other}"))),
     }
 }
@@ -264,7 +269,14 @@ fn from_sql(relation: &TableFactor, keys: &[Expr], ctx: &Ctx, window_time: bool)
             alias,
             ..
         } => {
-            let stream = ctx.catalog.require_stream(&normalize_object(name))?;
+            let key = normalize_object(name);
+            if ctx.catalog.view(&key).is_some() || ctx.catalog.query(&key).is_some() {
+                return Err(refuse(format!(
+                    "reading the view or query \"{key}\" (views, unions and queries over \
+                     queries)"
+                )));
+            }
+            let stream = ctx.catalog.require_stream(&key)?;
             let mut sql = name_sql(&stream.name);
             if let Some(a) = alias_of(alias) {
                 sql.push_str(&format!(" AS {}", name_sql(&a)));

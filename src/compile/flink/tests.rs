@@ -346,3 +346,15 @@ fn lag_stays_lag() {
          cpu - LAG(cpu, 1) OVER (PARTITION BY host ORDER BY ts) AS delta FROM m"
     );
 }
+
+#[test]
+fn a_union_of_streams_is_refused_by_name() {
+    let inline = refusal(
+        "CREATE CONTINUOUS QUERY q AS SELECT * FROM (SELECT ts, host FROM ev \
+         UNION ALL SELECT ts, host FROM m) u",
+    );
+    assert!(
+        inline.contains("UNION ALL of streams has no Flink translation"),
+        "{inline}"
+    );
+}

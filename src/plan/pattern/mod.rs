@@ -43,6 +43,8 @@ pub(crate) struct PlannedPattern {
     pub stream: Arc<StreamDef>,
     pub spec: MatchRecognizeSpec,
     pub schema: SchemaRef,
+    /// When it reads a query's results or a view (a `UNION ALL` among them): that plan.
+    pub upstream: Option<Box<super::query::QueryPlan>>,
 }
 
 /// Plans the `MATCH_RECOGNIZE` in `relation` and rewrites `relation` into a reference to its
@@ -77,7 +79,14 @@ pub(crate) fn plan_match_recognize(
                 .into(),
         ));
     };
-    let stream = catalog.require_stream(&normalize_object(name))?.clone();
+    let key = normalize_object(name);
+    let (stream, upstream) = match catalog.stream(&key) {
+        Some(s) => (s.clone(), None),
+        None => match super::chained::query_as_stream(&key, catalog)? {
+            Some((def, plan)) => (def, Some(Box::new(plan))),
+            None => (catalog.require_stream(&key)?.clone(), None),
+        },
+    };
     let input = stream.schema.clone();
     let Some(et) = stream.event_time.as_ref() else {
         return Err(Error::plan(
@@ -151,6 +160,7 @@ pub(crate) fn plan_match_recognize(
         stream,
         spec,
         schema,
+        upstream,
     })
 }
 

@@ -13,10 +13,11 @@ use crate::error::{Error, Result};
 use crate::plan::{QueryPlan, StreamDef};
 use crate::runtime::core::door::PendingChanges;
 use crate::runtime::core::graph::OperatorGraph;
-use crate::runtime::core::output::{OutputHandle, QueryOutput};
+use crate::runtime::core::output::{OutputHandle, QueryFailure, QueryOutput};
 use crate::runtime::core::retained::Retained;
 use crate::runtime::core::shedding::Shedder;
 use crate::runtime::core::stream::StreamRuntime;
+use crate::runtime::core::union::{Tap, UnionInput};
 use crate::runtime::durability::history::History;
 use crate::sources::spec::SourceProgress;
 use crate::sql::CreateQuery;
@@ -60,6 +61,8 @@ impl StreamHub {
                 dropped: false,
                 pending: PendingChanges::default(),
                 history,
+                taps: Vec::new(),
+                union: None,
             }),
         })
     }
@@ -104,6 +107,10 @@ pub struct Hub {
     pub pending: PendingChanges,
     /// The stream's retained history, if it keeps one.
     pub history: Option<History>,
+    /// The branches of the unions that read this stream.
+    pub taps: Vec<Tap>,
+    /// In the hub of a union (not of a declared stream): its inputs.
+    pub union: Option<UnionInput>,
     /// Most bytes of state (operators and retained results) one query may hold (53200
     /// past it).
     max_state_bytes: usize,
@@ -174,9 +181,11 @@ impl Hub {
             }
         }
         self.graph.process(batch);
+        self.feed_taps(batch);
         if let Some(wm) = advanced {
             self.graph.advance(wm);
             self.progressed(wm);
+            self.advance_taps(wm);
         }
         self.check_state_bytes();
         Ok(n)
@@ -184,7 +193,9 @@ impl Hub {
 
     /// Measures every running query's state and fails (53200) each one holding more than
     /// the bound; the others run on.
-    fn check_state_bytes(&mut self) {
+    pub(super) fn check_state_bytes(&mut self) {
+        let (waiting, hint) = (self.union_bytes(), self.union_hint());
+        let mut stop_union = false;
         for (name, q) in &mut self.queries {
             let retained = {
                 let output = QueryOutput::lock(&q.output);
@@ -193,7 +204,7 @@ impl Hub {
                 }
                 output.retained_bytes()
             };
-            let operators = self.graph.state_bytes(&q.path);
+            let operators = self.graph.state_bytes(&q.path) + waiting;
             q.state_bytes = operators + retained;
             if q.state_bytes > self.max_state_bytes {
                 tracing::warn!(
@@ -207,12 +218,23 @@ impl Hub {
                         "query \"{name}\" holds {} bytes of state ({operators} in operators, \
                          {retained} in retained results), over the bound of {} bytes per query \
                          (--max-query-state-bytes): fewer groups, shorter windows or a WITHIN \
-                         would keep it smaller, or raise the bound",
-                        q.state_bytes, self.max_state_bytes
+                         would keep it smaller, or raise the bound{}",
+                        q.state_bytes,
+                        self.max_state_bytes,
+                        hint.as_deref().unwrap_or("")
                     ),
                 };
+                let failure = QueryFailure::from_error(&error);
                 self.graph.fail_path(&q.path, error);
+                if waiting > 0 {
+                    // The rows waiting in the union count for its query: it stops with them.
+                    QueryOutput::lock(&q.output).fail(failure);
+                    stop_union = true;
+                }
             }
+        }
+        if stop_union {
+            self.stop_union();
         }
     }
 
@@ -248,6 +270,7 @@ impl Hub {
         let moved = self.stream.advance(to)?;
         self.graph.advance(moved);
         self.progressed(moved);
+        self.advance_taps(moved);
         self.check_state_bytes();
         Some(moved)
     }

@@ -14,3 +14,4 @@ pub(crate) mod shedding;
 #[cfg(test)]
 mod shedding_tests;
 pub(crate) mod stream;
+pub(crate) mod union;

@@ -34,6 +34,23 @@ pub struct Manifest {
     /// Per reference table.
     #[serde(default)]
     pub tables: Vec<TableState>,
+    /// Per query over a `UNION ALL`: the union's state.
+    #[serde(default)]
+    pub unions: Vec<UnionState>,
+}
+
+/// The state of the union a query reads, at the checkpoint (taken while every stream that
+/// feeds it was held, so it agrees with their positions).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UnionState {
+    /// The query reading the union.
+    pub query: String,
+    /// The union's watermark in nanoseconds.
+    pub watermark: i64,
+    /// Largest event time the union released, in nanoseconds.
+    pub max_event_time: Option<i64>,
+    /// File with the union's waiting rows and its inputs' watermarks.
+    pub merge: String,
 }
 
 /// A reference table's rows at the checkpoint.

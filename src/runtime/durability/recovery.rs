@@ -13,9 +13,10 @@ use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
 use crate::operators::snapshot::{decode, encode, StateImage};
+use crate::runtime::core::hub::Hub;
 use crate::runtime::core::output::QueryOutput;
 use crate::runtime::durability::checkpoint::{
-    CheckpointStore, Manifest, QueryState, Snapshot, StreamState, TableState, Written,
+    CheckpointStore, Manifest, QueryState, Snapshot, StreamState, TableState, UnionState, Written,
 };
 use crate::runtime::durability::history::{delete_segments, write_segment};
 use crate::runtime::durability::wal::{FsyncPolicy, IngestLog, Record};
@@ -108,9 +109,13 @@ pub(in crate::runtime) fn snapshot(
         streams: Vec::new(),
         queries: Vec::new(),
         tables: Vec::new(),
+        unions: Vec::new(),
     };
     let mut files = Vec::new();
-    let mut segments = Vec::new();
+    let mut cut = HistoryCut {
+        seal_all,
+        segments: Vec::new(),
+    };
     // Each table with its writers held off for a moment: every change logged so far is
     // applied, so its position is the log's end.
     for (i, t) in shared.catalog.tables().enumerate() {
@@ -130,66 +135,139 @@ pub(in crate::runtime) fn snapshot(
             sources,
         });
     }
+    // The streams that feed a union are held together while it is taken, so that the
+    // union's state and their log positions are one cut.
+    let mut fed = std::collections::BTreeSet::new();
+    for hub in shared.unions.values() {
+        if let Some(u) = &hub.lock().union {
+            fed.extend(u.streams.iter().cloned());
+        }
+    }
+    let mut held: std::collections::BTreeMap<&String, _> = std::collections::BTreeMap::new();
+    for name in &fed {
+        if let Some((name, hub)) = shared.hubs.get_key_value(name) {
+            held.insert(name, hub.lock());
+        }
+    }
     let mut names: Vec<&String> = shared.hubs.keys().collect();
     names.sort();
     for (i, name) in names.into_iter().enumerate() {
-        let mut hub = shared.hubs[name].lock();
-        // Frames of this stream are appended under its lock and applied in order once
-        // durable: all before the first one still waiting are applied.
-        let position = hub
-            .pending
-            .first_seq()
-            .map_or_else(|| log.last_seq(), |first| first - 1);
-        let history = hub.history.as_mut().map(|h| {
-            let through = h.checkpoint(position, seal_all);
-            for (segment, batches) in h.to_write() {
-                segments.push((name.clone(), segment, h.schema().clone(), batches));
+        match held.get_mut(name) {
+            Some(hub) => snapshot_stream(i, name, hub, log, &mut manifest, &mut files, &mut cut)?,
+            None => {
+                let mut hub = shared.hubs[name].lock();
+                snapshot_stream(i, name, &mut hub, log, &mut manifest, &mut files, &mut cut)?
             }
-            through
-        });
-        let recent = format!("stream-{i}.arrow");
-        files.push((
-            recent.clone(),
-            encoded_later(&hub.stream.def.schema, hub.stream.recent.batches()),
-        ));
-        manifest.streams.push(StreamState {
-            name: name.clone(),
-            position,
-            watermark: hub.stream.watermark.0 .0,
-            max_event_time: hub.stream.max_event_time.map(|t| t.0),
-            rows_in: hub.stream.rows_in,
-            late_rows: hub.stream.late_rows,
-            recent,
-            sources: hub.sources.clone(),
-            history,
-        });
-        let hub = &mut *hub;
-        for (q, rt) in &hub.queries {
-            let mut operators = Vec::new();
-            for &node in &rt.path {
-                let file = format!("op-{i}-{node}.snap");
-                if !files.iter().any(|(f, _)| *f == file) {
-                    files.push((file.clone(), hub.graph.snapshot_node(node)?));
-                }
-                operators.push(file);
-            }
-            let (rows_out, retained) = QueryOutput::lock(&rt.output).snapshot();
-            let file = format!("results-{}.arrow", manifest.queries.len());
-            files.push((file.clone(), encoded_later(&rt.plan.schema, retained)));
-            manifest.queries.push(QueryState {
-                name: q.clone(),
-                rows_in: rt.rows_in,
-                rows_out,
-                retained: file,
-                operators,
-            });
         }
     }
+    for (k, (query, hub)) in shared.unions.iter().enumerate() {
+        let mut hub = hub.lock();
+        let hub = &mut *hub;
+        let Some(union) = &hub.union else {
+            continue;
+        };
+        let file = format!("union-{k}.snap");
+        files.push((file.clone(), union.merge.snapshot()));
+        manifest.unions.push(UnionState {
+            query: query.clone(),
+            watermark: hub.stream.watermark.0 .0,
+            max_event_time: hub.stream.max_event_time.map(|t| t.0),
+            merge: file,
+        });
+        snapshot_queries(&format!("u{k}"), hub, &mut manifest, &mut files)?;
+    }
+    drop(held);
     Ok(Snapshot {
         manifest,
         files,
-        segments,
+        segments: cut.segments,
     })
+}
+
+/// The history segments a checkpoint seals (all of them with `seal_all`), to be written
+/// before its manifest.
+struct HistoryCut {
+    seal_all: bool,
+    segments: Vec<(
+        String,
+        crate::runtime::durability::history::Segment,
+        SchemaRef,
+        Vec<RecordBatch>,
+    )>,
+}
+
+/// Takes stream `name`'s state (the `i`th stream) and its queries'.
+fn snapshot_stream(
+    i: usize,
+    name: &str,
+    hub: &mut Hub,
+    log: &IngestLog,
+    manifest: &mut Manifest,
+    files: &mut Vec<(String, StateImage)>,
+    cut: &mut HistoryCut,
+) -> Result<()> {
+    // Frames of this stream are appended under its lock and applied in order once
+    // durable: all before the first one still waiting are applied.
+    let position = hub
+        .pending
+        .first_seq()
+        .map_or_else(|| log.last_seq(), |first| first - 1);
+    let history = hub.history.as_mut().map(|h| {
+        let through = h.checkpoint(position, cut.seal_all);
+        for (segment, batches) in h.to_write() {
+            cut.segments
+                .push((name.to_string(), segment, h.schema().clone(), batches));
+        }
+        through
+    });
+    let recent = format!("stream-{i}.arrow");
+    files.push((
+        recent.clone(),
+        encoded_later(&hub.stream.def.schema, hub.stream.recent.batches()),
+    ));
+    manifest.streams.push(StreamState {
+        name: name.to_string(),
+        position,
+        watermark: hub.stream.watermark.0 .0,
+        max_event_time: hub.stream.max_event_time.map(|t| t.0),
+        rows_in: hub.stream.rows_in,
+        late_rows: hub.stream.late_rows,
+        recent,
+        sources: hub.sources.clone(),
+        history,
+    });
+    snapshot_queries(&i.to_string(), hub, manifest, files)
+}
+
+/// Takes the state of a hub's queries: their operators (files named after `prefix`, the
+/// hub's place in the checkpoint) and results.
+fn snapshot_queries(
+    prefix: &str,
+    hub: &mut Hub,
+    manifest: &mut Manifest,
+    files: &mut Vec<(String, StateImage)>,
+) -> Result<()> {
+    for (q, rt) in &hub.queries {
+        let mut operators = Vec::new();
+        for &node in &rt.path {
+            let file = format!("op-{prefix}-{node}.snap");
+            if !files.iter().any(|(f, _)| *f == file) {
+                files.push((file.clone(), hub.graph.snapshot_node(node)?));
+            }
+            operators.push(file);
+        }
+        let (rows_out, retained) = QueryOutput::lock(&rt.output).snapshot();
+        let file = format!("results-{}.arrow", manifest.queries.len());
+        files.push((file.clone(), encoded_later(&rt.plan.schema, retained)));
+        manifest.queries.push(QueryState {
+            name: q.clone(),
+            rows_in: rt.rows_in,
+            rows_out,
+            retained: file,
+            operators,
+        });
+    }
+    Ok(())
 }
 
 /// Rows to be written as an IPC stream once the hub is unlocked.
@@ -240,12 +318,24 @@ pub(in crate::runtime) fn restore(
             def.store.restore(&rows, t.sources.clone(), t.position)?;
         }
     }
-    let mut restored = std::collections::HashSet::new();
-    for q in &manifest.queries {
-        let Some(stream) = shared.query_streams.get(&q.name) else {
+    for u in &manifest.unions {
+        let Some(hub) = shared.unions.get(&u.query) else {
             continue;
         };
-        let mut hub = shared.hubs[stream].lock();
+        let mut hub = hub.lock();
+        hub.stream.watermark = Watermark(EventTime(u.watermark));
+        hub.stream.max_event_time = u.max_event_time.map(EventTime);
+        if let Some(union) = &mut hub.union {
+            union.merge.restore(&store.read(epoch, &u.merge)?)?;
+        }
+    }
+    let mut restored = std::collections::HashSet::new();
+    for q in &manifest.queries {
+        let Some(hub) = shared.hub_of_query(&q.name) else {
+            continue;
+        };
+        let stream = Arc::as_ptr(hub) as usize;
+        let mut hub = hub.lock();
         let hub = &mut *hub;
         let Some(rt) = hub.queries.get_mut(&q.name) else {
             continue;
@@ -259,7 +349,7 @@ pub(in crate::runtime) fn restore(
             )));
         }
         for (&node, file) in rt.path.iter().zip(&q.operators) {
-            if restored.insert((stream.clone(), node)) {
+            if restored.insert((stream, node)) {
                 hub.graph
                     .restore_node(node, &store.read(epoch, file)?)
                     .map_err(|e| {

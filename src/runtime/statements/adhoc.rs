@@ -56,24 +56,27 @@ pub(in crate::runtime) fn context(
     let ctx = SessionContext::new_with_config(config);
     let mut relations = Vec::new();
     let mut recent = adhoc_windows::Recent::new();
-    for (name, hub) in &shared.hubs {
+    for (name, hub) in shared.hubs.iter().chain(&shared.unions) {
         let hub = hub.lock();
-        let rows = hub.stream.recent.batches();
-        recent.insert(name.clone(), (hub.stream.def.schema.clone(), rows.clone()));
-        let schema = &hub.stream.def.schema;
-        // A stream with history is its whole history, else its recent rows.
-        let (table, count): (Arc<dyn TableProvider>, usize) = match &hub.history {
-            Some(h) => (history_table(schema, h.scan())?, h.rows() as usize),
-            None => {
-                let count = rows.iter().map(|b| b.num_rows()).sum();
-                (
-                    Arc::new(MemTable::try_new(schema.clone(), vec![rows])?),
-                    count,
-                )
-            }
-        };
-        relations.push((name.clone(), RelKind::Stream, schema.clone(), None, count));
-        ctx.register_table(name.as_str(), table)?;
+        // A union's hub is no stream of the catalog: only its query's results are read.
+        if hub.union.is_none() {
+            let rows = hub.stream.recent.batches();
+            recent.insert(name.clone(), (hub.stream.def.schema.clone(), rows.clone()));
+            let schema = &hub.stream.def.schema;
+            // A stream with history is its whole history, else its recent rows.
+            let (table, count): (Arc<dyn TableProvider>, usize) = match &hub.history {
+                Some(h) => (history_table(schema, h.scan())?, h.rows() as usize),
+                None => {
+                    let count = rows.iter().map(|b| b.num_rows()).sum();
+                    (
+                        Arc::new(MemTable::try_new(schema.clone(), vec![rows])?),
+                        count,
+                    )
+                }
+            };
+            relations.push((name.clone(), RelKind::Stream, schema.clone(), None, count));
+            ctx.register_table(name.as_str(), table)?;
+        }
         for (q, rt) in &hub.queries {
             let output = QueryOutput::lock(&rt.output);
             let retained = output.retained();

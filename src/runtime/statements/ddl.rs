@@ -17,6 +17,7 @@ use crate::plan::{plan_continuous, QueryPlan, StreamDef};
 use crate::runtime::connectors::sinks::SinkRuntime;
 use crate::runtime::connectors::sources::SourceRuntime;
 use crate::runtime::core::hub::StreamHub;
+use crate::runtime::core::union::{union_hub, Tap};
 use crate::runtime::durability::history::{history_dir_name, History};
 use crate::runtime::durability::wal::Record;
 use crate::sinks::spec::{SinkSpec, SinkTarget};
@@ -133,6 +134,9 @@ impl Engine {
                     return Err(Error::duplicate("relation", &name));
                 }
                 let plan = self.plan_query(shared, &cq)?;
+                if plan.union.is_some() {
+                    return self.create_union_query(shared, name, cq, plan, log);
+                }
                 let stream = plan.stream.name.clone();
                 let hub = shared
                     .hubs
@@ -190,7 +194,7 @@ impl Engine {
                 if cascade {
                     // Each sink and query is dropped (and logged) on its own, so replay needs
                     // no CASCADE.
-                    let readers = derived_readers(shared, |p| p.stream.name == name);
+                    let readers = derived_readers(shared, |p| reads_stream(p, &name));
                     for reader in readers.iter().rev() {
                         // Readers of a dropped query went with it.
                         self.drop_derived(shared, reader, log)?;
@@ -284,14 +288,9 @@ impl Engine {
                 }
                 let query = normalize(&cs.query);
                 let schema = {
-                    let stream = shared
-                        .query_streams
-                        .get(&query)
-                        .ok_or_else(|| Error::undefined("query", &query))?;
                     let hub = shared
-                        .hubs
-                        .get(stream)
-                        .ok_or_else(|| Error::undefined("stream", stream))?
+                        .hub_of_query(&query)
+                        .ok_or_else(|| Error::undefined("query", &query))?
                         .lock();
                     let q = hub
                         .queries
@@ -368,7 +367,9 @@ impl Engine {
                 }
                 let seq = logged(self, format!("DROP QUERY {}", quoted(&name)))?;
                 shared.query_streams.remove(&name);
-                if let Some(hub) = shared.hubs.get(&stream) {
+                if let Some(union) = shared.unions.remove(&name) {
+                    remove_taps(shared, &union, &name);
+                } else if let Some(hub) = shared.hubs.get(&stream) {
                     hub.lock().detach(&name);
                 }
                 shared.catalog.remove_query(&name);
@@ -550,6 +551,13 @@ impl Engine {
                 return Err(Error::duplicate("relation", &name));
             }
             let plan = self.plan_query(&shared, cq)?;
+            if plan.union.is_some() {
+                return Err(Error::NotSupported(
+                    "WITH (start = ...) over a UNION ALL is not supported yet: backfill each \
+                     stream's query, or create the union without a start"
+                        .into(),
+                ));
+            }
             let hub = shared
                 .hubs
                 .get(&plan.stream.name)
@@ -576,6 +584,52 @@ impl Engine {
         })
     }
 
+    /// Creates a query over a `UNION ALL`: a hub of its own, fed by a tap on each stream of
+    /// the union. The taps go in last, each under its stream's lock, so no row reaches a
+    /// half-built union; each tells the union where its stream's watermark already is.
+    fn create_union_query(
+        &self,
+        shared: &mut Shared,
+        name: String,
+        cq: CreateQuery,
+        plan: QueryPlan,
+        log: bool,
+    ) -> Result<Option<u64>> {
+        let union = plan.union.clone().expect("a union's plan");
+        let inputs = union
+            .branches
+            .iter()
+            .map(|b| {
+                shared
+                    .hubs
+                    .get(&b.stream)
+                    .cloned()
+                    .ok_or_else(|| Error::undefined("stream", &b.stream))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let stream = plan.stream.name.clone();
+        let hub = union_hub(
+            &union,
+            plan.stream.clone(),
+            self.config.retain_rows,
+            self.config.max_query_state_bytes,
+        )?;
+        let taps = (0..inputs.len())
+            .map(|i| Tap::try_new(&name, &union, i, hub.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        hub.lock().attach(&name, cq.clone(), plan)?;
+        let seq = self.log_catalog(Statement::CreateQuery(cq.clone()).to_string(), log)?;
+        for (input, tap) in inputs.iter().zip(taps) {
+            let mut input = input.lock();
+            tap.advance(input.stream.watermark);
+            input.taps.push(tap);
+        }
+        shared.catalog.add_query(name.clone(), cq)?;
+        shared.query_streams.insert(name.clone(), stream);
+        shared.unions.insert(name, hub);
+        Ok(seq)
+    }
+
     fn plan_query(&self, shared: &Shared, cq: &CreateQuery) -> Result<QueryPlan> {
         let mut plan = plan_continuous(&cq.query, &cq.clauses, &shared.catalog)?;
         if self.config.workers > 1 {
@@ -593,10 +647,7 @@ pub(in crate::runtime) fn derived_readers(
 ) -> Vec<String> {
     let mut out = Vec::new();
     for (q, _) in shared.catalog.queries() {
-        let Some(stream) = shared.query_streams.get(q) else {
-            continue;
-        };
-        if let Some(hub) = shared.hubs.get(stream) {
+        if let Some(hub) = shared.hub_of_query(q) {
             if let Some(rt) = hub.lock().queries.get(q) {
                 if reads(&rt.plan) {
                     out.push(q.clone());
@@ -616,6 +667,26 @@ pub(in crate::runtime) fn derived_readers(
     let order = shared.catalog.query_order();
     out.sort_by_key(|q| order.iter().position(|o| o == q));
     out
+}
+
+/// Whether a plan reads stream `name`, directly or through a union.
+fn reads_stream(plan: &QueryPlan, name: &str) -> bool {
+    plan.stream.name == name || plan.union.as_ref().is_some_and(|u| u.reads(name))
+}
+
+/// Removes the taps of union query `query` from the streams it reads.
+fn remove_taps(shared: &Shared, union: &StreamHub, query: &str) {
+    let streams = union
+        .lock()
+        .union
+        .as_ref()
+        .map(|u| u.streams.clone())
+        .unwrap_or_default();
+    for s in streams {
+        if let Some(hub) = shared.hubs.get(&s) {
+            hub.lock().taps.retain(|t| t.query != query);
+        }
+    }
 }
 
 /// The sinks that deliver the results of query `name`.
@@ -655,7 +726,7 @@ fn check_unused(shared: &Shared, name: &str) -> Result<()> {
             location: None,
         });
     }
-    let users: Vec<String> = derived_readers(shared, |p| p.stream.name == name)
+    let users: Vec<String> = derived_readers(shared, |p| reads_stream(p, name))
         .iter()
         .map(|q| format!("\"{q}\""))
         .collect();

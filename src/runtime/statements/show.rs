@@ -177,7 +177,7 @@ pub(in crate::runtime) fn show_queries(shared: &Shared) -> StatementResult {
     let mut state_bytes = Vec::new();
     let mut shed = Vec::new();
     for (name, stream) in &shared.query_streams {
-        let Some(hub) = shared.hubs.get(stream) else {
+        let Some(hub) = shared.hub_of_query(name) else {
             continue;
         };
         let hub = hub.lock();

@@ -1,0 +1,201 @@
+//! A query over a `UNION ALL` of streams runs in a hub of its own, fed by several stream
+//! hubs. Each stream of the union carries a [`Tap`]: the branch's filters and projections,
+//! run under the stream's lock on every batch, and a handle to the union's hub, to which it
+//! hands the branch's rows and the stream's watermark. The union's hub merges them
+//! ([`UnionMerge`]: rows wait until every input's watermark has passed them, then leave in
+//! event-time order) and runs the query's operators over the merged rows as over a stream.
+//!
+//! Locks: a stream's hub, then the union's hub (never the other way round); a checkpoint
+//! holds every stream feeding a union at once, so that the union's state and its streams'
+//! log positions are one cut.
+
+use std::sync::Arc;
+
+use datafusion::arrow::record_batch::RecordBatch;
+
+use crate::error::{Error, Result};
+use crate::operators::union::UnionMerge;
+use crate::operators::Operator;
+use crate::plan::union::UnionPlan;
+use crate::plan::StreamDef;
+use crate::runtime::core::hub::{Hub, StreamHub};
+use crate::runtime::core::output::{QueryFailure, QueryOutput};
+use crate::time::Watermark;
+
+/// The input side of a union's hub: the merge and the names of the streams it reads.
+pub struct UnionInput {
+    /// Rows waiting for the union's watermark.
+    pub merge: UnionMerge,
+    /// The stream of each branch.
+    pub streams: Vec<String>,
+    /// Set once the union's queries failed: rows are no longer kept.
+    stopped: bool,
+}
+
+/// One branch of a union, at the stream it reads.
+pub struct Tap {
+    /// The query reading the union.
+    pub query: String,
+    /// Which branch this is.
+    pub branch: usize,
+    ops: Vec<Box<dyn Operator>>,
+    target: Arc<StreamHub>,
+}
+
+/// A hub for the union `plan` (described as the stream `def`), with no query yet.
+pub fn union_hub(
+    plan: &UnionPlan,
+    def: Arc<StreamDef>,
+    retain_rows: usize,
+    max_state_bytes: usize,
+) -> Result<Arc<StreamHub>> {
+    let merge = UnionMerge::try_new(plan.branches.len(), plan.schema.clone(), plan.time_column)?;
+    let hub = StreamHub::new(def, retain_rows, max_state_bytes, None);
+    hub.lock().union = Some(UnionInput {
+        merge,
+        streams: plan.branches.iter().map(|b| b.stream.clone()).collect(),
+        stopped: false,
+    });
+    Ok(hub)
+}
+
+impl Tap {
+    /// Branch `branch` of `plan`, read by `query`, feeding `target`.
+    pub fn try_new(
+        query: &str,
+        plan: &UnionPlan,
+        branch: usize,
+        target: Arc<StreamHub>,
+    ) -> Result<Tap> {
+        let ops = plan.branches[branch]
+            .specs
+            .iter()
+            .map(|s| s.build())
+            .collect::<Result<_>>()?;
+        Ok(Tap {
+            query: query.to_string(),
+            branch,
+            ops,
+            target,
+        })
+    }
+
+    /// Runs a batch of the stream's rows through the branch and hands what passes to the
+    /// union.
+    fn feed(&mut self, batch: &RecordBatch) {
+        let mut batches = vec![batch.clone()];
+        for op in &mut self.ops {
+            let mut next = Vec::new();
+            for b in batches {
+                match op.process_batch(b) {
+                    Ok(out) => next.extend(out),
+                    Err(e) => return self.target.lock().fail_union(&e),
+                }
+            }
+            batches = next;
+        }
+        let mut hub = self.target.lock();
+        for b in batches {
+            hub.union_push(self.branch, b);
+        }
+    }
+
+    /// The stream's watermark moved to `wm`.
+    pub fn advance(&self, wm: Watermark) {
+        self.target.lock().union_advance(self.branch, wm);
+    }
+}
+
+impl Hub {
+    /// Hands a batch of this stream's rows to the unions that read it.
+    pub(super) fn feed_taps(&mut self, batch: &RecordBatch) {
+        for tap in &mut self.taps {
+            tap.feed(batch);
+        }
+    }
+
+    /// Tells the unions that read this stream where its watermark is.
+    pub(super) fn advance_taps(&self, wm: Watermark) {
+        for tap in &self.taps {
+            tap.advance(wm);
+        }
+    }
+
+    /// Takes rows of branch `branch` into this union's merge.
+    fn union_push(&mut self, branch: usize, batch: RecordBatch) {
+        let Some(union) = &mut self.union else {
+            return;
+        };
+        if union.stopped {
+            return;
+        }
+        // Branches name their columns as they like: the union's names (and nullability).
+        let pushed = RecordBatch::try_new(union.merge.schema().clone(), batch.columns().to_vec())
+            .map_err(Error::from)
+            .and_then(|b| union.merge.push(branch, b));
+        match pushed {
+            Ok(()) => self.check_state_bytes(),
+            Err(e) => self.fail_union(&e),
+        }
+    }
+
+    /// Branch `branch`'s stream is at `wm`: what the union's watermark releases runs through
+    /// this hub's queries.
+    fn union_advance(&mut self, branch: usize, wm: Watermark) {
+        let Some(union) = &mut self.union else {
+            return;
+        };
+        match union.merge.advance(branch, wm) {
+            Ok(None) => {}
+            Ok(Some((rows, wm))) => {
+                for b in rows {
+                    // The union's rows have the union's schema.
+                    let _ = self.insert(&b, std::time::Instant::now());
+                }
+                self.advance(wm);
+            }
+            Err(e) => self.fail_union(&e),
+        }
+    }
+
+    /// Fails every query of this union's hub with `error`, and stops keeping its rows.
+    pub(super) fn fail_union(&mut self, error: &Error) {
+        if let Some(union) = &mut self.union {
+            union.stopped = true;
+            union.merge.clear_waiting();
+        }
+        let failure = QueryFailure::from_error(error);
+        for q in self.queries.values() {
+            QueryOutput::lock(&q.output).fail(failure.clone());
+        }
+    }
+
+    /// Bytes of rows this union's merge holds (0 for a stream's hub).
+    pub(super) fn union_bytes(&self) -> usize {
+        self.union.as_ref().map_or(0, |u| u.merge.state_bytes())
+    }
+
+    /// What to tell a user whose union query holds too much: which stream holds it back.
+    pub(super) fn union_hint(&self) -> Option<String> {
+        let union = self.union.as_ref()?;
+        if union.merge.state_bytes() == 0 {
+            return None;
+        }
+        let (slowest, wm) = union.merge.slowest();
+        Some(format!(
+            "; {} bytes of it are rows of the UNION ALL waiting for stream \"{}\", whose \
+             watermark is at {wm}: give it an IDLE TIMEOUT so that it advances when the stream \
+             is quiet",
+            union.merge.state_bytes(),
+            union.streams[slowest]
+        ))
+    }
+
+    /// Stops this union once its queries failed for holding too much.
+    pub(super) fn stop_union(&mut self) {
+        if let Some(union) = &mut self.union {
+            union.stopped = true;
+            union.merge.clear_waiting();
+        }
+    }
+}

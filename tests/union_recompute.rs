@@ -1,0 +1,361 @@
+//! Queries over a `UNION ALL` of two streams checked against a batch recompute over all the
+//! rows of both: random rows with bounded disorder (within each stream's watermark delay),
+//! split into random batches, the two streams' batches interleaved in a random order, and a
+//! checkpoint, more rows and a crash (the engine dropped, the log replayed by the next one)
+//! at a random point. The union's rows leave in event-time order whatever the interleaving,
+//! so two runs with different splits and orders emit the same rows in the same order.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use common::{batch, jittered_rows, render, schema, Row};
+use datafusion::arrow::array::{Array, Int64Array, RecordBatch};
+use datafusion::arrow::util::display::array_value_to_string;
+use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
+use proptest::prelude::*;
+use saql::runtime::{FsyncPolicy, SubscriptionEvent};
+use saql::{Engine, EngineConfig, StatementResult, Subscription};
+
+const SETUP: [&str; 3] = [
+    "CREATE STREAM a (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
+     WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)",
+    "CREATE STREAM b (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
+     WATERMARK FOR ts AS ts - INTERVAL '4' SECOND)",
+    "CREATE VIEW u AS SELECT ts, k, v FROM a UNION ALL SELECT ts, k, v FROM b WHERE v IS NOT NULL",
+];
+
+/// The union's rows, filtered and marked with their stream; a tumbling and a hopping window
+/// over the view.
+const QUERIES: [(&str, &str); 3] = [
+    (
+        "rows",
+        "SELECT ts, k, v, src FROM (SELECT ts, k, v, 'a' AS src FROM a WHERE v > -30 \
+         UNION ALL SELECT ts, k, v, 'b' AS src FROM b) x WHERE k <> 3",
+    ),
+    (
+        "win",
+        "SELECT k, window_start, window_end, COUNT(*) AS n, SUM(v) AS total \
+         FROM TUMBLE(u, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end",
+    ),
+    (
+        "hop",
+        "SELECT window_start, window_end, COUNT(*) AS n, MAX(v) AS hi \
+         FROM HOP(u, ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) \
+         GROUP BY window_start, window_end",
+    ),
+];
+
+/// The same results computed by DataFusion over all rows at once.
+const REFERENCE: [(&str, &str); 3] = [
+    (
+        "rows",
+        "SELECT ts, k, v, src FROM (SELECT ts, k, v, 'a' AS src FROM a WHERE v > -30 \
+         UNION ALL SELECT ts, k, v, 'b' AS src FROM b) x WHERE k <> 3",
+    ),
+    (
+        "win",
+        "SELECT k, ws, ws + INTERVAL '10 seconds', COUNT(*), SUM(v) FROM \
+         (SELECT *, date_bin(INTERVAL '10 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws \
+          FROM (SELECT ts, k, v FROM a UNION ALL SELECT ts, k, v FROM b WHERE v IS NOT NULL)) \
+         GROUP BY k, ws",
+    ),
+    (
+        "hop",
+        "SELECT ws, ws + INTERVAL '15 seconds', COUNT(*), MAX(v) FROM ( \
+           SELECT v, date_bin(INTERVAL '5 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws FROM u \
+           UNION ALL SELECT v, date_bin(INTERVAL '5 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') \
+             - INTERVAL '5 seconds' FROM u \
+           UNION ALL SELECT v, date_bin(INTERVAL '5 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') \
+             - INTERVAL '10 seconds' FROM u) \
+         GROUP BY ws",
+    ),
+];
+
+/// Each query's rows as text with their sequence numbers, in the order received.
+type Seen = BTreeMap<&'static str, Vec<(i64, String)>>;
+
+fn subscribe(engine: &Engine, seen: &Seen) -> Vec<(&'static str, Subscription)> {
+    QUERIES
+        .iter()
+        .map(|(name, _)| {
+            let from = seen.get(name).and_then(|r| r.last()).map_or(0, |r| r.0);
+            let sql = format!("SUBSCRIBE {name} FROM {from} WITH SEQ");
+            match engine.execute_blocking(&sql).unwrap().remove(0) {
+                StatementResult::Subscribe(s) => (*name, s),
+                _ => panic!("not a subscription"),
+            }
+        })
+        .collect()
+}
+
+fn drain(subs: &mut [(&'static str, Subscription)], seen: &mut Seen) {
+    for (name, sub) in subs {
+        while let Ok(event) = sub.events.try_recv() {
+            let b: RecordBatch = match event {
+                SubscriptionEvent::Rows(b) => b,
+                SubscriptionEvent::Failed(e) => panic!("{name} failed: {e}"),
+            };
+            let seqs = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            for row in 0..b.num_rows() {
+                let text: Vec<String> = (1..b.num_columns())
+                    .map(|c| match b.column(c).is_null(row) {
+                        true => "NULL".to_string(),
+                        false => array_value_to_string(b.column(c), row).unwrap(),
+                    })
+                    .collect();
+                seen.entry(name)
+                    .or_default()
+                    .push((seqs.value(row), text.join("|")));
+            }
+        }
+    }
+}
+
+fn open(dir: &std::path::Path) -> Engine {
+    Engine::open(EngineConfig {
+        data_dir: Some(dir.to_path_buf()),
+        fsync: FsyncPolicy::Off,
+        checkpoint_interval: None,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
+/// The batches of both streams in the order `order` picks them (true: the next of `a`), a
+/// checkpoint before batch `checkpoint_at` and a crash before batch `crash_at`.
+fn run(
+    a: &[RecordBatch],
+    b: &[RecordBatch],
+    order: &[bool],
+    checkpoint_at: usize,
+    crash_at: usize,
+) -> Seen {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = open(dir.path());
+    for sql in SETUP {
+        engine.execute_blocking(sql).unwrap();
+    }
+    for (name, sql) in QUERIES {
+        engine
+            .execute_blocking(&format!("CREATE CONTINUOUS QUERY {name} AS {sql}"))
+            .unwrap();
+    }
+    let mut seen = Seen::new();
+    let mut subs = subscribe(&engine, &seen);
+    let (mut ia, mut ib) = (0, 0);
+    let mut step = 0;
+    let mut pick = order.iter().cycle();
+    while ia < a.len() || ib < b.len() {
+        if step == checkpoint_at {
+            engine.execute_blocking("CHECKPOINT").unwrap();
+        }
+        if step == crash_at {
+            drain(&mut subs, &mut seen);
+            drop(subs);
+            drop(engine);
+            engine = open(dir.path());
+            subs = subscribe(&engine, &seen);
+        }
+        let take_a = match (ia < a.len(), ib < b.len()) {
+            (true, true) => *pick.next().unwrap(),
+            (more_a, _) => more_a,
+        };
+        if take_a {
+            engine.insert_batch("a", a[ia].clone()).unwrap();
+            ia += 1;
+        } else {
+            engine.insert_batch("b", b[ib].clone()).unwrap();
+            ib += 1;
+        }
+        step += 1;
+        drain(&mut subs, &mut seen);
+    }
+    engine.finish();
+    drain(&mut subs, &mut seen);
+    seen
+}
+
+fn split(rows: &[Row], splits: &[usize]) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while start < rows.len() {
+        let len = splits[i % splits.len()].min(rows.len() - start);
+        out.push(batch(&rows[start..start + len]));
+        start += len;
+        i += 1;
+    }
+    out
+}
+
+fn reference(rt: &tokio::runtime::Runtime, sql: &str, a: &[Row], b: &[Row]) -> Vec<String> {
+    rt.block_on(async {
+        let ctx = SessionContext::new();
+        for (name, rows) in [("a", a), ("b", b)] {
+            let table = MemTable::try_new(schema(), vec![vec![batch(rows)]]).unwrap();
+            ctx.register_table(name, Arc::new(table)).unwrap();
+        }
+        ctx.sql(
+            "CREATE VIEW u AS SELECT ts, k, v FROM a UNION ALL SELECT ts, k, v FROM b \
+                 WHERE v IS NOT NULL",
+        )
+        .await
+        .unwrap();
+        let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+        render(&batches)
+    })
+}
+
+fn sorted(seen: &Seen, name: &str) -> Vec<String> {
+    let mut rows: Vec<String> = seen
+        .get(name)
+        .map(|r| r.iter().map(|(_, t)| t.clone()).collect())
+        .unwrap_or_default();
+    rows.sort();
+    rows
+}
+
+/// A stream's rows and the sizes of the batches to split them into.
+type Split = (Vec<Row>, Vec<usize>);
+
+fn streams() -> impl Strategy<Value = (Split, Split)> {
+    (jittered_rows(120, 4), jittered_rows(120, 4))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn a_union_matches_batch_recompute_across_splits_orders_and_a_crash(
+        ((a, splits_a), (b, splits_b)) in streams(),
+        order in prop::collection::vec(any::<bool>(), 1..12),
+        other_order in prop::collection::vec(any::<bool>(), 1..12),
+        checkpoint_at in 0usize..20,
+        crash_offset in 0usize..10,
+    ) {
+        // Stream b starts a little later, so that the union waits for it at first.
+        let b: Vec<Row> = b.into_iter().map(|r| Row { ts: r.ts + 3 * common::SEC, ..r }).collect();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (batches_a, batches_b) = (split(&a, &splits_a), split(&b, &splits_b));
+        let seen = run(&batches_a, &batches_b, &order, checkpoint_at, checkpoint_at + crash_offset);
+        for ((name, _), (_, sql)) in QUERIES.iter().zip(REFERENCE) {
+            let got = seen.get(name).cloned().unwrap_or_default();
+            let numbers: Vec<i64> = got.iter().map(|r| r.0).collect();
+            let dense: Vec<i64> = (1..=got.len() as i64).collect();
+            prop_assert_eq!(numbers, dense, "{}: a gap or a repeat in the sequence numbers", name);
+            let want = reference(&rt, sql, &a, &b)
+                .into_iter()
+                .map(|l| l.replace('T', " "))
+                .collect::<Vec<_>>();
+            let got: Vec<String> = sorted(&seen, name).into_iter().map(|l| l.replace('T', " ")).collect();
+            prop_assert_eq!(got, want, "{} differs from the recompute", name);
+        }
+        // The union's rows leave in event-time order.
+        let times: Vec<String> = seen["rows"].iter().map(|(_, t)| t.split('|').next().unwrap().to_string()).collect();
+        let mut in_order = times.clone();
+        in_order.sort();
+        prop_assert_eq!(&times, &in_order);
+        // Other batch sizes, another interleaving, no crash: the very same rows, in order.
+        let (again_a, again_b) = (split(&a, &[7, 1, 30]), split(&b, &[2, 19]));
+        let again = run(&again_a, &again_b, &other_order, usize::MAX, usize::MAX);
+        for (name, _) in QUERIES {
+            prop_assert_eq!(again.get(name), seen.get(name), "{} differs between the runs", name);
+        }
+    }
+}
+
+fn subscription(engine: &Engine, name: &str) -> Subscription {
+    match engine
+        .execute_blocking(&format!("SUBSCRIBE {name}"))
+        .unwrap()
+        .remove(0)
+    {
+        StatementResult::Subscribe(s) => s,
+        _ => panic!("not a subscription"),
+    }
+}
+
+fn rows_every_second(from: i64, n: i64) -> RecordBatch {
+    let rows: Vec<Row> = (0..n)
+        .map(|i| Row {
+            ts: common::BASE + (from + i) * common::SEC,
+            k: i % 3,
+            v: Some(i),
+        })
+        .collect();
+    batch(&rows)
+}
+
+#[test]
+fn a_quiet_stream_with_an_idle_timeout_does_not_hold_the_union_back() {
+    let engine = Engine::open(EngineConfig::default()).unwrap();
+    for sql in [
+        "CREATE STREAM a (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, WATERMARK FOR ts AS ts)",
+        "CREATE STREAM b (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, WATERMARK FOR ts AS ts) \
+         WITH (idle_timeout = '2s')",
+        "CREATE CONTINUOUS QUERY q AS SELECT * FROM (SELECT ts, k, v FROM a UNION ALL \
+         SELECT ts, k, v FROM b) u",
+    ] {
+        engine.execute_blocking(sql).unwrap();
+    }
+    let mut sub = subscription(&engine, "q");
+    engine.insert_batch("b", rows_every_second(0, 1)).unwrap();
+    engine.insert_batch("a", rows_every_second(0, 10)).unwrap();
+    assert_eq!(
+        common::received(&mut sub).len(),
+        0,
+        "b's watermark holds the rows"
+    );
+    // b is quiet for longer than its idle timeout: its watermark follows processing time.
+    engine.tick_at(std::time::Instant::now() + std::time::Duration::from_secs(5));
+    let rows: usize = common::received(&mut sub)
+        .iter()
+        .map(|b| b.num_rows())
+        .sum();
+    assert!(
+        rows >= 5,
+        "the idle stream let a's rows through ({rows} released)"
+    );
+}
+
+#[test]
+fn a_stalled_stream_fails_the_union_query_with_53200_naming_it() {
+    let engine = Engine::open(EngineConfig {
+        max_query_state_bytes: 256 << 10,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    for sql in [
+        "CREATE STREAM a (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, WATERMARK FOR ts AS ts)",
+        "CREATE STREAM b (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, WATERMARK FOR ts AS ts)",
+        "CREATE CONTINUOUS QUERY q AS SELECT * FROM (SELECT ts, k, v FROM a UNION ALL \
+         SELECT ts, k, v FROM b) u",
+        "CREATE CONTINUOUS QUERY other AS SELECT ts, v FROM a WHERE v > 5",
+    ] {
+        engine.execute_blocking(sql).unwrap();
+    }
+    let mut sub = subscription(&engine, "q");
+    for i in 0..200 {
+        engine
+            .insert_batch("a", rows_every_second(i * 500, 500))
+            .unwrap();
+    }
+    let failure = std::iter::from_fn(|| sub.events.try_recv().ok())
+        .find_map(|e| match e {
+            SubscriptionEvent::Failed(f) => Some(f),
+            SubscriptionEvent::Rows(_) => None,
+        })
+        .expect("the union query failed");
+    let text = failure.message.clone();
+    assert_eq!(failure.sqlstate, "53200", "{text}");
+    assert!(text.contains("waiting for stream \"b\""), "{text}");
+    // The stream and its other query run on.
+    let mut other = subscription(&engine, "other");
+    engine
+        .insert_batch("a", rows_every_second(200_000, 10))
+        .unwrap();
+    assert!(!common::received(&mut other).is_empty());
+}
