@@ -65,6 +65,7 @@ function renderTables(overview, now) {
     const cells = [
       [s.name], [fmt(s.rows_in), "n"], [rate("streams", s.name, "rows_in", now, s), "n"],
       [fmt(s.late_rows), "n"], [fmt(s.shed_rows), "n"], [s.watermark || ""],
+      [s.history === "off" ? "off" : `${s.history}: ${fmt(s.history_rows)} rows, ${fmt(s.history_bytes)} B`],
     ];
     for (const [text, cls] of cells) tr.append(el("td", cls ? { class: cls } : {}, text));
     sbody.append(tr);
