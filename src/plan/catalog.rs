@@ -408,6 +408,11 @@ impl Catalog {
         Ok(())
     }
 
+    /// Replaces a query's definition, keeping its place in the creation order.
+    pub fn replace_query(&mut self, name: &str, def: CreateQuery) {
+        self.queries.insert(name.to_string(), def);
+    }
+
     /// Removes a query.
     pub fn remove_query(&mut self, name: &str) -> Option<CreateQuery> {
         self.query_order.retain(|q| q != name);

@@ -499,7 +499,8 @@ impl Engine {
             | Statement::DropTable { .. }
             | Statement::CreateView(_)
             | Statement::DropView { .. }
-            | Statement::AlterStream { .. } => {
+            | Statement::AlterStream { .. }
+            | Statement::AlterQuery(_) => {
                 if let Statement::CreateQuery(cq) = &stmt {
                     if cq.start.is_some() {
                         return self.create_backfilled(cq);
@@ -516,6 +517,7 @@ impl Engine {
                     Statement::CreateQuery(_) => "CREATE CONTINUOUS QUERY",
                     Statement::DropStream { .. } => "DROP STREAM",
                     Statement::AlterStream { .. } => "ALTER STREAM",
+                    Statement::AlterQuery(_) => "ALTER CONTINUOUS QUERY",
                     Statement::CreateSource(_) => {
                         self.start_sources()?;
                         "CREATE SOURCE"

@@ -344,6 +344,7 @@ pub fn required_role(stmt: &Statement) -> (Role, &'static str) {
         Statement::CreateStream(_) => (Role::Admin, "CREATE STREAM"),
         Statement::DropStream { .. } => (Role::Admin, "DROP STREAM"),
         Statement::AlterStream { .. } => (Role::Admin, "ALTER STREAM"),
+        Statement::AlterQuery(_) => (Role::Admin, "ALTER CONTINUOUS QUERY"),
         Statement::CreateQuery(_) => (Role::Admin, "CREATE CONTINUOUS QUERY"),
         Statement::DropQuery { .. } => (Role::Admin, "DROP QUERY"),
         Statement::Checkpoint => (Role::Admin, "CHECKPOINT"),

@@ -68,6 +68,8 @@ pub enum Statement {
     },
     /// `SHOW TABLES`
     ShowTables,
+    /// `ALTER CONTINUOUS QUERY name AS SELECT ...`: the query replaced, keeping its state.
+    AlterQuery(CreateQuery),
     /// `ALTER STREAM name SET (history = '...')`
     AlterStream {
         /// The stream.
@@ -759,6 +761,14 @@ impl fmt::Display for Statement {
                 cascade,
             } => drop_sql(f, "TABLE", name, *if_exists, *cascade),
             Statement::ShowTables => f.write_str("SHOW TABLES"),
+            Statement::AlterQuery(q) => {
+                write!(
+                    f,
+                    "ALTER CONTINUOUS QUERY {} AS {}",
+                    q.name,
+                    query_sql(&q.query, &q.clauses)
+                )
+            }
             Statement::AlterStream { name, options } => {
                 let options: Vec<String> = options
                     .iter()

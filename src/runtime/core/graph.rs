@@ -170,6 +170,25 @@ impl OperatorGraph {
         }
     }
 
+    /// The first operator on `path` that keeps state across rows and was built for it alone
+    /// (no other query uses it): for an altered query, an operator that starts empty.
+    pub fn first_fresh_stateful(&self, path: &[usize]) -> Option<&'static str> {
+        path.iter()
+            .map(|&id| self.node(id))
+            .find_map(|n| (n.users == 1 && !n.spec.is_stateless()).then(|| n.spec.name()))
+    }
+
+    /// Delivers the results of query `from` (whose path is `path`) as query `to`'s.
+    pub fn rename_sink(&mut self, path: &[usize], from: &str, to: &str) {
+        let sinks = match path.last() {
+            Some(&last) => &mut self.node_mut(last).sinks,
+            None => &mut self.passthrough,
+        };
+        for (q, _) in sinks.iter_mut().filter(|(q, _)| q == from) {
+            *q = to.to_string();
+        }
+    }
+
     /// The state of node `id`, for a checkpoint.
     pub fn snapshot_node(
         &mut self,

@@ -176,6 +176,7 @@ impl Engine {
                 shared.query_streams.insert(name, stream);
                 Ok(seq)
             }
+            Statement::AlterQuery(cq) => self.alter_query(shared, cq, log),
             Statement::AlterStream { name, options } => {
                 self.alter_stream(shared, &name, options, log)
             }
@@ -466,6 +467,91 @@ impl Engine {
         };
         self.ddl(shared, drop, log)?;
         Ok(())
+    }
+
+    /// `ALTER CONTINUOUS QUERY q AS SELECT ...`: the new query joins the stream's graph as any
+    /// query does, sharing the operators whose specs are unchanged, which keep their state
+    /// (a changed HAVING or select list keeps the windows, a changed threshold of an
+    /// INVARIANT keeps what it learned if its spec is unchanged); then the old one leaves.
+    /// An operator that keeps state across rows and would start empty is refused (0A000,
+    /// naming it). With the same columns, results go on to the same subscribers with the same
+    /// sequence numbers; with other columns, numbering goes on but subscribers are ended.
+    fn alter_query(&self, shared: &mut Shared, cq: CreateQuery, log: bool) -> Result<Option<u64>> {
+        let name = normalize(&cq.name);
+        let Some(stream) = shared.query_streams.get(&name).cloned() else {
+            return Err(Error::undefined("query", &name));
+        };
+        let readers = derived_readers(shared, |p| p.queries.iter().any(|q| *q == name));
+        if !readers.is_empty() {
+            return Err(Error::Catalog {
+                sqlstate: sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
+                message: format!(
+                    "cannot alter query \"{name}\" because queries or views {} read it",
+                    readers.join(", ")
+                ),
+                location: None,
+            });
+        }
+        let plan = self.plan_query(shared, &cq)?;
+        if plan.stream.name != stream || plan.union.is_some() {
+            return Err(Error::NotSupported(format!(
+                "ALTER keeps a query on its stream: \"{name}\" reads \"{stream}\", the new \
+                 query reads \"{}\"; create a new query instead",
+                plan.stream.name
+            )));
+        }
+        let hub = shared
+            .hubs
+            .get(&stream)
+            .cloned()
+            .ok_or_else(|| Error::undefined("stream", &stream))?;
+        let mut hub = hub.lock();
+        let old = hub
+            .queries
+            .remove(&name)
+            .ok_or_else(|| Error::undefined("query", &name))?;
+        let same_columns = old.plan.schema.fields() == plan.schema.fields();
+        let output = if same_columns {
+            old.output.clone()
+        } else {
+            let output = hub.new_output(&name, &plan);
+            let rows_out = crate::runtime::core::output::QueryOutput::lock(&old.output).rows_out();
+            crate::runtime::core::output::QueryOutput::lock(&output).restore(rows_out, &[]);
+            output
+        };
+        let staging = format!("{name}\u{0}altered");
+        let attached = hub.attach_with(&staging, cq.clone(), plan, output, None);
+        let fresh = attached.and_then(|()| {
+            let new_path = hub.queries[&staging].path.clone();
+            match hub.graph.first_fresh_stateful(&new_path) {
+                Some(op) => Err(Error::NotSupported(format!(
+                    "ALTER would start the {op} of query \"{name}\" empty (its definition \
+                     changed): keep it as it is, or DROP the query and CREATE it WITH (start = \
+                     ...) to rebuild it from history"
+                ))),
+                None => Ok(()),
+            }
+        });
+        let logged = fresh
+            .and_then(|()| self.log_catalog(Statement::AlterQuery(cq.clone()).to_string(), log));
+        match logged {
+            Ok(seq) => {
+                hub.graph.detach(&name, &old.path);
+                let mut rt = hub.queries.remove(&staging).expect("just attached");
+                hub.graph.rename_sink(&rt.path, &staging, &name);
+                rt.def = cq.clone();
+                rt.rows_in = old.rows_in;
+                hub.queries.insert(name.clone(), rt);
+                drop(hub);
+                shared.catalog.replace_query(&name, cq);
+                Ok(seq)
+            }
+            Err(e) => {
+                hub.detach(&staging);
+                hub.queries.insert(name, old);
+                Err(e)
+            }
+        }
     }
 
     /// `ALTER STREAM s SET (history = ...)`: history kept from now on, for a different span,

@@ -293,6 +293,19 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         parser.next_token();
         return Ok(Statement::CreateStream(parse_create_stream(parser)?));
     }
+    if is_word(&first, "ALTER") && is_word(&second, "CONTINUOUS") {
+        parser.next_token();
+        parser.next_token();
+        let altered = parse_create_query(parser)?;
+        if altered.start.is_some() || altered.if_not_exists {
+            return Err(Error::NotSupported(
+                "ALTER CONTINUOUS QUERY takes neither IF NOT EXISTS nor WITH (start = ...): to \
+                 rebuild a query's state from history, DROP it and CREATE it WITH (start = ...)"
+                    .into(),
+            ));
+        }
+        return Ok(Statement::AlterQuery(altered));
+    }
     if is_word(&first, "ALTER") && is_word(&second, "STREAM") {
         parser.next_token();
         parser.next_token();
