@@ -481,7 +481,7 @@ impl Engine {
         let Some(stream) = shared.query_streams.get(&name).cloned() else {
             return Err(Error::undefined("query", &name));
         };
-        let readers = derived_readers(shared, |p| p.queries.iter().any(|q| *q == name));
+        let readers = derived_readers(shared, |p| p.queries.contains(&name));
         if !readers.is_empty() {
             return Err(Error::Catalog {
                 sqlstate: sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
