@@ -342,3 +342,174 @@ impl Operator for IntervalJoin {
             .sum()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{Int64Array, Int8Array, TimestampNanosecondArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+    use datafusion::physical_expr::expressions::Column;
+
+    fn ts() -> DataType {
+        DataType::Timestamp(TimeUnit::Nanosecond, None)
+    }
+
+    /// `__time`, `__side`, left (t, k), right (t, k).
+    fn input() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("__time", ts(), true),
+            Field::new("__side", DataType::Int8, true),
+            Field::new("left.t", ts(), true),
+            Field::new("left.k", DataType::Int64, true),
+            Field::new("right.t", ts(), true),
+            Field::new("right.k", DataType::Int64, true),
+        ]))
+    }
+
+    fn join(kind: IntervalKind) -> IntervalJoin {
+        let side = |start| JoinSide {
+            schema: Arc::new(Schema::new(vec![
+                Field::new("t", ts(), true),
+                Field::new("k", DataType::Int64, true),
+            ])),
+            start,
+            keys: vec![Arc::new(Column::new("k", 1)) as Arc<dyn PhysicalExpr>],
+        };
+        let out = match kind {
+            IntervalKind::Anti => vec![
+                Field::new("t", ts(), true),
+                Field::new("k", DataType::Int64, true),
+            ],
+            _ => input().fields()[2..]
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect(),
+        };
+        // right.t - left.t in -1..=2
+        IntervalJoin::try_new(
+            kind,
+            input(),
+            [side(2), side(4)],
+            -1,
+            2,
+            Arc::new(Schema::new(out)),
+        )
+        .unwrap()
+    }
+
+    /// Rows (side, time, key), in time order as the merge gives them.
+    fn rows(r: &[(i8, i64, i64)]) -> RecordBatch {
+        let pick = |s: i8, v: Option<i64>| {
+            r.iter()
+                .map(move |x| (x.0 == s).then_some(v.unwrap_or(x.1)))
+        };
+        let t: Vec<Option<i64>> = r.iter().map(|x| Some(x.1)).collect();
+        RecordBatch::try_new(
+            input(),
+            vec![
+                Arc::new(TimestampNanosecondArray::from(t)),
+                Arc::new(Int8Array::from_iter_values(r.iter().map(|x| x.0))),
+                Arc::new(TimestampNanosecondArray::from(
+                    pick(0, None).collect::<Vec<_>>(),
+                )),
+                Arc::new(Int64Array::from(
+                    r.iter()
+                        .map(|x| (x.0 == 0).then_some(x.2))
+                        .collect::<Vec<_>>(),
+                )),
+                Arc::new(TimestampNanosecondArray::from(
+                    pick(1, None).collect::<Vec<_>>(),
+                )),
+                Arc::new(Int64Array::from(
+                    r.iter()
+                        .map(|x| (x.0 == 1).then_some(x.2))
+                        .collect::<Vec<_>>(),
+                )),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// Output rows as (left time, right time or -1).
+    fn pairs(out: &[RecordBatch]) -> Vec<(i64, i64)> {
+        out.iter()
+            .flat_map(|b| {
+                let l = b
+                    .column(0)
+                    .as_primitive::<TimestampNanosecondType>()
+                    .clone();
+                let r = (b.num_columns() > 2).then(|| {
+                    b.column(2)
+                        .as_primitive::<TimestampNanosecondType>()
+                        .clone()
+                });
+                (0..b.num_rows())
+                    .map(|i| {
+                        (
+                            l.value(i),
+                            r.as_ref()
+                                .map_or(-1, |r| if r.is_null(i) { -1 } else { r.value(i) }),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pairs_within_the_interval_match_once_and_left_rows_end_with_the_watermark() {
+        let mut j = join(IntervalKind::Left);
+        // left 10 (k 1) matches right 9 and 12 of k 1; right 13 is past 10 + 2.
+        let out = j
+            .process_batch(rows(&[
+                (1, 9, 1),
+                (0, 10, 1),
+                (1, 11, 2),
+                (1, 12, 1),
+                (0, 12, 2),
+                (1, 13, 1),
+            ]))
+            .unwrap();
+        assert_eq!(pairs(&out), vec![(10, 9), (10, 12), (12, 11)]);
+        // left 20 matches nothing: its NULL row comes once the watermark passes 22.
+        assert!(j.process_batch(rows(&[(0, 20, 1)])).unwrap().is_empty());
+        assert!(pairs(
+            &j.on_watermark(Watermark(crate::time::EventTime(22)))
+                .unwrap()
+        )
+        .is_empty());
+        let snap = j.snapshot().unwrap().encode().unwrap();
+        let mut restored = join(IntervalKind::Left);
+        restored.restore(&snap).unwrap();
+        assert_eq!(restored.state_bytes() > 0, j.state_bytes() > 0);
+        let end = restored
+            .on_watermark(Watermark(crate::time::EventTime(23)))
+            .unwrap();
+        assert_eq!(pairs(&end), vec![(20, -1)]);
+        assert_eq!(
+            restored.kept[0].len() + restored.kept[1].len(),
+            0,
+            "state bounded by the watermark"
+        );
+    }
+
+    #[test]
+    fn the_anti_join_emits_left_rows_that_matched_nothing() {
+        let mut j = join(IntervalKind::Anti);
+        let mut out = j
+            .process_batch(rows(&[(0, 10, 1), (0, 10, 2), (1, 11, 1)]))
+            .unwrap();
+        out.extend(
+            j.on_watermark(Watermark(crate::time::EventTime(100)))
+                .unwrap(),
+        );
+        assert_eq!(pairs(&out), vec![(10, -1)]);
+        assert_eq!(
+            out[0]
+                .column(1)
+                .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                .value(0),
+            2
+        );
+    }
+}
