@@ -21,9 +21,9 @@ const STREAM: &str = "CREATE STREAM s (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT
 const TABLE: &str = "CREATE TABLE watch (k BIGINT PRIMARY KEY, label TEXT)";
 
 /// A windowed aggregate, a pattern, an outlier model, a plain filter, a suppressed one, an
-/// enrichment from the table, a watch-list over it, and a query over the windowed one's
-/// results.
-const QUERIES: [(&str, &str); 8] = [
+/// enrichment from the table, a watch-list over it, a query over the windowed one's
+/// results, and a window over a UNION ALL (of two filters of the stream: two taps, one merge).
+const QUERIES: [(&str, &str); 9] = [
     (
         "win",
         "SELECT k, window_end, COUNT(*) AS n, SUM(v) AS total \
@@ -54,7 +54,16 @@ const QUERIES: [(&str, &str); 8] = [
         "SELECT k, v FROM s WHERE k IN (SELECT k FROM watch WHERE label <> 'quiet')",
     ),
     ("chn", "SELECT k, window_end, total FROM win WHERE n >= 2"),
+    (
+        "uni",
+        "SELECT k, window_end, COUNT(*) AS n FROM TUMBLE(both_halves, ts, INTERVAL '5' SECOND) \
+         GROUP BY k, window_start, window_end",
+    ),
 ];
+
+/// The view the union query reads.
+const VIEW: &str = "CREATE VIEW both_halves AS SELECT ts, k, v FROM s WHERE v >= 50 \
+                    UNION ALL SELECT ts, k, v FROM s WHERE k = 0";
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -140,6 +149,7 @@ fn open(dir: Option<&std::path::Path>, fsync: FsyncPolicy) -> Engine {
 fn create(engine: &Engine) {
     engine.execute_blocking(STREAM).unwrap();
     engine.execute_blocking(TABLE).unwrap();
+    engine.execute_blocking(VIEW).unwrap();
     for (name, sql) in QUERIES {
         engine
             .execute_blocking(&format!("CREATE CONTINUOUS QUERY {name} AS {sql}"))

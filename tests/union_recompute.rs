@@ -1,4 +1,4 @@
-//! Queries over a `UNION ALL` of two streams checked against a batch recompute over all the
+//! Queries over a `UNION ALL` of two streams, and interval joins of them, checked against a batch recompute over all the
 //! rows of both: random rows with bounded disorder (within each stream's watermark delay),
 //! split into random batches, the two streams' batches interleaved in a random order, and a
 //! checkpoint, more rows and a crash (the engine dropped, the log replayed by the next one)
@@ -28,8 +28,8 @@ const SETUP: [&str; 3] = [
 ];
 
 /// The union's rows, filtered and marked with their stream; a tumbling and a hopping window
-/// over the view.
-const QUERIES: [(&str, &str); 3] = [
+/// over the view; an inner, a LEFT and an anti interval join of the two streams.
+const QUERIES: [(&str, &str); 6] = [
     (
         "rows",
         "SELECT ts, k, v, src FROM (SELECT ts, k, v, 'a' AS src FROM a WHERE v > -30 \
@@ -46,10 +46,25 @@ const QUERIES: [(&str, &str); 3] = [
          FROM HOP(u, ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) \
          GROUP BY window_start, window_end",
     ),
+    (
+        "inner",
+        "SELECT a.ts, a.k, a.v, b.ts AS bts, b.v AS bv FROM a JOIN b ON a.k = b.k \
+         AND b.ts BETWEEN a.ts - INTERVAL '2' SECOND AND a.ts + INTERVAL '3' SECOND",
+    ),
+    (
+        "lft",
+        "SELECT a.ts, a.k, a.v, b.ts AS bts FROM a LEFT JOIN b ON a.k = b.k \
+         AND b.ts >= a.ts AND b.ts <= a.ts + INTERVAL '1' SECOND",
+    ),
+    (
+        "anti",
+        "SELECT a.ts, a.k, a.v FROM a WHERE a.v IS NOT NULL AND NOT EXISTS (SELECT 1 FROM b \
+         WHERE b.k = a.k AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '2' SECOND)",
+    ),
 ];
 
 /// The same results computed by DataFusion over all rows at once.
-const REFERENCE: [(&str, &str); 3] = [
+const REFERENCE: [(&str, &str); 6] = [
     (
         "rows",
         "SELECT ts, k, v, src FROM (SELECT ts, k, v, 'a' AS src FROM a WHERE v > -30 \
@@ -71,6 +86,21 @@ const REFERENCE: [(&str, &str); 3] = [
            UNION ALL SELECT v, date_bin(INTERVAL '5 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') \
              - INTERVAL '10 seconds' FROM u) \
          GROUP BY ws",
+    ),
+    (
+        "inner",
+        "SELECT a.ts, a.k, a.v, b.ts AS bts, b.v AS bv FROM a JOIN b ON a.k = b.k \
+         AND b.ts BETWEEN a.ts - INTERVAL '2' SECOND AND a.ts + INTERVAL '3' SECOND",
+    ),
+    (
+        "lft",
+        "SELECT a.ts, a.k, a.v, b.ts AS bts FROM a LEFT JOIN b ON a.k = b.k \
+         AND b.ts >= a.ts AND b.ts <= a.ts + INTERVAL '1' SECOND",
+    ),
+    (
+        "anti",
+        "SELECT a.ts, a.k, a.v FROM a WHERE a.v IS NOT NULL AND NOT EXISTS (SELECT 1 FROM b \
+         WHERE b.k = a.k AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '2' SECOND)",
     ),
 ];
 

@@ -9,6 +9,7 @@ pub mod evidence;
 pub mod filter;
 pub mod grouping_sets;
 pub mod history;
+pub mod interval_join;
 pub mod invariant;
 pub mod lookup;
 pub mod outlier;

@@ -29,8 +29,8 @@ use serde_json::{json, Map, Value};
 use super::catalog::StreamDef;
 use super::query::WindowSpec;
 use super::spec::{
-    FilterSpec, HistorySpec, InvariantSpec, LookupJoinSpec, MatchRecognizeSpec, OperatorSpec,
-    OutlierSpec, ProjectSpec, SessionWindowSpec, SuppressSpec, WindowAggregateSpec,
+    FilterSpec, HistorySpec, IntervalJoinSpec, InvariantSpec, LookupJoinSpec, MatchRecognizeSpec,
+    OperatorSpec, OutlierSpec, ProjectSpec, SessionWindowSpec, SuppressSpec, WindowAggregateSpec,
 };
 use crate::operators::invariant::Training;
 use crate::operators::lookup::LookupKind;
@@ -68,6 +68,7 @@ impl OperatorSpec {
         match self {
             OperatorSpec::Filter(s) => filter(s),
             OperatorSpec::LookupJoin(s) => lookup_join(s),
+            OperatorSpec::IntervalJoin(s) => interval_join(s),
             OperatorSpec::Project(s) => project(s),
             OperatorSpec::WindowAggregate(s) => window_aggregate(s),
             OperatorSpec::WindowAssign(s) => ExplainNode::new("WindowAssign")
@@ -110,6 +111,38 @@ fn filter(s: &FilterSpec) -> ExplainNode {
     ExplainNode::new("Filter")
         .with("predicate", show(&s.condition, &s.relation))
         .with("state", "none")
+}
+
+fn interval_join(s: &IntervalJoinSpec) -> ExplainNode {
+    use crate::operators::interval_join::IntervalKind;
+    let kind = match s.kind {
+        IntervalKind::Inner => "inner",
+        IntervalKind::Left => "left",
+        IntervalKind::Anti => "anti (NOT EXISTS)",
+    };
+    let secs = |n: i64| {
+        let mut out = String::new();
+        crate::text::write_float(&mut out, n as f64 / 1e9);
+        out
+    };
+    ExplainNode::new("IntervalJoin")
+        .with("streams", format!("{}, {}", s.streams[0], s.streams[1]))
+        .with("kind", kind)
+        .with("condition", show(&s.condition, ""))
+        .with(
+            "interval",
+            format!(
+                "{}.time + {} s .. {}.time + {} s",
+                s.streams[0],
+                secs(s.lower),
+                s.streams[0],
+                secs(s.upper)
+            ),
+        )
+        .with(
+            "state",
+            "the rows of each stream until the watermark passes the end of their interval",
+        )
 }
 
 fn lookup_join(s: &LookupJoinSpec) -> ExplainNode {

@@ -41,8 +41,9 @@ pub(super) fn plan_join(
     let Some(table) = scanned_table(&join.right, catalog) else {
         return Err(Error::NotSupported(
             "a continuous query joins its stream with tables (CREATE TABLE), written after \
-             the stream: FROM stream s JOIN table t ON s.col = t.key; joins of two streams \
-             are not supported yet"
+             the stream: FROM stream s JOIN table t ON s.col = t.key, or with another stream \
+             by name, bounded by time: FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts - \
+             INTERVAL ... AND a.ts + INTERVAL ..."
                 .into(),
         ));
     };

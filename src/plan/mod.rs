@@ -21,6 +21,7 @@ mod expr;
 mod from;
 mod grouping;
 mod history;
+mod interval_join;
 mod lookup;
 mod pattern;
 #[cfg(test)]

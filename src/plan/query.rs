@@ -132,6 +132,16 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         }
         return plan_union(query, catalog);
     }
+    if let Some(streams) = super::interval_join::joined_streams(query, catalog) {
+        if clauses != &Clauses::default() {
+            return Err(Error::NotSupported(
+                "clauses after a join of streams are not supported: read the join from \
+                 another query"
+                    .into(),
+            ));
+        }
+        return super::interval_join::plan_stream_join(query, streams, catalog);
+    }
     let mut query = query.clone();
     if query.order_by.is_some() || query.limit_clause.is_some() || query.with.is_some() {
         return Err(Error::NotSupported(

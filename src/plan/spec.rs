@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::operators::aggregates::AggregateSpec;
 use crate::operators::grouping_sets::GroupingSetsAggregate;
 use crate::operators::history::HistoryColumn;
+use crate::operators::interval_join::{IntervalJoin, IntervalKind, JoinSide};
 use crate::operators::invariant::{InvariantKind, Training};
 use crate::operators::lookup::{LookupJoin, LookupKind, TableStore};
 use crate::operators::outlier::OutlierMethod;
@@ -70,6 +71,60 @@ pub enum OperatorSpec {
     Sharded(ShardedSpec),
     /// A join with a table, by its primary key (`JOIN`, `LEFT JOIN`, `IN`/`EXISTS`).
     LookupJoin(LookupJoinSpec),
+    /// A join of two streams bounded by time (`JOIN`, `LEFT JOIN`, `NOT EXISTS`).
+    IntervalJoin(IntervalJoinSpec),
+}
+
+/// An [`IntervalJoin`](crate::operators::interval_join::IntervalJoin) over the merge of two
+/// streams.
+#[derive(Debug, Clone)]
+pub struct IntervalJoinSpec {
+    /// Inner, left or anti.
+    pub kind: IntervalKind,
+    /// The merged rows: `__time`, `__side`, the left's columns, the right's.
+    pub input: SchemaRef,
+    /// Each side's columns and key.
+    pub sides: [JoinSide; 2],
+    /// `right.time - left.time` lies in `lower..=upper` (nanoseconds).
+    pub lower: i64,
+    /// See `lower`.
+    pub upper: i64,
+    /// The output rows.
+    pub schema: SchemaRef,
+    /// The join condition as planned (EXPLAIN shows it).
+    pub condition: LExpr,
+    /// The two streams.
+    pub streams: [String; 2],
+}
+
+impl PartialEq for IntervalJoinSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+            && self.input == other.input
+            && self.lower == other.lower
+            && self.upper == other.upper
+            && self.schema == other.schema
+            && self.condition == other.condition
+            && self.streams == other.streams
+            && self
+                .sides
+                .iter()
+                .zip(&other.sides)
+                .all(|(a, b)| a.start == b.start && a.schema == b.schema && a.keys == b.keys)
+    }
+}
+
+impl Eq for IntervalJoinSpec {}
+
+impl Hash for IntervalJoinSpec {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.kind.hash(state);
+        self.lower.hash(state);
+        self.upper.hash(state);
+        self.schema.hash(state);
+        self.condition.hash(state);
+        self.streams.hash(state);
+    }
 }
 
 /// A [`LookupJoin`].
@@ -507,6 +562,14 @@ impl OperatorSpec {
                 s.joined.clone(),
                 s.schema.clone(),
             )?),
+            OperatorSpec::IntervalJoin(s) => Box::new(IntervalJoin::try_new(
+                s.kind,
+                s.input.clone(),
+                s.sides.clone(),
+                s.lower,
+                s.upper,
+                s.schema.clone(),
+            )?),
             OperatorSpec::Sharded(s) => {
                 let replicas = (0..s.workers)
                     .map(|_| s.inner.build())
@@ -551,6 +614,7 @@ impl OperatorSpec {
             OperatorSpec::Suppress(_) => "Suppress",
             OperatorSpec::Sharded(s) => s.inner.name(),
             OperatorSpec::LookupJoin(_) => "LookupJoin",
+            OperatorSpec::IntervalJoin(_) => "IntervalJoin",
         }
     }
 

@@ -358,3 +358,20 @@ fn a_union_of_streams_is_refused_by_name() {
         "{inline}"
     );
 }
+
+#[test]
+fn joins_of_streams_are_refused_by_name() {
+    let join = refusal(
+        "CREATE CONTINUOUS QUERY q AS SELECT e.host, m.cpu FROM ev e JOIN m ON e.host = m.host \
+         AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '5' SECOND",
+    );
+    assert!(join.contains("a join has no Flink translation"), "{join}");
+    let absence = refusal(
+        "CREATE CONTINUOUS QUERY q AS SELECT e.host FROM ev e WHERE NOT EXISTS (SELECT 1 FROM m \
+         WHERE m.host = e.host AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '5' SECOND)",
+    );
+    assert!(
+        absence.contains("no faithful Flink translation"),
+        "{absence}"
+    );
+}

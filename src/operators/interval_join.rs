@@ -1,0 +1,515 @@
+//! The interval join of two streams: `FROM l JOIN r ON l.k = r.k AND r.ts BETWEEN l.ts + lower
+//! AND l.ts + upper` (inner, or LEFT with NULLs once no right row can match any more), and
+//! the anti join for absence (`NOT EXISTS (SELECT ... FROM r WHERE ... AND r.ts BETWEEN ...)`:
+//! a left row with no match, once the watermark closes its interval).
+//!
+//! Its input is the merge of both streams ([`crate::operators::union`]): rows of either side
+//! in one schema (`__time`, `__side`, the left's columns, the right's), in event-time order.
+//! Each row is matched against the other side's rows kept so far (a pair is found when the
+//! later of its two rows arrives, so each pair once), then kept while a later row of the
+//! other side could still match it: a left row until `time + upper` has passed, a right row
+//! until `time - lower` has. A left row's end (its NULL row, or its absence) is emitted
+//! before any row later than that end and once the watermark passes it, so the output does
+//! not depend on how the input was batched. State is bounded by the watermark.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{new_null_array, Array, ArrayRef, AsArray};
+use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::datatypes::{Int8Type, SchemaRef, TimestampNanosecondType};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
+use datafusion::physical_plan::PhysicalExpr;
+
+use super::snapshot::{decode, encode, StateImage};
+use super::Operator;
+use crate::error::{Error, Result};
+use crate::time::Watermark;
+
+/// What an interval join emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IntervalKind {
+    /// Each matching pair.
+    Inner,
+    /// Each matching pair, and each left row that matched nothing, with NULLs.
+    Left,
+    /// Each left row that matched nothing (`NOT EXISTS`).
+    Anti,
+}
+
+/// Where each side's columns are in the merged input, and how to read a side's key.
+#[derive(Debug, Clone)]
+pub struct JoinSide {
+    /// The side's own columns (all nullable), as they sit in the input from `start` on.
+    pub schema: SchemaRef,
+    /// Its first column in the input.
+    pub start: usize,
+    /// The key, over the side's own columns.
+    pub keys: Vec<Arc<dyn PhysicalExpr>>,
+}
+
+/// A kept row: its time, key (None: a NULL in it, matching nothing), the batch it came in,
+/// and whether it matched.
+struct Kept {
+    time: i64,
+    key: Option<OwnedRow>,
+    batch: RecordBatch,
+    row: usize,
+    matched: bool,
+}
+
+/// A left row (its batch and row) and the right row it matched, or None for its end.
+type Found = (RecordBatch, usize, Option<(RecordBatch, usize)>);
+
+/// See the module docs.
+pub struct IntervalJoin {
+    kind: IntervalKind,
+    input: SchemaRef,
+    schema: SchemaRef,
+    sides: [JoinSide; 2],
+    /// `right.time - left.time` must lie in `lower..=upper`.
+    lower: i64,
+    upper: i64,
+    converter: RowConverter,
+    kept: [VecDeque<Kept>; 2],
+    /// Pairs (left, right) found, and left rows ended unmatched, not yet emitted.
+    out: Vec<Found>,
+}
+
+const TIME: usize = 0;
+const SIDE: usize = 1;
+
+impl IntervalJoin {
+    /// A join of the merged `input` into rows of `schema` (the left's columns, then the
+    /// right's; the left's only for an anti join).
+    pub fn try_new(
+        kind: IntervalKind,
+        input: SchemaRef,
+        sides: [JoinSide; 2],
+        lower: i64,
+        upper: i64,
+        schema: SchemaRef,
+    ) -> Result<Self> {
+        if lower > upper || sides[0].keys.len() != sides[1].keys.len() {
+            return Err(Error::Internal("an interval join without a bound".into()));
+        }
+        let fields = sides[0]
+            .keys
+            .iter()
+            .map(|k| Ok(SortField::new(k.data_type(&sides[0].schema)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(IntervalJoin {
+            kind,
+            input,
+            schema,
+            sides,
+            lower,
+            upper,
+            converter: RowConverter::new(fields)?,
+            kept: [VecDeque::new(), VecDeque::new()],
+            out: Vec::new(),
+        })
+    }
+
+    /// The side's own columns of `batch`.
+    fn side_columns(&self, side: usize, batch: &RecordBatch) -> Result<RecordBatch> {
+        let s = &self.sides[side];
+        let n = s.schema.fields().len();
+        Ok(RecordBatch::try_new(
+            s.schema.clone(),
+            batch.columns()[s.start..s.start + n].to_vec(),
+        )?)
+    }
+
+    /// Each row's key for its side (None where it holds a NULL).
+    fn keys(&self, batch: &RecordBatch, sides: &[i8]) -> Result<Vec<Option<OwnedRow>>> {
+        let mut out: Vec<Option<OwnedRow>> = vec![None; batch.num_rows()];
+        for side in 0..2 {
+            if !sides.iter().any(|&s| s as usize == side) {
+                continue;
+            }
+            let own = self.side_columns(side, batch)?;
+            let cols: Vec<ArrayRef> = self.sides[side]
+                .keys
+                .iter()
+                .map(|k| k.evaluate(&own)?.into_array(own.num_rows()))
+                .collect::<std::result::Result<_, _>>()?;
+            let rows = self.converter.convert_columns(&cols)?;
+            for (i, slot) in out.iter_mut().enumerate() {
+                if sides[i] as usize == side && cols.iter().all(|c| c.is_valid(i)) {
+                    *slot = Some(rows.row(i).owned());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Ends the kept rows no row at or after `time` can match: a left row's end is emitted
+    /// (LEFT: with NULLs; anti: if it matched nothing).
+    fn expire(&mut self, time: i64) {
+        while let Some(l) = self.kept[0].front() {
+            if l.time.saturating_add(self.upper) >= time {
+                break;
+            }
+            let l = self.kept[0].pop_front().expect("a front row");
+            let ends = match self.kind {
+                IntervalKind::Inner => false,
+                IntervalKind::Left | IntervalKind::Anti => !l.matched,
+            };
+            if ends {
+                self.out.push((l.batch, l.row, None));
+            }
+        }
+        while let Some(r) = self.kept[1].front() {
+            if r.time.saturating_sub(self.lower) >= time {
+                break;
+            }
+            self.kept[1].pop_front();
+        }
+    }
+
+    /// Matches row `row` of `batch` (of side `side`, at `time`) against the other side.
+    fn probe(
+        &mut self,
+        side: usize,
+        time: i64,
+        key: &Option<OwnedRow>,
+        batch: &RecordBatch,
+        row: usize,
+    ) -> bool {
+        let Some(key) = key else {
+            return false;
+        };
+        // The other side's times that match: right - left in lower..=upper.
+        let (from, to) = match side {
+            0 => (
+                time.saturating_add(self.lower),
+                time.saturating_add(self.upper),
+            ),
+            _ => (
+                time.saturating_sub(self.upper),
+                time.saturating_sub(self.lower),
+            ),
+        };
+        let other = 1 - side;
+        let start = self.kept[other].partition_point(|k| k.time < from);
+        let mut matched = false;
+        for k in self.kept[other].range_mut(start..) {
+            if k.time > to {
+                break;
+            }
+            if k.key.as_ref() != Some(key) {
+                continue;
+            }
+            matched = true;
+            if side == 1 {
+                k.matched = true;
+            }
+            if self.kind != IntervalKind::Anti {
+                let pair = match side {
+                    0 => (batch.clone(), row, Some((k.batch.clone(), k.row))),
+                    _ => (k.batch.clone(), k.row, Some((batch.clone(), row))),
+                };
+                self.out.push(pair);
+            }
+        }
+        matched
+    }
+
+    /// The rows found so far, as output rows.
+    fn flush(&mut self) -> Result<Vec<RecordBatch>> {
+        if self.out.is_empty() {
+            return Ok(vec![]);
+        }
+        let pairs = std::mem::take(&mut self.out);
+        let lefts: Vec<RecordBatch> = pairs.iter().map(|(b, r, _)| b.slice(*r, 1)).collect();
+        let left = self.side_columns(0, &concat_batches(&self.input, &lefts)?)?;
+        let mut columns = left.columns().to_vec();
+        if self.kind != IntervalKind::Anti {
+            let null_row = RecordBatch::try_new(
+                self.input.clone(),
+                self.input
+                    .fields()
+                    .iter()
+                    .map(|f| new_null_array(f.data_type(), 1))
+                    .collect(),
+            )?;
+            let rights: Vec<RecordBatch> = pairs
+                .iter()
+                .map(|(_, _, r)| match r {
+                    Some((b, r)) => b.slice(*r, 1),
+                    None => null_row.clone(),
+                })
+                .collect();
+            let right = self.side_columns(1, &concat_batches(&self.input, &rights)?)?;
+            columns.extend(right.columns().iter().cloned());
+        }
+        Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
+    }
+
+    /// Keeps the rows of `batch` (times and keys given) as they arrive.
+    fn take_rows(&mut self, batch: &RecordBatch, restoring: Option<&[bool]>) -> Result<()> {
+        let times = batch.column(TIME).as_primitive::<TimestampNanosecondType>();
+        let sides: Vec<i8> = batch
+            .column(SIDE)
+            .as_primitive::<Int8Type>()
+            .iter()
+            .map(|s| s.unwrap_or(0))
+            .collect();
+        let keys = self.keys(batch, &sides)?;
+        for (i, key) in keys.into_iter().enumerate() {
+            if times.is_null(i) {
+                continue;
+            }
+            let time = times.value(i);
+            let side = sides[i] as usize;
+            let matched = match restoring {
+                Some(flags) => flags[i],
+                None => {
+                    self.expire(time);
+                    self.probe(side, time, &key, batch, i)
+                }
+            };
+            self.kept[side].push_back(Kept {
+                time,
+                key,
+                batch: batch.clone(),
+                row: i,
+                matched: side == 0 && matched,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Operator for IntervalJoin {
+    fn name(&self) -> &'static str {
+        "IntervalJoin"
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
+        self.take_rows(&batch, None)?;
+        self.flush()
+    }
+
+    fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
+        self.expire(watermark.0 .0);
+        self.flush()
+    }
+
+    fn snapshot(&mut self) -> Result<StateImage> {
+        let mut rows = Vec::new();
+        let mut header = Vec::new();
+        for kept in &self.kept {
+            for k in kept {
+                rows.push(k.batch.slice(k.row, 1));
+                header.push(k.matched as i64);
+            }
+        }
+        let batch = concat_batches(&self.input, &rows)?;
+        let schema = self.input.clone();
+        Ok(StateImage::later(move || {
+            encode(&header, &schema, &[batch])
+        }))
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
+        let (flags, batches) = decode(snapshot)?;
+        self.kept = [VecDeque::new(), VecDeque::new()];
+        self.out.clear();
+        let flags: Vec<bool> = flags.iter().map(|&f| f != 0).collect();
+        let mut at = 0;
+        for b in batches {
+            if b.schema().fields() != self.input.fields() || at + b.num_rows() > flags.len() {
+                return Err(Error::Internal("corrupt interval join snapshot".into()));
+            }
+            self.take_rows(&b, Some(&flags[at..at + b.num_rows()]))?;
+            at += b.num_rows();
+        }
+        Ok(())
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.kept
+            .iter()
+            .flatten()
+            .map(|k| k.batch.get_array_memory_size() / k.batch.num_rows().max(1))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{Int64Array, Int8Array, TimestampNanosecondArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+    use datafusion::physical_expr::expressions::Column;
+
+    fn ts() -> DataType {
+        DataType::Timestamp(TimeUnit::Nanosecond, None)
+    }
+
+    /// `__time`, `__side`, left (t, k), right (t, k).
+    fn input() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("__time", ts(), true),
+            Field::new("__side", DataType::Int8, true),
+            Field::new("left.t", ts(), true),
+            Field::new("left.k", DataType::Int64, true),
+            Field::new("right.t", ts(), true),
+            Field::new("right.k", DataType::Int64, true),
+        ]))
+    }
+
+    fn join(kind: IntervalKind) -> IntervalJoin {
+        let side = |start| JoinSide {
+            schema: Arc::new(Schema::new(vec![
+                Field::new("t", ts(), true),
+                Field::new("k", DataType::Int64, true),
+            ])),
+            start,
+            keys: vec![Arc::new(Column::new("k", 1)) as Arc<dyn PhysicalExpr>],
+        };
+        let out = match kind {
+            IntervalKind::Anti => vec![
+                Field::new("t", ts(), true),
+                Field::new("k", DataType::Int64, true),
+            ],
+            _ => input().fields()[2..]
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect(),
+        };
+        // right.t - left.t in -1..=2
+        IntervalJoin::try_new(
+            kind,
+            input(),
+            [side(2), side(4)],
+            -1,
+            2,
+            Arc::new(Schema::new(out)),
+        )
+        .unwrap()
+    }
+
+    /// Rows (side, time, key), in time order as the merge gives them.
+    fn rows(r: &[(i8, i64, i64)]) -> RecordBatch {
+        let pick = |s: i8, v: Option<i64>| {
+            r.iter()
+                .map(move |x| (x.0 == s).then_some(v.unwrap_or(x.1)))
+        };
+        let t: Vec<Option<i64>> = r.iter().map(|x| Some(x.1)).collect();
+        RecordBatch::try_new(
+            input(),
+            vec![
+                Arc::new(TimestampNanosecondArray::from(t)),
+                Arc::new(Int8Array::from_iter_values(r.iter().map(|x| x.0))),
+                Arc::new(TimestampNanosecondArray::from(
+                    pick(0, None).collect::<Vec<_>>(),
+                )),
+                Arc::new(Int64Array::from(
+                    r.iter()
+                        .map(|x| (x.0 == 0).then_some(x.2))
+                        .collect::<Vec<_>>(),
+                )),
+                Arc::new(TimestampNanosecondArray::from(
+                    pick(1, None).collect::<Vec<_>>(),
+                )),
+                Arc::new(Int64Array::from(
+                    r.iter()
+                        .map(|x| (x.0 == 1).then_some(x.2))
+                        .collect::<Vec<_>>(),
+                )),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// Output rows as (left time, right time or -1).
+    fn pairs(out: &[RecordBatch]) -> Vec<(i64, i64)> {
+        out.iter()
+            .flat_map(|b| {
+                let l = b
+                    .column(0)
+                    .as_primitive::<TimestampNanosecondType>()
+                    .clone();
+                let r = (b.num_columns() > 2).then(|| {
+                    b.column(2)
+                        .as_primitive::<TimestampNanosecondType>()
+                        .clone()
+                });
+                (0..b.num_rows())
+                    .map(|i| {
+                        (
+                            l.value(i),
+                            r.as_ref()
+                                .map_or(-1, |r| if r.is_null(i) { -1 } else { r.value(i) }),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pairs_within_the_interval_match_once_and_left_rows_end_with_the_watermark() {
+        let mut j = join(IntervalKind::Left);
+        // left 10 (k 1) matches right 9 and 12 of k 1; right 13 is past 10 + 2.
+        let out = j
+            .process_batch(rows(&[
+                (1, 9, 1),
+                (0, 10, 1),
+                (1, 11, 2),
+                (1, 12, 1),
+                (0, 12, 2),
+                (1, 13, 1),
+            ]))
+            .unwrap();
+        assert_eq!(pairs(&out), vec![(10, 9), (10, 12), (12, 11)]);
+        // left 20 matches nothing: its NULL row comes once the watermark passes 22.
+        assert!(j.process_batch(rows(&[(0, 20, 1)])).unwrap().is_empty());
+        assert!(pairs(
+            &j.on_watermark(Watermark(crate::time::EventTime(22)))
+                .unwrap()
+        )
+        .is_empty());
+        let snap = j.snapshot().unwrap().encode().unwrap();
+        let mut restored = join(IntervalKind::Left);
+        restored.restore(&snap).unwrap();
+        assert_eq!(restored.state_bytes() > 0, j.state_bytes() > 0);
+        let end = restored
+            .on_watermark(Watermark(crate::time::EventTime(23)))
+            .unwrap();
+        assert_eq!(pairs(&end), vec![(20, -1)]);
+        assert_eq!(
+            restored.kept[0].len() + restored.kept[1].len(),
+            0,
+            "state bounded by the watermark"
+        );
+    }
+
+    #[test]
+    fn the_anti_join_emits_left_rows_that_matched_nothing() {
+        let mut j = join(IntervalKind::Anti);
+        let mut out = j
+            .process_batch(rows(&[(0, 10, 1), (0, 10, 2), (1, 11, 1)]))
+            .unwrap();
+        out.extend(
+            j.on_watermark(Watermark(crate::time::EventTime(100)))
+                .unwrap(),
+        );
+        assert_eq!(pairs(&out), vec![(10, -1)]);
+        assert_eq!(
+            out[0]
+                .column(1)
+                .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                .value(0),
+            2
+        );
+    }
+}

@@ -1,0 +1,618 @@
+//! Plans joins of two streams bounded by time: `FROM l JOIN r ON l.k = r.k AND r.ts BETWEEN
+//! l.ts - INTERVAL ... AND l.ts + INTERVAL ...` (inner or LEFT) and the anti join `FROM l WHERE
+//! NOT EXISTS (SELECT 1 FROM r WHERE r.k = l.k AND r.ts BETWEEN l.ts AND l.ts + ...)`.
+//!
+//! Both streams feed one merge, as the branches of a `UNION ALL` do ([`super::union`]): each
+//! branch projects its stream into one wide row (`__time`, `__side`, the left's columns, the
+//! right's, NULLs for the other side's), and the join runs over the merged rows in event-time
+//! order. A join needs an equality of the two streams (the key) and both time bounds on
+//! their event-time columns: without them its state would grow without end, so it is
+//! refused, saying which bound to add.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::common::{Column, DFSchema, JoinType, ScalarValue};
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::{
+    lit, BinaryExpr, Expr as LExpr, ExprSchemable, LogicalPlan, Operator as Op,
+};
+use datafusion::sql::planner::SqlToRel;
+use datafusion::sql::sqlparser::ast::{self as sq, SetExpr, TableFactor};
+
+use super::catalog::{normalize_object, Catalog, EventTimeDef, StreamDef};
+use super::context::PlanContext;
+use super::expr::physical;
+use super::query::QueryPlan;
+use super::spec::{FilterSpec, IntervalJoinSpec, OperatorSpec, ProjectSpec};
+use super::union::{UnionBranch, UnionPlan};
+use crate::error::{sqlstate, Error, Result};
+use crate::operators::interval_join::{IntervalKind, JoinSide};
+use crate::sql::CreateStream;
+
+/// The streams a query joins, if its `FROM` joins two streams or its `WHERE` asks for a
+/// stream in `[NOT] EXISTS`.
+pub(super) fn joined_streams(query: &sq::Query, catalog: &Catalog) -> Option<(String, String)> {
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    let [from] = select.from.as_slice() else {
+        return None;
+    };
+    let left = stream_of(&from.relation, catalog)?;
+    if let [join] = from.joins.as_slice() {
+        return Some((left, stream_of(&join.relation, catalog)?));
+    }
+    let mut found = None;
+    if let Some(selection) = &select.selection {
+        let _ = sq::visit_expressions(selection, |e| {
+            if let sq::Expr::Exists { subquery, .. } = e {
+                if let SetExpr::Select(inner) = subquery.body.as_ref() {
+                    if let [f] = inner.from.as_slice() {
+                        if let Some(r) = stream_of(&f.relation, catalog) {
+                            found = Some(r);
+                        }
+                    }
+                }
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+    }
+    found.map(|r| (left, r))
+}
+
+fn stream_of(relation: &TableFactor, catalog: &Catalog) -> Option<String> {
+    match relation {
+        TableFactor::Table {
+            name, args: None, ..
+        } => {
+            let key = normalize_object(name);
+            catalog.stream(&key).map(|s| s.name.clone())
+        }
+        _ => None,
+    }
+}
+
+/// Plans a query joining streams `l` and `r`.
+pub(super) fn plan_stream_join(
+    query: &sq::Query,
+    (l, r): (String, String),
+    catalog: &Catalog,
+) -> Result<QueryPlan> {
+    if l == r {
+        return Err(Error::NotSupported(format!(
+            "a join of stream \"{l}\" with itself is not supported yet"
+        )));
+    }
+    let (ls, rs) = (catalog.require_stream(&l)?, catalog.require_stream(&r)?);
+    let mut ctx = PlanContext::new();
+    ctx.add_table(&ls.name, ls.schema.clone())?;
+    ctx.add_table(&rs.name, rs.schema.clone())?;
+    let planner = SqlToRel::new(&ctx);
+    let plan = planner.sql_statement_to_plan(sq::Statement::Query(Box::new(query.clone())))?;
+    let plan =
+        ctx.state()
+            .analyzer()
+            .execute_and_check(plan, ctx.state().config_options(), |_, _| {})?;
+    // The nodes above the join (or above the anti join's filter), top first.
+    let mut above = Vec::new();
+    let mut node = &plan;
+    let (kind, conjuncts, left_schema, right_schema, joined, plain) = loop {
+        match node {
+            LogicalPlan::Join(j) => {
+                let kind = match j.join_type {
+                    JoinType::Inner => IntervalKind::Inner,
+                    JoinType::Left => IntervalKind::Left,
+                    other => {
+                        return Err(Error::NotSupported(format!(
+                            "{other} joins of streams are not supported yet: use JOIN or LEFT \
+                             JOIN (for RIGHT, swap the streams)"
+                        )))
+                    }
+                };
+                let mut conjuncts: Vec<LExpr> =
+                    j.on.iter().map(|(a, b)| a.clone().eq(b.clone())).collect();
+                if let Some(f) = &j.filter {
+                    conjuncts.extend(split_conjunction(f).into_iter().cloned());
+                }
+                break (
+                    kind,
+                    conjuncts,
+                    j.left.schema().clone(),
+                    j.right.schema().clone(),
+                    j.schema.clone(),
+                    Vec::new(),
+                );
+            }
+            LogicalPlan::Filter(f) if has_exists(&f.predicate) => {
+                let mut plain = Vec::new();
+                let mut anti = None;
+                for c in split_conjunction(&f.predicate) {
+                    match (c, anti.is_some()) {
+                        (LExpr::Exists(e), false) if e.negated => anti = Some(e),
+                        (LExpr::Not(inner), false) => match inner.as_ref() {
+                            LExpr::Exists(e) if !e.negated => anti = Some(e),
+                            _ => plain.push(c.clone()),
+                        },
+                        _ if has_exists(c) => {
+                            return Err(Error::NotSupported(
+                                "of subqueries over a stream, one NOT EXISTS (SELECT ... FROM \
+                                 stream WHERE ... AND stream.ts BETWEEN ...) is supported, as \
+                                 a conjunct of WHERE"
+                                    .into(),
+                            ))
+                        }
+                        _ => plain.push(c.clone()),
+                    }
+                }
+                let e = anti.expect("a NOT EXISTS");
+                let (conjuncts, right_schema) = subquery_conditions(&e.subquery.subquery)?;
+                let left_schema = f.input.schema().clone();
+                break (
+                    IntervalKind::Anti,
+                    conjuncts,
+                    left_schema.clone(),
+                    right_schema,
+                    left_schema,
+                    plain,
+                );
+            }
+            LogicalPlan::Projection(_) | LogicalPlan::Filter(_) => {
+                above.push(node);
+                node = node.inputs()[0];
+            }
+            LogicalPlan::SubqueryAlias(a) => node = &a.input,
+            other => {
+                return Err(Error::NotSupported(format!(
+                    "{} over a join of streams is not supported yet: a join of streams is \
+                     followed by WHERE and a select list; aggregate its results from another \
+                     query (CREATE CONTINUOUS QUERY ... FROM the_join)",
+                    other.display()
+                )))
+            }
+        }
+    };
+    let (lt, rt) = (time_of(ls)?, time_of(rs)?);
+    let bounds = Bounds::of(&conjuncts, &left_schema, &right_schema, (ls, lt), (rs, rt))?;
+    // The merged rows.
+    let wide = wide_schema(&left_schema, &right_schema);
+    let nl = left_schema.fields().len();
+    let side_schema = |s: &DFSchema| {
+        Arc::new(Schema::new(
+            s.fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        ))
+    };
+    let sides = [
+        JoinSide {
+            schema: side_schema(&left_schema),
+            start: 2,
+            keys: bounds
+                .keys
+                .iter()
+                .map(|(a, _)| physical(&ctx, a, &left_schema))
+                .collect::<Result<_>>()?,
+        },
+        JoinSide {
+            schema: side_schema(&right_schema),
+            start: 2 + nl,
+            keys: bounds
+                .keys
+                .iter()
+                .map(|(_, b)| physical(&ctx, b, &right_schema))
+                .collect::<Result<_>>()?,
+        },
+    ];
+    let branches = [
+        branch(&ctx, ls, lt, 0, &left_schema, nl, &wide)?,
+        branch(&ctx, rs, rt, 1, &right_schema, nl, &wide)?,
+    ];
+    let out_schema = Arc::new(joined.as_arrow().clone());
+    let mut specs = vec![OperatorSpec::IntervalJoin(IntervalJoinSpec {
+        kind,
+        input: wide.clone(),
+        sides,
+        lower: bounds.lower,
+        upper: bounds.upper,
+        schema: out_schema.clone(),
+        condition: datafusion::logical_expr::utils::conjunction(conjuncts)
+            .unwrap_or_else(|| lit(true)),
+        streams: [ls.name.clone(), rs.name.clone()],
+    })];
+    let relation = format!("{} ⋈ {}", ls.name, rs.name);
+    let mut schema = out_schema;
+    if let Some(predicate) = datafusion::logical_expr::utils::conjunction(plain) {
+        specs.push(OperatorSpec::Filter(FilterSpec {
+            predicate: physical(&ctx, &predicate, &joined)?,
+            schema: schema.clone(),
+            condition: predicate,
+            relation: relation.clone(),
+        }));
+    }
+    for node in above.into_iter().rev() {
+        let input = node.inputs()[0].schema().clone();
+        match node {
+            LogicalPlan::Filter(f) => specs.push(OperatorSpec::Filter(FilterSpec {
+                predicate: physical(&ctx, &f.predicate, &input)?,
+                schema: schema.clone(),
+                condition: f.predicate.clone(),
+                relation: relation.clone(),
+            })),
+            LogicalPlan::Projection(p) => {
+                schema = Arc::new(p.schema.as_arrow().clone());
+                specs.push(OperatorSpec::Project(ProjectSpec {
+                    exprs: p
+                        .expr
+                        .iter()
+                        .map(|e| physical(&ctx, e, &input))
+                        .collect::<Result<_>>()?,
+                    input: Arc::new(input.as_arrow().clone()),
+                    schema: schema.clone(),
+                    columns: p.expr.clone(),
+                    relation: relation.clone(),
+                }));
+            }
+            _ => unreachable!("only filters and projections are kept above the join"),
+        }
+    }
+    let name = format!("join({}, {})", ls.name, rs.name);
+    let stream = Arc::new(StreamDef {
+        name: name.clone(),
+        schema: wide.clone(),
+        event_time: Some(EventTimeDef {
+            column: 0,
+            delay: std::time::Duration::ZERO,
+        }),
+        idle_timeout: None,
+        shedding: None,
+        ddl: CreateStream {
+            name: sq::Ident::new(name),
+            columns: Vec::new(),
+            watermark: None,
+            options: Vec::new(),
+            if_not_exists: false,
+        },
+    });
+    Ok(QueryPlan {
+        stream,
+        window: None,
+        specs,
+        schema,
+        tables: Vec::new(),
+        queries: Vec::new(),
+        union: Some(Arc::new(UnionPlan {
+            branches: branches.into(),
+            schema: wide,
+            time_column: 0,
+        })),
+    })
+}
+
+fn has_exists(e: &LExpr) -> bool {
+    use datafusion::common::tree_node::TreeNode;
+    e.exists(|e| Ok(matches!(e, LExpr::Exists(_))))
+        .unwrap_or(false)
+}
+
+/// The conditions of a `NOT EXISTS` subquery over a stream (outer references read as the
+/// left's columns) and the stream's columns as it names them.
+fn subquery_conditions(plan: &LogicalPlan) -> Result<(Vec<LExpr>, Arc<DFSchema>)> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    let mut node = plan;
+    let mut conjuncts = Vec::new();
+    let schema = loop {
+        match node {
+            LogicalPlan::Projection(p) => node = &p.input,
+            LogicalPlan::Filter(f) => {
+                conjuncts.extend(split_conjunction(&f.predicate).into_iter().cloned());
+                node = &f.input;
+            }
+            LogicalPlan::SubqueryAlias(a) => break a.schema.clone(),
+            LogicalPlan::TableScan(s) => break s.projected_schema.clone(),
+            other => {
+                return Err(Error::NotSupported(format!(
+                    "a NOT EXISTS over a stream reads the stream with WHERE only, not {}",
+                    other.display()
+                )))
+            }
+        }
+    };
+    let conjuncts = conjuncts
+        .into_iter()
+        .map(|c| {
+            c.transform(|e| match e {
+                LExpr::OuterReferenceColumn(_, col) => Ok(Transformed::yes(LExpr::Column(col))),
+                e => Ok(Transformed::no(e)),
+            })
+            .map(|t| t.data)
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok((conjuncts, schema))
+}
+
+fn time_of(s: &StreamDef) -> Result<usize> {
+    s.event_time.as_ref().map(|e| e.column).ok_or_else(|| {
+        Error::plan(
+            sqlstate::INVALID_OBJECT_DEFINITION,
+            format!(
+                "stream \"{}\" has no event time; a join of streams is bounded by their event \
+                 times: declare WATERMARK FOR <column>",
+                s.name
+            ),
+        )
+    })
+}
+
+/// `__time`, `__side`, then both sides' columns, all nullable.
+fn wide_schema(left: &DFSchema, right: &DFSchema) -> SchemaRef {
+    let mut fields = vec![
+        Field::new(
+            "__time",
+            DataType::Timestamp(TimeUnit::Nanosecond, None),
+            true,
+        ),
+        Field::new("__side", DataType::Int8, true),
+    ];
+    for (prefix, s) in [("left", left), ("right", right)] {
+        for f in s.fields() {
+            fields.push(Field::new(
+                format!("{prefix}.{}", f.name()),
+                f.data_type().clone(),
+                true,
+            ));
+        }
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// The branch of side `side` (0 left): its stream's rows as merged rows.
+fn branch(
+    ctx: &PlanContext,
+    stream: &StreamDef,
+    time: usize,
+    side: i8,
+    schema: &DFSchema,
+    nl: usize,
+    wide: &SchemaRef,
+) -> Result<UnionBranch> {
+    let nr = wide.fields().len() - 2 - nl;
+    let mut columns = vec![
+        LExpr::Column(Column::from(schema.qualified_field(time))).alias("__time"),
+        lit(ScalarValue::Int8(Some(side))).alias("__side"),
+    ];
+    let own: Vec<LExpr> = (0..schema.fields().len())
+        .map(|i| LExpr::Column(Column::from(schema.qualified_field(i))))
+        .collect();
+    let nulls = |from: usize, n: usize| -> Result<Vec<LExpr>> {
+        (from..from + n)
+            .map(|i| Ok(lit(ScalarValue::try_from(wide.field(i).data_type())?)))
+            .collect()
+    };
+    if side == 0 {
+        columns.extend(own);
+        columns.extend(nulls(2 + nl, nr)?);
+    } else {
+        columns.extend(nulls(2, nl)?);
+        columns.extend(own);
+    }
+    let columns: Vec<LExpr> = columns
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| match e {
+            LExpr::Alias(_) => e,
+            e => e.alias(wide.field(i).name()),
+        })
+        .collect();
+    let exprs = columns
+        .iter()
+        .map(|e| physical(ctx, e, schema))
+        .collect::<Result<_>>()?;
+    Ok(UnionBranch {
+        stream: stream.name.clone(),
+        specs: vec![OperatorSpec::Project(ProjectSpec {
+            exprs,
+            input: stream.schema.clone(),
+            schema: wide.clone(),
+            columns,
+            relation: stream.name.clone(),
+        })],
+    })
+}
+
+/// The keys and time bounds of a join's condition.
+struct Bounds {
+    keys: Vec<(LExpr, LExpr)>,
+    lower: i64,
+    upper: i64,
+}
+
+/// Which side a time term reads, and the offset added to it.
+fn time_term(e: &LExpr, sides: [(&DFSchema, usize); 2]) -> Option<(usize, i64)> {
+    let e = match e {
+        LExpr::Cast(c) => c.expr.as_ref(),
+        e => e,
+    };
+    match e {
+        LExpr::Column(c) => (0..2).find_map(|s| {
+            let (schema, time) = sides[s];
+            let i = schema.index_of_column(c).ok()?;
+            (i == time).then_some((s, 0))
+        }),
+        LExpr::BinaryExpr(BinaryExpr { left, op, right }) if matches!(op, Op::Plus | Op::Minus) => {
+            let (side, base) = time_term(left, sides)?;
+            let n = interval_nanos(right)?;
+            Some((side, if *op == Op::Plus { base + n } else { base - n }))
+        }
+        _ => None,
+    }
+}
+
+/// A constant interval in nanoseconds (days as 24 hours; months are refused).
+fn interval_nanos(e: &LExpr) -> Option<i64> {
+    match e {
+        LExpr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
+            Some(v.days as i64 * 86_400_000_000_000 + v.nanoseconds)
+        }
+        LExpr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+            Some(v.days as i64 * 86_400_000_000_000 + v.milliseconds as i64 * 1_000_000)
+        }
+        LExpr::Cast(c) => interval_nanos(&c.expr),
+        _ => None,
+    }
+}
+
+impl Bounds {
+    fn of(
+        conjuncts: &[LExpr],
+        left: &DFSchema,
+        right: &DFSchema,
+        (ls, lt): (&StreamDef, usize),
+        (rs, rt): (&StreamDef, usize),
+    ) -> Result<Bounds> {
+        let sides = [(left, lt), (right, rt)];
+        let (mut lower, mut upper) = (None::<i64>, None::<i64>);
+        let mut keys = Vec::new();
+        // `a op b` on times: right - left >= or <= a constant.
+        let mut bound = |a: &LExpr, op: Op, b: &LExpr| -> bool {
+            let (Some((sa, oa)), Some((sb, ob))) = (time_term(a, sides), time_term(b, sides))
+            else {
+                return false;
+            };
+            if sa == sb {
+                return false;
+            }
+            // a = side sa + oa, b = side sb + ob; as right - left (op) c.
+            let (op, c) = match (sa, op) {
+                // right + oa op left + ob  =>  right - left op ob - oa
+                (1, op) => (op, ob - oa),
+                // left + oa op right + ob  =>  right - left (flipped op) oa - ob
+                (_, Op::Gt) => (Op::Lt, oa - ob),
+                (_, Op::GtEq) => (Op::LtEq, oa - ob),
+                (_, Op::Lt) => (Op::Gt, oa - ob),
+                (_, Op::LtEq) => (Op::GtEq, oa - ob),
+                _ => return false,
+            };
+            match op {
+                Op::GtEq => lower = Some(lower.map_or(c, |l| l.max(c))),
+                Op::Gt => lower = Some(lower.map_or(c + 1, |l| l.max(c + 1))),
+                Op::LtEq => upper = Some(upper.map_or(c, |u| u.min(c))),
+                Op::Lt => upper = Some(upper.map_or(c - 1, |u| u.min(c - 1))),
+                _ => return false,
+            }
+            true
+        };
+        let reads = |e: &LExpr, s: &DFSchema| {
+            let cols = e.column_refs();
+            !cols.is_empty() && cols.iter().all(|c| s.index_of_column(c).is_ok())
+        };
+        for c in conjuncts {
+            match c {
+                LExpr::Between(b)
+                    if !b.negated
+                        && bound(&b.expr, Op::GtEq, &b.low)
+                        && bound(&b.expr, Op::LtEq, &b.high) =>
+                {
+                    continue;
+                }
+                LExpr::BinaryExpr(BinaryExpr {
+                    left: a,
+                    op,
+                    right: b,
+                }) => {
+                    if matches!(op, Op::Gt | Op::GtEq | Op::Lt | Op::LtEq) && bound(a, *op, b) {
+                        continue;
+                    }
+                    if *op == Op::Eq {
+                        let pair = if reads(a, left) && reads(b, right) {
+                            Some((a.as_ref().clone(), b.as_ref().clone()))
+                        } else if reads(b, left) && reads(a, right) {
+                            Some((b.as_ref().clone(), a.as_ref().clone()))
+                        } else {
+                            None
+                        };
+                        if let Some((x, y)) = pair {
+                            // The types as written (the analyzer may have cast one to the
+                            // other's): only text could compare text with anything else.
+                            let uncast = |e: &LExpr| match e {
+                                LExpr::Cast(c) => c.expr.as_ref().clone(),
+                                LExpr::TryCast(c) => c.expr.as_ref().clone(),
+                                e => e.clone(),
+                            };
+                            let (x0, y0) = (uncast(&x), uncast(&y));
+                            let (tx, ty) = (x0.get_type(left)?, y0.get_type(right)?);
+                            let text = |t: &DataType| {
+                                matches!(
+                                    t,
+                                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                                )
+                            };
+                            if text(&tx) != text(&ty) {
+                                let (x, y) = (x0, y0);
+                                return Err(Error::plan(
+                                    sqlstate::DATATYPE_MISMATCH,
+                                    format!(
+                                        "join keys {x} ({}) and {y} ({}) have different types; \
+                                         cast one of them",
+                                        crate::sources::value::type_name(&tx),
+                                        crate::sources::value::type_name(&ty)
+                                    ),
+                                ));
+                            }
+                            keys.push((x, y));
+                            continue;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            return Err(Error::NotSupported(format!(
+                "a join of streams takes equalities of the two streams and bounds on their \
+                 event times; move {c} to WHERE"
+            )));
+        }
+        let (l, r) = (&ls.name, &rs.name);
+        let (lt_name, rt_name) = (ls.schema.field(lt).name(), rs.schema.field(rt).name());
+        let example = format!(
+            "{r}.{rt_name} BETWEEN {l}.{lt_name} - INTERVAL '5' SECOND AND {l}.{lt_name} + \
+             INTERVAL '30' SECOND"
+        );
+        let (lower, upper) = match (lower, upper) {
+            (Some(lo), Some(hi)) => (lo, hi),
+            (None, None) => {
+                return Err(Error::NotSupported(format!(
+                    "a join of streams \"{l}\" and \"{r}\" needs a time bound, or its state \
+                     would grow without end: add {example}"
+                )))
+            }
+            (None, Some(_)) => {
+                return Err(Error::NotSupported(format!(
+                    "a join of streams \"{l}\" and \"{r}\" needs a lower time bound too, or its \
+                     state would grow without end: add {r}.{rt_name} >= {l}.{lt_name} - INTERVAL \
+                     ... (e.g. {example})"
+                )))
+            }
+            (Some(_), None) => {
+                return Err(Error::NotSupported(format!(
+                    "a join of streams \"{l}\" and \"{r}\" needs an upper time bound too, or its \
+                     state would grow without end: add {r}.{rt_name} <= {l}.{lt_name} + INTERVAL \
+                     ... (e.g. {example})"
+                )))
+            }
+        };
+        if lower > upper {
+            return Err(Error::plan(
+                sqlstate::INVALID_PARAMETER_VALUE,
+                "the join's time bounds leave no interval: its lower bound is above its upper",
+            ));
+        }
+        if keys.is_empty() {
+            return Err(Error::NotSupported(format!(
+                "a join of streams \"{l}\" and \"{r}\" needs an equality of their columns (ON \
+                 {l}.key = {r}.key)"
+            )));
+        }
+        Ok(Bounds { keys, lower, upper })
+    }
+}
