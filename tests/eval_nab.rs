@@ -502,12 +502,13 @@ fn nab_series_against_labelled_windows() {
     assert_eq!(spike.windows, 49);
     assert!(spike.hit >= 34, "metric_spike: {spike:?}");
     assert!(spike.episodes <= 375, "metric_spike: {spike:?}");
-    // NAB's scores of the detector (measured 68.4 / 60.5 / 73.5 on 2026-12-04; 64.2 / 58.1 /
-    // 68.3 before DEBOUNCE, the noise margin, the adaptive warm-up and the flat stretch).
+    // NAB's scores of the detector (measured 70.7 / 63.3 / 75.0 on 2026-12-04 with the
+    // seasonal baseline; 68.4 / 60.5 / 73.5 before it; 64.2 / 58.1 / 68.3 before DEBOUNCE, the
+    // noise margin, the adaptive warm-up and the flat stretch).
     let [standard, low_fp, low_fn] = nab["nab_anomaly"];
-    assert!(standard >= 68.3, "nab_anomaly standard {standard:.2}");
-    assert!(low_fp >= 60.4, "nab_anomaly reward_low_FP_rate {low_fp:.2}");
-    assert!(low_fn >= 73.4, "nab_anomaly reward_low_FN_rate {low_fn:.2}");
+    assert!(standard >= 70.6, "nab_anomaly standard {standard:.2}");
+    assert!(low_fp >= 63.2, "nab_anomaly reward_low_FP_rate {low_fp:.2}");
+    assert!(low_fn >= 74.9, "nab_anomaly reward_low_FN_rate {low_fn:.2}");
     let shift = totals["level_shift"];
     assert!(shift.hit >= 30, "level_shift: {shift:?}");
     assert!(shift.episodes <= 148, "level_shift: {shift:?}");

@@ -313,20 +313,23 @@ fn detector_on_labelled_synthetic_series() {
         );
     }
     // What the detector is built to catch it catches in every series, clean or noisy, short
-    // or long: a change that leaves the range (level, variance, trend) and a stuck value.
+    // or long: a change that leaves the range (level, variance, trend), a stuck value, and a
+    // cycle that runs faster or turns over (against the seasonal baseline).
     for kind in [
         Kind::LevelUp,
         Kind::LevelDown,
         Kind::Variance,
         Kind::Trend,
         Kind::Flat,
+        Kind::Frequency,
+        Kind::SeasonalBreak,
     ] {
         let (n, hit, _, _) = &by_kind[&kind];
         assert_eq!(hit, n, "{kind:?}: detected in {hit} of {n} series");
     }
-    // Changes inside the range (a faster or flipped cycle, denser spikes) it does not see, and
-    // new extremes of plain noise in the long series still alert: measured 2026-12-04 (see
-    // eval/README.md); a change that does worse fails here.
+    // Denser spikes inside the range of earlier ones it does not always see, and new extremes
+    // of plain noise still alert in a few series: measured 2026-12-04 (see eval/README.md); a
+    // change that does worse fails here.
     let missed: usize = [Kind::Frequency, Kind::SpikeDensity, Kind::SeasonalBreak]
         .iter()
         .map(|k| by_kind[k].0 - by_kind[k].1)
@@ -340,6 +343,7 @@ fn detector_on_labelled_synthetic_series() {
     );
 }
 
-/// Measured on 2026-12-04 (of 24 series of changes inside the range, and of 72 series).
-const MISSED_INSIDE_RANGE: usize = 20;
-const SERIES_WITH_FALSE_ALERTS: usize = 22;
+/// Measured on 2026-12-04 (of 24 series of changes inside the range, and of 72 series), with
+/// the seasonal baseline; 20 and 22 before it.
+const MISSED_INSIDE_RANGE: usize = 4;
+const SERIES_WITH_FALSE_ALERTS: usize = 8;

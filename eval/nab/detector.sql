@@ -8,7 +8,11 @@
 -- a departure); so is the series' level (the median of its last 12 samples) when it leaves the
 -- range the level kept over 4000: that finds shifts that stay inside the range of old spikes;
 -- and so is a series that goes perfectly flat for 96 samples after moving before
--- (VARIANCE_RATIO at its floor: a stuck sensor, a dead feed).
+-- (VARIANCE_RATIO at its floor: a stuck sensor, a dead feed). Where the series has a strong
+-- cycle (SEASONAL_ZSCORE over 1500 samples finds a period of up to 350 samples with an
+-- autocorrelation of 0.7 or more), a lasting departure from the same phase of the cycles before
+-- is suspicious too, and a sample where its cycle says it should be does not alert for leaving
+-- the range.
 --
 -- Warm-up adapts to the history seen: with little of it, a departure must clear the range by up
 -- to 10% more of its width, a margin that shrinks to nothing as 1000 samples of history fill.
@@ -31,15 +35,25 @@ FROM (
       GREATEST(
         -- 0.5 to 1 past the range (higher the further out, in widths of the range), below
         -- 0.25 inside it (higher nearer its edges); 0 until 50 samples of history exist.
-        CASE
+        -- Both held below 0.5 while the sample is where its cycle says (a seasonal z-score
+        -- within 3): the cycle's own peaks do not alert.
+        LEAST(on_cycle, CASE
           WHEN v_excess IS NULL THEN 0.0
           WHEN v_excess > 0 THEN 0.5 + 0.5 * v_excess / (v_excess + 0.25)
           ELSE 0.25 * GREATEST(0.0, 1.0 + v_excess)
-        END,
-        CASE
+        END),
+        LEAST(on_cycle, CASE
           WHEN l_excess IS NULL THEN 0.0
           WHEN l_excess > 0 THEN 0.5 + 0.5 * l_excess / (l_excess + 0.25)
           ELSE 0.25 * GREATEST(0.0, 1.0 + l_excess)
+        END),
+        -- 0.5 to 1 when the median seasonal z-score of the last 24 samples is past 3: a
+        -- departure from the cycle that lasts (demand at the wrong hour, a flipped or faster
+        -- cycle), not one odd sample.
+        CASE
+          WHEN season_n = 24 AND ABS(season_run) > 3 THEN
+            0.5 + 0.5 * (ABS(season_run) / 3.0 - 1.0) / (ABS(season_run) / 3.0 - 0.75)
+          ELSE 0.0
         END,
         -- 96 equal samples after steps before them: VARIANCE_RATIO is ln(1e-9), -20.7.
         CASE
@@ -48,7 +62,8 @@ FROM (
         END
       ) AS raw
     FROM (
-      SELECT timestamp, series, calm,
+      SELECT timestamp, series, calm, season_run, season_n,
+        CASE WHEN ABS(season) < 3 THEN 0.45 ELSE 1.0 END AS on_cycle,
         -- How far past the range, less half a typical step, in widths of the range (1000
         -- when the range is flat), less the warm-up margin.
         CASE
@@ -73,7 +88,9 @@ FROM (
           GREATEST(l_recent_hi, l_older_hi) AS l_hi, LEAST(l_recent_lo, l_older_lo) AS l_lo,
           0.1 * (1.0 - LEAST(GREATEST(seen, 1) / 1000.0, 1.0)) AS warm
         FROM (
-          SELECT timestamp, series, value, level, calm,
+          SELECT timestamp, series, value, level, calm, season,
+            MEDIAN(season) OVER last24 AS season_run,
+            COUNT(season) OVER last24 AS season_n,
             MEDIAN(step) OVER (PARTITION BY series ORDER BY timestamp
               ROWS BETWEEN 287 PRECEDING AND CURRENT ROW) AS noise,
             COUNT(value) OVER older AS seen,
@@ -93,11 +110,15 @@ FROM (
                 ROWS BETWEEN 11 PRECEDING AND CURRENT ROW) AS level,
               ABS(value - LAG(value, 1) OVER (PARTITION BY series ORDER BY timestamp)) AS step,
               VARIANCE_RATIO(value, 96) OVER (PARTITION BY series ORDER BY timestamp
-                ROWS BETWEEN 288 PRECEDING AND CURRENT ROW) AS calm
+                ROWS BETWEEN 288 PRECEDING AND CURRENT ROW) AS calm,
+              SEASONAL_ZSCORE(value, 350, 0.7) OVER (PARTITION BY series ORDER BY timestamp
+                ROWS BETWEEN 1500 PRECEDING AND CURRENT ROW) AS season
             FROM nab_metric
           ) AS m
           WINDOW last50 AS (PARTITION BY series ORDER BY timestamp
               ROWS BETWEEN 50 PRECEDING AND 1 PRECEDING),
+            last24 AS (PARTITION BY series ORDER BY timestamp
+              ROWS BETWEEN 23 PRECEDING AND CURRENT ROW),
             older AS (PARTITION BY series ORDER BY timestamp
               ROWS BETWEEN 2000 PRECEDING AND 51 PRECEDING)
         ) AS h

@@ -80,7 +80,7 @@ pub fn from_call(name: &str, params: &[f64]) -> Option<Result<FrameFn, String>> 
             Ok(FrameFn::SpikeRate(short, Param::new(k)))
         }),
         "debounce" => arity(1, "a threshold").map(|_| FrameFn::Debounce(Param::new(params[0]))),
-        _ => return None,
+        _ => return super::seasonal::from_call(name, params),
     })
 }
 

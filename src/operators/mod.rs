@@ -16,6 +16,7 @@ pub mod outlier;
 pub mod pattern;
 pub mod project;
 pub mod robust;
+pub mod seasonal;
 pub mod session_window;
 pub mod sharded;
 pub(crate) mod snapshot;

@@ -72,6 +72,12 @@ pub enum FrameFn {
     /// `DEBOUNCE(score, threshold)`: 1 when the score reaches the threshold and no earlier row
     /// of the frame alerted ([`super::change::debounce`]); its frame holds its own answers.
     Debounce(Param),
+    /// `SEASONAL_PERIOD(x, max_period[, least_correlation])`: the dominant period of the
+    /// frame's values ([`super::seasonal::seasonal_period`]).
+    SeasonalPeriod(usize, Param),
+    /// `SEASONAL_ZSCORE(x, max_period[, least_correlation])`: the newest value against the same
+    /// phase of earlier cycles ([`super::seasonal::seasonal_zscore`]).
+    SeasonalZscore(usize, Param),
 }
 
 /// Functions registered for planning (`MEDIAN` and `FIRST_VALUE` are DataFusion's own), with
@@ -167,6 +173,12 @@ impl FrameFn {
             FrameFn::VarianceRatio(short) => super::change::variance_ratio(values, short),
             FrameFn::SlopeChange(short) => super::change::slope_change(values, short),
             FrameFn::SpikeRate(short, k) => super::change::spike_rate(values, short, k.get()),
+            FrameFn::SeasonalPeriod(longest, least) => {
+                super::seasonal::seasonal_period(values, longest, least.get()).map(|p| p as f64)
+            }
+            FrameFn::SeasonalZscore(longest, least) => {
+                super::seasonal::seasonal_zscore(values, longest, least.get())
+            }
             // Computed from its own earlier answers by the history operator.
             FrameFn::Debounce(_) => None,
         }
@@ -195,6 +207,7 @@ impl FrameFn {
                 | FrameFn::VarianceRatio(_)
                 | FrameFn::SlopeChange(_)
                 | FrameFn::SpikeRate(..)
+                | FrameFn::SeasonalZscore(..)
         )
     }
 }
@@ -281,6 +294,7 @@ pub fn udafs() -> Vec<AggregateUDF> {
     REGISTERED
         .iter()
         .chain(super::change::NAMES.iter())
+        .chain(super::seasonal::NAMES.iter())
         .map(|name| {
             AggregateUDF::new_from_impl(FrameUdaf {
                 name,
