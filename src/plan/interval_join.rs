@@ -267,6 +267,7 @@ pub(super) fn plan_stream_join(
         }),
         idle_timeout: None,
         shedding: None,
+        history: super::retention::HistorySetting::Off,
         ddl: CreateStream {
             name: sq::Ident::new(name),
             columns: Vec::new(),
