@@ -3,8 +3,10 @@
 //! gives having run all along, with its sequence numbers going on; a change that would
 //! start a window empty is refused and changes nothing; a restart keeps the altered query.
 
-use datafusion::arrow::util::display::array_value_to_string;
-use saql::{Engine, EngineConfig, StatementResult};
+#[path = "support/adhoc.rs"]
+mod adhoc;
+
+use saql::{Engine, EngineConfig};
 use std::path::Path;
 
 fn open(dir: &Path) -> Engine {
@@ -17,22 +19,12 @@ fn open(dir: &Path) -> Engine {
     .expect("engine opens")
 }
 
+/// The rows of `sql`, each as `a,b,c`, in the order the engine gives them.
 async fn rows(engine: &Engine, sql: &str) -> Vec<String> {
-    let batches = match engine.execute(sql).await.unwrap().remove(0) {
-        StatementResult::Rows { batches, .. } => batches,
-        StatementResult::Streaming { rows, .. } => rows.collect().await.unwrap(),
-        _ => panic!("{sql}: no rows"),
-    };
-    batches
-        .iter()
-        .flat_map(|b| {
-            (0..b.num_rows()).map(move |r| {
-                (0..b.num_columns())
-                    .map(|c| array_value_to_string(b.column(c), r).unwrap())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
-        })
+    adhoc::rows(engine, sql)
+        .await
+        .into_iter()
+        .map(|r| r.join(","))
         .collect()
 }
 

@@ -3,7 +3,10 @@
 //! checkpoint that never completed leaves no row twice, and a time predicate skips segments'
 //! row groups (EXPLAIN ANALYZE shows it).
 
-use datafusion::arrow::util::display::array_value_to_string;
+#[path = "support/adhoc.rs"]
+mod adhoc;
+
+use adhoc::rows;
 use saql::runtime::engine::StatementResult;
 use saql::{Engine, EngineConfig};
 use std::path::Path;
@@ -16,26 +19,6 @@ fn open(dir: &Path) -> Engine {
         ..EngineConfig::default()
     })
     .expect("engine opens")
-}
-
-/// The rows of a statement's result, as text.
-async fn rows(engine: &Engine, sql: &str) -> Vec<Vec<String>> {
-    let result = engine.execute(sql).await.unwrap().remove(0);
-    let batches = match result {
-        StatementResult::Rows { batches, .. } => batches,
-        StatementResult::Streaming { rows, .. } => rows.collect().await.unwrap(),
-        _ => panic!("{sql}: no rows"),
-    };
-    batches
-        .iter()
-        .flat_map(|b| {
-            (0..b.num_rows()).map(move |r| {
-                (0..b.num_columns())
-                    .map(|c| array_value_to_string(b.column(c), r).unwrap())
-                    .collect()
-            })
-        })
-        .collect()
 }
 
 async fn one(engine: &Engine, sql: &str) -> String {

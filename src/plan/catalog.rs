@@ -156,6 +156,30 @@ pub fn arrow_type(t: &sq::DataType) -> Result<DataType> {
 }
 
 impl StreamDef {
+    /// A stream that is no declared stream but the input of a query: another query's results,
+    /// a union, a join, a subscription's view. Its event time (a column, no delay) if it has
+    /// one; no idle timeout, no shedding, no history; never persisted.
+    pub fn derived(name: &str, schema: SchemaRef, time_column: Option<usize>) -> StreamDef {
+        StreamDef {
+            name: name.to_string(),
+            schema,
+            event_time: time_column.map(|column| EventTimeDef {
+                column,
+                delay: Duration::ZERO,
+            }),
+            idle_timeout: None,
+            shedding: None,
+            history: HistorySetting::Off,
+            ddl: CreateStream {
+                name: Ident::new(name),
+                columns: Vec::new(),
+                watermark: None,
+                options: Vec::new(),
+                if_not_exists: false,
+            },
+        }
+    }
+
     /// Validates a `CREATE STREAM` and builds the stream's definition.
     pub fn try_new(ddl: &CreateStream) -> Result<StreamDef> {
         let name = normalize(&ddl.name);

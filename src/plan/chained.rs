@@ -12,15 +12,13 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
-use std::time::Duration;
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::sql::sqlparser::ast::Ident;
 
-use super::catalog::{Catalog, EventTimeDef, StreamDef};
+use super::catalog::{Catalog, StreamDef};
 use super::query::{plan_continuous, QueryPlan};
 use crate::error::{sqlstate, Error, Result};
-use crate::sql::{Clauses, CreateStream};
+use crate::sql::Clauses;
 
 /// Most queries in a chain of queries over queries (54001 past it).
 pub const MAX_CHAIN: usize = 16;
@@ -66,24 +64,7 @@ pub(super) fn query_as_stream(
                 .and_then(|n| schema.index_of(&n).ok())
                 .filter(|&i| is_time(i))
         });
-    let def = StreamDef {
-        name: name.to_string(),
-        schema: schema.clone(),
-        event_time: column.map(|column| EventTimeDef {
-            column,
-            delay: Duration::ZERO,
-        }),
-        idle_timeout: None,
-        shedding: None,
-        history: crate::plan::retention::HistorySetting::Off,
-        ddl: CreateStream {
-            name: Ident::new(name),
-            columns: Vec::new(),
-            watermark: None,
-            options: Vec::new(),
-            if_not_exists: false,
-        },
-    };
+    let def = StreamDef::derived(name, schema.clone(), column);
     Ok(Some((Arc::new(def), upstream)))
 }
 

@@ -20,7 +20,7 @@ use datafusion::logical_expr::{
 use datafusion::sql::planner::SqlToRel;
 use datafusion::sql::sqlparser::ast::{self as sq, SetExpr, TableFactor};
 
-use super::catalog::{normalize_object, Catalog, EventTimeDef, StreamDef};
+use super::catalog::{normalize_object, Catalog, StreamDef};
 use super::context::PlanContext;
 use super::expr::physical;
 use super::query::QueryPlan;
@@ -28,7 +28,6 @@ use super::spec::{FilterSpec, IntervalJoinSpec, OperatorSpec, ProjectSpec};
 use super::union::{UnionBranch, UnionPlan};
 use crate::error::{sqlstate, Error, Result};
 use crate::operators::interval_join::{IntervalKind, JoinSide};
-use crate::sql::CreateStream;
 
 /// The streams a query joins, if its `FROM` joins two streams or its `WHERE` asks for a
 /// stream in `[NOT] EXISTS`.
@@ -258,24 +257,7 @@ pub(super) fn plan_stream_join(
         }
     }
     let name = format!("join({}, {})", ls.name, rs.name);
-    let stream = Arc::new(StreamDef {
-        name: name.clone(),
-        schema: wide.clone(),
-        event_time: Some(EventTimeDef {
-            column: 0,
-            delay: std::time::Duration::ZERO,
-        }),
-        idle_timeout: None,
-        shedding: None,
-        history: super::retention::HistorySetting::Off,
-        ddl: CreateStream {
-            name: sq::Ident::new(name),
-            columns: Vec::new(),
-            watermark: None,
-            options: Vec::new(),
-            if_not_exists: false,
-        },
-    });
+    let stream = Arc::new(StreamDef::derived(&name, wide.clone(), Some(0)));
     Ok(QueryPlan {
         stream,
         window: None,

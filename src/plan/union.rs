@@ -7,17 +7,16 @@
 //! (see [`crate::operators::union`]).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::logical_expr::Expr as LExpr;
 use datafusion::sql::sqlparser::ast::{self as sq, SetExpr, SetOperator, SetQuantifier};
 
-use super::catalog::{Catalog, EventTimeDef, StreamDef};
+use super::catalog::{Catalog, StreamDef};
 use super::query::{plan_continuous, QueryPlan};
 use super::spec::OperatorSpec;
 use crate::error::{sqlstate, Error, Result};
-use crate::sql::{Clauses, CreateStream};
+use crate::sql::Clauses;
 
 /// Most streams one `UNION ALL` reads (54001 past it).
 pub const MAX_UNION_INPUTS: usize = 16;
@@ -109,24 +108,7 @@ pub(super) fn plan_union(query: &sq::Query, catalog: &Catalog) -> Result<QueryPl
         });
     }
     let name = format!("union({})", names.join(", "));
-    let stream = Arc::new(StreamDef {
-        name: name.clone(),
-        schema: schema.clone(),
-        event_time: Some(EventTimeDef {
-            column: time_column,
-            delay: Duration::ZERO,
-        }),
-        idle_timeout: None,
-        shedding: None,
-        history: super::retention::HistorySetting::Off,
-        ddl: CreateStream {
-            name: sq::Ident::new(name),
-            columns: Vec::new(),
-            watermark: None,
-            options: Vec::new(),
-            if_not_exists: false,
-        },
-    });
+    let stream = Arc::new(StreamDef::derived(&name, schema.clone(), Some(time_column)));
     Ok(QueryPlan {
         stream,
         window: None,

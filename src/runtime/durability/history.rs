@@ -256,7 +256,7 @@ impl History {
             return self.open_after;
         }
         let newest = self.open_newest.unwrap_or_else(wall_clock_nanos);
-        let segment = Segment {
+        let mut segment = Segment {
             path: PathBuf::new(),
             end: position,
             first_row: self.next_row,
@@ -264,10 +264,7 @@ impl History {
             newest,
             bytes: 0,
         };
-        let segment = Segment {
-            path: self.dir.join(segment.file_name()),
-            ..segment
-        };
+        segment.path = self.dir.join(segment.file_name());
         self.next_row += self.open_rows;
         self.sealed.push(Sealed {
             segment,

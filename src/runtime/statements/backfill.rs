@@ -13,8 +13,9 @@
 
 use std::time::Instant;
 
-use datafusion::arrow::array::{AsArray, BooleanArray};
+use datafusion::arrow::array::{Array, AsArray, TimestampNanosecondArray};
 use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::compute::kernels::cmp::gt_eq;
 use datafusion::arrow::datatypes::TimestampNanosecondType;
 use datafusion::arrow::record_batch::RecordBatch;
 
@@ -144,15 +145,24 @@ impl Backfill {
         let times = batch
             .column(self.time_column)
             .as_primitive::<TimestampNanosecondType>();
-        if let Some(min) = datafusion::arrow::compute::min(times) {
+        let min = datafusion::arrow::compute::min(times);
+        if let Some(min) = min {
             self.oldest = Some(self.oldest.map_or(min, |o| o.min(min)));
         }
-        let keep: BooleanArray = times
-            .iter()
-            .map(|t| Some(t.is_some_and(|t| t >= self.start)))
-            .collect();
-        let Ok(batch) = filter_record_batch(batch, &keep) else {
-            return;
+        // Most batches lie wholly after the start: they go on as they are.
+        let whole = min.is_some_and(|m| m >= self.start) && times.null_count() == 0;
+        let batch = if whole {
+            batch.clone()
+        } else {
+            let start = TimestampNanosecondArray::new_scalar(self.start);
+            let Ok(keep) = gt_eq(times, &start) else {
+                return;
+            };
+            // A row without an event time compares NULL, and the filter leaves it out.
+            let Ok(batch) = filter_record_batch(batch, &keep) else {
+                return;
+            };
+            batch
         };
         if batch.num_rows() == 0 {
             return;

@@ -19,7 +19,7 @@ use crate::operators::Operator;
 use crate::plan::spec::OperatorSpec;
 use crate::plan::{plan_query, Catalog, StreamDef};
 use crate::runtime::core::output::SEQ_COLUMN;
-use crate::sql::{CreateStream, Subscribe};
+use crate::sql::Subscribe;
 use crate::time::Watermark;
 
 /// The column telling a progress row (true) from a result row (false).
@@ -44,22 +44,8 @@ impl SubscribeView {
     /// handles each row on its own is allowed: WHERE and expressions in the select list.
     pub fn plan(view: &sq::Query, query: &str, input: SchemaRef) -> Result<Self> {
         let mut catalog = Catalog::default();
-        catalog.add_stream(StreamDef {
-            name: query.to_string(),
-            schema: input,
-            event_time: None,
-            idle_timeout: None,
-            shedding: None,
-            history: crate::plan::retention::HistorySetting::Off,
-            // Planning only: this stream is never declared or persisted.
-            ddl: CreateStream {
-                name: sq::Ident::new(query),
-                columns: vec![],
-                watermark: None,
-                options: vec![],
-                if_not_exists: false,
-            },
-        })?;
+        // Planning only: this stream is never declared or persisted.
+        catalog.add_stream(StreamDef::derived(query, input, None))?;
         let plan = plan_query(view, &catalog)?;
         let steps = plan
             .specs
