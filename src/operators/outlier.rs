@@ -290,36 +290,77 @@ fn iqr_scores(values: &[f64], factor: f64) -> Vec<f64> {
 /// DBSCAN's noise points are the outliers: points neither core (`min_points` within `eps`,
 /// themselves included) nor within `eps` of a core point. A point's score is its distance to
 /// the nearest core point, or to the nearest other point when there is no cluster at all.
+///
+/// Points are searched in the order of their first coordinate: only those whose first
+/// coordinate lies within `eps` can be within `eps`, and a nearest-point search stops once the
+/// first coordinate alone is farther than the best distance found. So a window of n groups
+/// costs about n times the neighbours of a point rather than n² (the distances, and so the
+/// flags and scores, are exactly those of comparing every pair; the test checks it).
 fn dbscan(points: &[&[f64]], eps: f64, min_points: usize) -> Vec<(bool, f64)> {
     let n = points.len();
-    let core: Vec<usize> = (0..n)
-        .filter(|&i| {
-            points
-                .iter()
-                .filter(|q| distance(points[i], q) <= eps)
-                .count()
-                >= min_points
-        })
-        .collect();
-    let nearest = |i: usize, among: &mut dyn Iterator<Item = usize>| {
-        among
-            .map(|j| distance(points[i], points[j]))
-            .fold(f64::INFINITY, f64::min)
-    };
+    // A point whose first coordinate is NaN is at a NaN distance from every point: within
+    // `eps` of none, nearest to none. The others, by first coordinate.
+    let mut order: Vec<usize> = (0..n).filter(|&i| !points[i][0].is_nan()).collect();
+    order.sort_by(|&a, &b| points[a][0].total_cmp(&points[b][0]));
+    let first = |i: usize| points[i][0];
+    let mut is_core = vec![min_points == 0; n];
+    let mut low = 0;
+    for &i in &order {
+        let x = first(i);
+        while low < order.len() && first(order[low]) < x - eps {
+            low += 1;
+        }
+        let neighbours = order[low..]
+            .iter()
+            .take_while(|&&j| first(j) <= x + eps)
+            .filter(|&&j| distance(points[i], points[j]) <= eps)
+            .count();
+        is_core[i] = neighbours >= min_points;
+    }
+    let core: Vec<usize> = order.iter().copied().filter(|&i| is_core[i]).collect();
     (0..n)
         .map(|i| {
-            let nearest_core = nearest(i, &mut core.iter().copied());
+            let nearest_core = nearest(points, &core, i, true);
             if nearest_core <= eps {
                 return (false, nearest_core);
             }
             let score = if core.is_empty() {
-                nearest(i, &mut (0..n).filter(|&j| j != i))
+                nearest(points, &order, i, false)
             } else {
                 nearest_core
             };
             (true, if score.is_finite() { score } else { 0.0 })
         })
         .collect()
+}
+
+/// The smallest distance from point `i` to the points `among` (sorted by first coordinate,
+/// none of them NaN there; `i` itself among them only if `itself`), or infinity when none is
+/// at a number's distance.
+fn nearest(points: &[&[f64]], among: &[usize], i: usize, itself: bool) -> f64 {
+    let x = points[i][0];
+    if x.is_nan() {
+        return f64::INFINITY;
+    }
+    let at = among.partition_point(|&j| points[j][0] < x);
+    let mut best = f64::INFINITY;
+    for &j in among[at..].iter() {
+        if !(points[j][0] - x < best) {
+            break;
+        }
+        if itself || j != i {
+            best = best.min(distance(points[i], points[j]));
+        }
+    }
+    for &j in among[..at].iter().rev() {
+        if !(x - points[j][0] < best) {
+            break;
+        }
+        if itself || j != i {
+            best = best.min(distance(points[i], points[j]));
+        }
+    }
+    best
 }
 
 fn median(values: &[f64]) -> f64 {
@@ -448,6 +489,76 @@ mod tests {
             "nearest core point is 2: {}",
             r[5].1
         );
+    }
+
+    /// DBSCAN by comparing every pair: what the sorted search must give exactly.
+    fn dbscan_every_pair(points: &[&[f64]], eps: f64, min_points: usize) -> Vec<(bool, f64)> {
+        let n = points.len();
+        let core: Vec<usize> = (0..n)
+            .filter(|&i| {
+                let near = points.iter().filter(|q| distance(points[i], q) <= eps);
+                near.count() >= min_points
+            })
+            .collect();
+        let nearest = |i: usize, among: &mut dyn Iterator<Item = usize>| {
+            among
+                .map(|j| distance(points[i], points[j]))
+                .fold(f64::INFINITY, f64::min)
+        };
+        (0..n)
+            .map(|i| {
+                let nearest_core = nearest(i, &mut core.iter().copied());
+                if nearest_core <= eps {
+                    return (false, nearest_core);
+                }
+                let score = if core.is_empty() {
+                    nearest(i, &mut (0..n).filter(|&j| j != i))
+                } else {
+                    nearest_core
+                };
+                (true, if score.is_finite() { score } else { 0.0 })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dbscan_equals_comparing_every_pair() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+        let specials = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0];
+        for case in 0..400 {
+            let n = rng.gen_range(0..60);
+            let dims = rng.gen_range(1..4);
+            let spread: f64 = [1.0, 10.0, 1000.0][case % 3];
+            let points: Vec<Vec<f64>> = (0..n)
+                .map(|_| {
+                    (0..dims)
+                        .map(|_| {
+                            if rng.gen_ratio(1, 40) {
+                                specials[rng.gen_range(0..specials.len())]
+                            } else {
+                                // Repeats and near ties, as group sums have.
+                                (rng.gen_range(0.0..spread) * 4.0).round() / 4.0
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            let refs: Vec<&[f64]> = points.iter().map(|p| p.as_slice()).collect();
+            let eps = [0.0, 0.5, 1.0, 3.0, 50.0, -1.0, f64::INFINITY][rng.gen_range(0..7)];
+            let min_points = rng.gen_range(0..6);
+            let got = dbscan(&refs, eps, min_points);
+            let want = dbscan_every_pair(&refs, eps, min_points);
+            assert_eq!(got.len(), want.len());
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    g.0 == w.0 && (g.1 == w.1 || g.1.is_nan() && w.1.is_nan()),
+                    "case {case}, point {i} {:?} (eps {eps}, min_points {min_points}): \
+                     got {g:?}, comparing every pair gives {w:?}",
+                    points[i]
+                );
+            }
+        }
     }
 
     #[test]
