@@ -13,6 +13,8 @@
 //! to it directly; a failing node fails the outputs of every query below it.
 
 use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Instant;
 
 use datafusion::arrow::record_batch::RecordBatch;
 
@@ -37,17 +39,52 @@ struct Node {
     failed: bool,
     /// A root filter's predicate, split into atoms shared with the other root filters.
     split: Option<SplitPredicate>,
+    /// For a root: what running a batch through its subtree has cost lately, and what
+    /// advancing its subtree's watermark has (how the roots are spread over threads).
+    cost: Cost,
 }
+
+/// Recent time a root's subtree took, per batch row and per watermark advance (moving
+/// averages, in nanoseconds).
+#[derive(Default, Clone, Copy)]
+struct Cost {
+    per_row: f64,
+    per_advance: f64,
+}
+
+impl Cost {
+    fn update(average: &mut f64, sample: f64) {
+        *average = if *average == 0.0 {
+            sample
+        } else {
+            0.8 * *average + 0.2 * sample
+        };
+    }
+}
+
+/// Work below this many nanoseconds (as the roots' recent costs predict it) runs on the
+/// calling thread: starting a thread costs tens of microseconds.
+const PARALLEL_NANOS: f64 = 200_000.0;
+
+/// The nodes of a graph by id (`None` where a node was dropped, or where it lives in another
+/// part while the graph's subtrees run on several threads).
+#[derive(Default)]
+struct Nodes(Vec<Option<Node>>);
 
 /// The operator tree of one stream's queries.
 #[derive(Default)]
 pub struct OperatorGraph {
-    nodes: Vec<Option<Node>>,
+    nodes: Nodes,
     roots: Vec<usize>,
     /// Queries without operators: their results are the stream's rows.
     passthrough: Vec<(String, OutputHandle)>,
     /// The atoms of the root filters' predicates, each evaluated once per batch.
     predicates: SharedPredicates,
+    /// Threads the roots' subtrees may run on at once (queries that share no operator are
+    /// independent: each query's results keep their order whichever thread runs it).
+    workers: usize,
+    /// Predicted work (nanoseconds) from which the roots run on several threads.
+    parallel_nanos: f64,
 }
 
 impl OperatorGraph {
@@ -129,6 +166,7 @@ impl OperatorGraph {
                         users: 0,
                         failed: false,
                         split,
+                        cost: Cost::default(),
                     });
                     match parent {
                         None => self.roots.push(id),
@@ -159,7 +197,7 @@ impl OperatorGraph {
             let n = self.node_mut(id);
             n.users -= 1;
             if n.users == 0 {
-                if let Some(split) = self.nodes[id].take().and_then(|n| n.split) {
+                if let Some(split) = self.nodes.0[id].take().and_then(|n| n.split) {
                     self.predicates.release(&split);
                 }
                 match i.checked_sub(1).map(|p| path[p]) {
@@ -234,8 +272,14 @@ impl OperatorGraph {
             .find(|&id| self.node(id).users == 1)
             .or(path.last().copied());
         if let Some(id) = at {
-            self.fail(id, error);
+            self.nodes.fail(id, error);
         }
+    }
+
+    /// Threads the queries' operators may run on at once (1 unless set).
+    pub fn set_workers(&mut self, workers: usize) {
+        self.workers = workers.max(1);
+        self.parallel_nanos = PARALLEL_NANOS;
     }
 
     /// Feeds a batch of the stream's rows to every query.
@@ -244,18 +288,188 @@ impl OperatorGraph {
             QueryOutput::lock(output).deliver(std::slice::from_ref(batch));
         }
         let atoms = (!self.predicates.is_empty()).then(|| self.predicates.evaluate(batch));
-        for root in self.roots.clone() {
-            match &atoms {
-                Some(atoms) if self.node(root).split.is_some() => self.select(root, batch, atoms),
-                _ => self.push(root, vec![batch.clone()]),
+        let rows = batch.num_rows() as f64;
+        let predicates = &self.predicates;
+        each_root(
+            &mut self.nodes,
+            &self.roots,
+            (self.workers, self.parallel_nanos),
+            |cost| cost.per_row * rows,
+            |cost, spent| Cost::update(&mut cost.per_row, spent / rows.max(1.0)),
+            |nodes, root| match &atoms {
+                Some(atoms) if nodes.node(root).split.is_some() => {
+                    nodes.select(root, batch, atoms, predicates)
+                }
+                _ => nodes.push(root, vec![batch.clone()]),
+            },
+        );
+    }
+
+    /// Advances every node to `watermark`; what a node emits passes through its subtree
+    /// before its children advance.
+    pub fn advance(&mut self, watermark: Watermark) {
+        each_root(
+            &mut self.nodes,
+            &self.roots,
+            (self.workers, self.parallel_nanos),
+            |cost| cost.per_advance,
+            |cost, spent| Cost::update(&mut cost.per_advance, spent),
+            |nodes, root| nodes.advance_node(root, watermark),
+        );
+    }
+
+    fn insert(&mut self, node: Node) -> usize {
+        let nodes = &mut self.nodes.0;
+        match nodes.iter().position(Option::is_none) {
+            Some(id) => {
+                nodes[id] = Some(node);
+                id
             }
+            None => {
+                nodes.push(Some(node));
+                nodes.len() - 1
+            }
+        }
+    }
+
+    fn node(&self, id: usize) -> &Node {
+        self.nodes.node(id)
+    }
+
+    fn node_mut(&mut self, id: usize) -> &mut Node {
+        self.nodes.node_mut(id)
+    }
+}
+
+/// Runs `work` on every root's subtree: on the calling thread, or, when there are
+/// several workers and the roots' recent costs (`predict`) reach `parallel_nanos`, on
+/// up to `workers` threads at once, each taking a share of the roots (the most costly
+/// first, each to the least loaded thread) with their subtrees moved to it. Each root's
+/// time is measured and kept (`learn`).
+fn each_root(
+    nodes: &mut Nodes,
+    roots: &[usize],
+    (workers, parallel_nanos): (usize, f64),
+    predict: impl Fn(&Cost) -> f64,
+    learn: impl Fn(&mut Cost, f64) + Sync,
+    work: impl Fn(&mut Nodes, usize) + Sync,
+) {
+    let predicted: Vec<f64> = roots
+        .iter()
+        .map(|&r| predict(&nodes.node(r).cost))
+        .collect();
+    let threads = workers.min(roots.len());
+    if threads < 2 || predicted.iter().sum::<f64>() < parallel_nanos {
+        for &root in roots {
+            let started = Instant::now();
+            work(nodes, root);
+            let spent = started.elapsed().as_nanos() as f64;
+            learn(&mut nodes.node_mut(root).cost, spent);
+        }
+        return;
+    }
+    // The most costly roots first, each to the thread with the least work so far.
+    let mut order: Vec<usize> = (0..roots.len()).collect();
+    order.sort_by(|&a, &b| predicted[b].total_cmp(&predicted[a]));
+    let mut load = vec![0.0f64; threads];
+    let mut shares: Vec<Vec<usize>> = vec![Vec::new(); threads];
+    for i in order {
+        let t = (0..threads)
+            .min_by(|&a, &b| load[a].total_cmp(&load[b]))
+            .expect("two threads or more");
+        load[t] += predicted[i];
+        shares[t].push(roots[i]);
+    }
+    let mut parts: Vec<(Nodes, Vec<usize>)> = shares
+        .into_iter()
+        .map(|share| {
+            let mut part = Nodes(Vec::new());
+            part.0.resize_with(nodes.0.len(), || None);
+            for &root in &share {
+                nodes.move_subtree(root, &mut part);
+            }
+            (part, share)
+        })
+        .collect();
+    let run = |part: &mut (Nodes, Vec<usize>)| {
+        for &root in &part.1 {
+            let started = Instant::now();
+            work(&mut part.0, root);
+            let spent = started.elapsed().as_nanos() as f64;
+            learn(&mut part.0.node_mut(root).cost, spent);
+        }
+    };
+    let run = &run;
+    let (first, rest) = parts.split_first_mut().expect("two parts or more");
+    // Each part behind a lock of its own, so that one whose thread could not start is still
+    // at hand to run here.
+    let rest: Vec<Mutex<&mut (Nodes, Vec<usize>)>> = rest.iter_mut().map(Mutex::new).collect();
+    std::thread::scope(|s| {
+        let others: Vec<_> = rest
+            .iter()
+            .map(|part| {
+                // Deep (but allowed) expressions recurse while they are evaluated.
+                std::thread::Builder::new()
+                    .stack_size(crate::limits::THREAD_STACK_BYTES)
+                    .spawn_scoped(s, move || {
+                        run(&mut part.lock().unwrap_or_else(|p| p.into_inner()))
+                    })
+                    .map_err(|e| (e, part))
+            })
+            .collect();
+        run(first);
+        for other in others {
+            match other {
+                Ok(handle) => {
+                    if handle.join().is_err() {
+                        tracing::error!("a query worker thread panicked");
+                    }
+                }
+                Err((e, part)) => {
+                    tracing::warn!("starting a query worker thread: {e}; running on this one");
+                    run(&mut part.lock().unwrap_or_else(|p| p.into_inner()));
+                }
+            }
+        }
+    });
+    for (part, _) in parts {
+        for (id, node) in part.0.into_iter().enumerate() {
+            if node.is_some() {
+                nodes.0[id] = node;
+            }
+        }
+    }
+}
+
+impl Nodes {
+    fn node(&self, id: usize) -> &Node {
+        self.0[id].as_ref().expect("paths hold live nodes")
+    }
+
+    fn node_mut(&mut self, id: usize) -> &mut Node {
+        self.0[id].as_mut().expect("paths hold live nodes")
+    }
+
+    /// Moves node `root` and every node below it to `into` (at the same ids).
+    fn move_subtree(&mut self, root: usize, into: &mut Nodes) {
+        let mut stack = vec![root];
+        while let Some(id) = stack.pop() {
+            let node = self.0[id].take().expect("paths hold live nodes");
+            stack.extend(node.children.iter().copied());
+            into.0[id] = Some(node);
         }
     }
 
     /// Runs a batch through a root filter whose shared atoms are evaluated (`atoms`), and on
     /// down. When the filter's rows go only to children that can pick the rows they read out
     /// of the whole batch, the filter itself copies nothing.
-    fn select(&mut self, id: usize, batch: &RecordBatch, atoms: &AtomValues) {
+    fn select(
+        &mut self,
+        id: usize,
+        batch: &RecordBatch,
+        atoms: &AtomValues,
+        predicates: &SharedPredicates,
+    ) {
         let node = self.node(id);
         if node.failed {
             return;
@@ -264,7 +478,7 @@ impl OperatorGraph {
             .split
             .as_ref()
             .expect("selected nodes have a split predicate");
-        let selection = match atoms.select(&self.predicates, split, batch) {
+        let selection = match atoms.select(predicates, split, batch) {
             Ok(selection) => selection,
             Err(e) => return self.fail(id, e),
         };
@@ -302,14 +516,6 @@ impl OperatorGraph {
         match kept {
             Ok(produced) => self.emit_to(id, &children, produced),
             Err(e) => self.fail(id, e),
-        }
-    }
-
-    /// Advances every node to `watermark`; what a node emits passes through its subtree
-    /// before its children advance.
-    pub fn advance(&mut self, watermark: Watermark) {
-        for root in self.roots.clone() {
-            self.advance_node(root, watermark);
         }
     }
 
@@ -378,27 +584,6 @@ impl OperatorGraph {
             }
             stack.extend(node.children.iter().copied());
         }
-    }
-
-    fn insert(&mut self, node: Node) -> usize {
-        match self.nodes.iter().position(Option::is_none) {
-            Some(id) => {
-                self.nodes[id] = Some(node);
-                id
-            }
-            None => {
-                self.nodes.push(Some(node));
-                self.nodes.len() - 1
-            }
-        }
-    }
-
-    fn node(&self, id: usize) -> &Node {
-        self.nodes[id].as_ref().expect("paths hold live nodes")
-    }
-
-    fn node_mut(&mut self, id: usize) -> &mut Node {
-        self.nodes[id].as_mut().expect("paths hold live nodes")
     }
 }
 
@@ -477,7 +662,7 @@ mod tests {
     }
 
     fn live(g: &OperatorGraph) -> usize {
-        g.nodes.iter().filter(|n| n.is_some()).count()
+        g.nodes.0.iter().filter(|n| n.is_some()).count()
     }
 
     fn batch(rows: &[(i64, i64, i64)]) -> RecordBatch {
@@ -498,6 +683,54 @@ mod tests {
     const SUM: &str =
         "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
                        WHERE v > 1 GROUP BY k, window_start, window_end";
+
+    /// Queries spread over threads give each query the rows it gets on one, in order,
+    /// batch by batch and watermark by watermark (here every batch runs on two threads).
+    #[test]
+    fn queries_on_two_threads_give_what_they_give_on_one() {
+        const QUERIES: [&str; 5] = [
+            SUM,
+            "SELECT k, window_end, COUNT(*) AS n FROM HOP(s, ts, INTERVAL '2' SECOND, \
+             INTERVAL '6' SECOND) GROUP BY k, window_start, window_end",
+            "SELECT ts, k, v FROM s WHERE v % 3 = 0",
+            "SELECT k, window_start, window_end, COUNT(*) AS n FROM SESSION(s, ts, \
+             INTERVAL '1' SECOND) GROUP BY k, window_start, window_end",
+            "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '5' SECOND) \
+             WHERE v > 4 GROUP BY k, window_start, window_end",
+        ];
+        let run = |threads: usize| {
+            let mut g = OperatorGraph::default();
+            g.set_workers(threads);
+            g.parallel_nanos = 0.0;
+            let outputs: Vec<OutputHandle> = QUERIES
+                .iter()
+                .enumerate()
+                .map(|(i, sql)| attach(&mut g, &format!("q{i}"), sql).1)
+                .collect();
+            let mut x = 7u64;
+            for b in 0..40i64 {
+                let rows: Vec<(i64, i64, i64)> = (0..50)
+                    .map(|i| {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        (b * 3 + i % 2, (x >> 33) as i64 % 4, (x >> 40) as i64 % 9)
+                    })
+                    .collect();
+                g.process(&batch(&rows));
+                g.advance(Watermark(EventTime((b * 3 - 1) * 1_000_000_000)));
+            }
+            assert_eq!(live(&g), g.nodes.0.len(), "every node is back in its place");
+            outputs.iter().map(results).collect::<Vec<_>>()
+        };
+        let one = run(1);
+        let two = run(2);
+        for (i, (a, b)) in one.iter().zip(&two).enumerate() {
+            let rows = |r: &[RecordBatch]| r.iter().map(|b| b.num_rows()).sum::<usize>();
+            assert!(rows(a) > 0, "query {i} gives rows");
+            assert_eq!(a, b, "query {i}");
+        }
+    }
 
     #[test]
     fn identical_queries_share_every_node_and_get_the_same_rows() {

@@ -47,15 +47,18 @@ impl StreamHub {
         retain_rows: usize,
         max_state_bytes: usize,
         history: Option<History>,
+        workers: usize,
     ) -> Arc<StreamHub> {
         let shedder = def.shedding.map(|policy| Shedder::new(policy, 0x5a91));
+        let mut graph = OperatorGraph::default();
+        graph.set_workers(workers);
         Arc::new(StreamHub {
             inner: Mutex::new(Hub {
                 max_state_bytes,
                 retain_rows,
                 shedder,
                 stream: StreamRuntime::new(def, retained(retain_rows, max_state_bytes)),
-                graph: OperatorGraph::default(),
+                graph,
                 queries: BTreeMap::new(),
                 sources: BTreeMap::new(),
                 dropped: false,

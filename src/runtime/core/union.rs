@@ -50,7 +50,7 @@ pub fn union_hub(
     max_state_bytes: usize,
 ) -> Result<Arc<StreamHub>> {
     let merge = UnionMerge::try_new(plan.branches.len(), plan.schema.clone(), plan.time_column)?;
-    let hub = StreamHub::new(def, retain_rows, max_state_bytes, None);
+    let hub = StreamHub::new(def, retain_rows, max_state_bytes, None, 1);
     hub.lock().union = Some(UnionInput {
         merge,
         streams: plan.branches.iter().map(|b| b.stream.clone()).collect(),

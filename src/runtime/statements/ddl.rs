@@ -121,6 +121,7 @@ impl Engine {
                     self.config.retain_rows,
                     self.config.max_query_state_bytes,
                     history,
+                    self.config.workers,
                 );
                 shared.hubs.insert(def.name.clone(), hub);
                 Ok(seq)
