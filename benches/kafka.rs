@@ -22,6 +22,11 @@
 //! and exit 1. CPU seconds of this process (the server, the source thread and the clients;
 //! not the broker) are read from `/proc/self/stat` around each timed phase.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a bench starts its own threads and tasks"
+)]
+
 #[path = "../tests/kafka/broker.rs"]
 mod broker;
 mod common;

@@ -19,6 +19,11 @@
 //! SUM; otherwise the bench prints `MISMATCH` and exits 1. The server is stopped at the end of
 //! each run. See `benches/README.md` for the latest figures.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a bench starts its own threads and tasks"
+)]
+
 mod common;
 
 use common::{env_count, median, mix, percentile, run_on_tokio, thousands};

@@ -16,6 +16,11 @@
 //! measured on the build that runs). `SAQL_OVERLOAD_SECS` (default 60), `SAQL_OVERLOAD_FACTOR`
 //! (10), `SAQL_OVERLOAD_WRITERS` (8). See `benches/README.md`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a bench starts its own threads and tasks"
+)]
+
 mod common;
 
 use common::{env_count, thousands};

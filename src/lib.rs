@@ -61,6 +61,7 @@ pub mod runtime;
 pub mod server;
 pub mod sinks;
 pub mod sources;
+pub mod spawn;
 pub mod sql;
 pub mod text;
 pub mod time;

@@ -3,6 +3,11 @@
 //! a clear error with the right SQLSTATE, and the server must still answer `SELECT 1`.
 //! Limits are set low by flags where the defaults would take long to reach.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test starts its own threads and tasks"
+)]
+
 mod pg_errors;
 
 use std::io::{Read, Write};

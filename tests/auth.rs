@@ -4,6 +4,11 @@
 //! made in the test, `--require-tls`, and the refusal to serve a non-loopback address
 //! without a users file.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test starts its own threads and tasks"
+)]
+
 mod pg_errors;
 
 use std::io::Write;

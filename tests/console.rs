@@ -1,3 +1,7 @@
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test starts its own threads and tasks"
+)]
 #![cfg(feature = "server")]
 //! The web console. Over plain HTTP against the server in this process: the overview agrees
 //! with SHOW QUERIES, a query's event stream carries the same rows and sequence numbers as

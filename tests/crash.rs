@@ -10,6 +10,11 @@
 //! CI runs a few crash points; `SAQL_CRASH_POINTS=25 cargo test --test crash -- --nocapture`
 //! runs the full set.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test starts its own threads and tasks"
+)]
+
 #[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
 #[path = "support/binary.rs"]
 mod binary;

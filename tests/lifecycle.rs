@@ -3,6 +3,11 @@
 //! nothing, and SIGTERM drains the sessions (idle ones get 57P01, a COPY in flight finishes
 //! and its rows are there after a restart) before the server exits 0.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test starts its own threads and tasks"
+)]
+
 #[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
 #[path = "support/binary.rs"]
 mod binary;

@@ -3,6 +3,11 @@
 //! the engine, random COPY data through the decoder, and random protocol frames through a real
 //! server's wire front end. (The fuzz targets in `fuzz/` run the same for longer.)
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test starts its own threads and tasks"
+)]
+
 use proptest::prelude::*;
 use saql::sources::csv::{CopyDecoder, CopyOptions};
 use saql::{Engine, EngineConfig};

@@ -1,3 +1,7 @@
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test starts its own threads and tasks"
+)]
 #![cfg(feature = "server")]
 //! End-to-end checks of what the tools analysts open send, against the real server on
 //! 127.0.0.1 with tokio-postgres and psql (where installed): parameters inside INSERT

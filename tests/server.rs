@@ -1,3 +1,7 @@
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test starts its own threads and tasks"
+)]
 #![cfg(feature = "server")]
 //! End-to-end tests against the real server on 127.0.0.1 with real clients: tokio-postgres
 //! (simple and extended protocol, COPY, cancel) and psql where it is installed.

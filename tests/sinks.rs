@@ -1,3 +1,7 @@
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test starts its own threads and tasks"
+)]
 #![cfg(feature = "server")]
 //! Sinks against the real server on 127.0.0.1: a webhook receiver inside the test fails the
 //! first requests with 500 (the sink retries), stops answering while the real binary is

@@ -1,3 +1,7 @@
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test starts its own threads and tasks"
+)]
 #![cfg(feature = "server")]
 //! File sources against the real server on 127.0.0.1: a JSON file that grows (lines written
 //! in pieces), holds bad records and is rotated is followed by `CREATE SOURCE`, and a

@@ -5,6 +5,11 @@
 //! bound is an opt-in session setting. Against the server on 127.0.0.1:0 with tokio-postgres,
 //! the raw protocol and psql.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test starts its own threads and tasks"
+)]
+
 mod pg_errors;
 
 use std::net::SocketAddr;

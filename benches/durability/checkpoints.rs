@@ -4,6 +4,11 @@
 //! against the same thread's inserts before it. Each run then restarts from the checkpoint and
 //! compares the query's results with an in-memory run over the same rows.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a bench starts its own threads and tasks"
+)]
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 

@@ -2,6 +2,11 @@
 //! memory (the baseline) and logged at each fsync policy; one writer with 1000- and 8192-row
 //! batches, and four writers with 100-row batches into four streams and into one.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a bench starts its own threads and tasks"
+)]
+
 use std::error::Error;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The server on one core and on two: `saql serve --workers W` with the demo's queries
+# The server on one core and on two: `saql serve --workers W`, pinned to W cores (taskset),
+# with the demo's queries
 # registered (queries/*.sql: the 13 over proc_events), one COPY of EVENTS proc_events rows
 # (benches/wire/proc_events.py) timed from psql's start to its end; then two streams fed at
 # once (proc_events and a copy of it, proc_events_b, with the same 13 queries renamed), both
@@ -65,7 +66,8 @@ queries_a=$(grep -c 'CREATE CONTINUOUS QUERY' "$ddl_b")
 
 start_saql() { # workers
   port=$(free_port)
-  RUST_LOG=warn "$saql" serve --listen "127.0.0.1:$port" --data-dir "$tmp/data" --workers "$1" \
+  # The server on as many cores as it has workers: cores 0 .. workers-1.
+  RUST_LOG=warn taskset -c "0-$(($1 - 1))" "$saql" serve --listen "127.0.0.1:$port" --data-dir "$tmp/data" --workers "$1" \
     ${HISTORY:+--history "$HISTORY"} &
   saql_pid=$!
   psql_saql=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U saql -d saql)

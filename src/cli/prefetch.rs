@@ -281,14 +281,11 @@ fn spawn<T: Send + 'static>(
     name: String,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<JoinHandle<T>, InputError> {
-    std::thread::Builder::new()
-        .name(name)
-        .spawn(work)
-        .map_err(|e| InputError {
-            path: path.to_string(),
-            line: None,
-            message: format!("cannot start a decoding thread: {e}"),
-        })
+    saql::spawn::thread(name, work).map_err(|e| InputError {
+        path: path.to_string(),
+        line: None,
+        message: format!("cannot start a decoding thread: {e}"),
+    })
 }
 
 impl Drop for Prefetched {

@@ -297,7 +297,7 @@ pub fn serve(
         saql::server::run_with(listener, engine.clone(), server, shutdown).await?;
         if durable {
             // A restart then replays nothing: the log up to here is in this checkpoint.
-            let written = tokio::task::spawn_blocking(move || engine.checkpoint()).await??;
+            let written = saql::spawn::blocking(move || engine.checkpoint()).await??;
             tracing::info!(
                 "final checkpoint written (epoch {}, {} bytes of state)",
                 written.epoch,
@@ -340,7 +340,7 @@ async fn start_http(
         allowed_hosts: http.allowed_hosts.clone(),
         metrics_public: http.metrics_public,
     };
-    tokio::spawn(async move {
+    saql::spawn::task(async move {
         if let Err(e) =
             saql::server::http::serve(listener, engine, options, std::future::pending()).await
         {
@@ -355,7 +355,7 @@ async fn start_http(
 /// stay.
 fn reload_users_on_hangup(users: UsersFile, path: PathBuf) -> std::io::Result<()> {
     let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
-    tokio::spawn(async move {
+    saql::spawn::task(async move {
         while hangups.recv().await.is_some() {
             match Users::load(&path) {
                 Ok(loaded) => {
@@ -481,7 +481,7 @@ async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::erro
         }
     }
     let engine = engine.clone();
-    tokio::spawn(async move {
+    saql::spawn::task(async move {
         let mut generator = DemoGenerator::new(42, 6);
         let attacks = [
             Attack::BruteForce,
@@ -514,7 +514,7 @@ async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::erro
             };
             from = to;
             let engine = engine.clone();
-            let _ = tokio::task::spawn_blocking(move || {
+            let _ = saql::spawn::blocking(move || {
                 for (stream, batch) in batches {
                     if let Err(e) = engine.insert_batch(stream, batch) {
                         tracing::warn!("demo insert into {stream}: {e}");

@@ -345,7 +345,7 @@ fn nearest(points: &[&[f64]], among: &[usize], i: usize, itself: bool) -> f64 {
     let at = among.partition_point(|&j| points[j][0] < x);
     let mut best = f64::INFINITY;
     for &j in among[at..].iter() {
-        if !(points[j][0] - x < best) {
+        if !nearer(points[j][0] - x, best) {
             break;
         }
         if itself || j != i {
@@ -353,7 +353,7 @@ fn nearest(points: &[&[f64]], among: &[usize], i: usize, itself: bool) -> f64 {
         }
     }
     for &j in among[..at].iter().rev() {
-        if !(x - points[j][0] < best) {
+        if !nearer(x - points[j][0], best) {
             break;
         }
         if itself || j != i {
@@ -361,6 +361,12 @@ fn nearest(points: &[&[f64]], among: &[usize], i: usize, itself: bool) -> f64 {
         }
     }
     best
+}
+
+/// Whether a point `gap` away along one coordinate may be nearer than `best` (not when the
+/// gap is NaN: infinity from infinity).
+fn nearer(gap: f64, best: f64) -> bool {
+    gap < best
 }
 
 fn median(values: &[f64]) -> f64 {

@@ -103,11 +103,7 @@ fn run_each<T: Send>(
             let handles: Vec<_> = replicas
                 .iter_mut()
                 .zip(inputs)
-                .map(|(op, input)| {
-                    std::thread::Builder::new()
-                        .stack_size(crate::limits::THREAD_STACK_BYTES)
-                        .spawn_scoped(s, move || work(op, input))
-                })
+                .map(|(op, input)| crate::spawn::scoped(s, "saql-shard", move || work(op, input)))
                 .collect();
             handles
                 .into_iter()

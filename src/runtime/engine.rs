@@ -830,8 +830,8 @@ async fn off_async<T: Send + 'static>(
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
     #[cfg(feature = "server")]
-    if let Ok(handle) = tokio::runtime::Handle::try_current() {
-        return match handle.spawn_blocking(work).await {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return match crate::spawn::blocking(work).await {
             Ok(result) => result,
             Err(e) => Err(Error::Internal(format!("statement failed: {e}"))),
         };

@@ -685,7 +685,7 @@ impl CopyHandler for Connection {
         }
         let engine = self.engine.clone();
         let copy = p.copy;
-        let rows = tokio::task::spawn_blocking(move || engine.finish_copy(*copy))
+        let rows = crate::spawn::blocking(move || engine.finish_copy(*copy))
             .await
             .map_err(|e| pg_error(&Error::Internal(e.to_string()), &p.query))?
             .map_err(|e| pg_error(&e, &p.query))?;

@@ -230,7 +230,7 @@ pub async fn serve(
             };
             let (engine, options) = (engine.clone(), options.clone());
             let (requests, streams) = (requests.clone(), streams.clone());
-            tokio::spawn(async move {
+            crate::spawn::task(async move {
                 let _ = answer(socket, engine, &options, requests, streams).await;
                 drop(open);
             });
@@ -291,7 +291,7 @@ async fn answer(
         .await;
     }
     if request.path == "/metrics" {
-        let text = match tokio::task::spawn_blocking(move || engine.metrics_text()).await {
+        let text = match crate::spawn::blocking(move || engine.metrics_text()).await {
             Ok(t) => t,
             Err(_) => return respond(&mut socket, "500 Internal Server Error", "", "").await,
         };

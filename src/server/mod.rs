@@ -133,12 +133,12 @@ pub async fn run_with(
     );
     let ticker = {
         let engine = engine.clone();
-        tokio::spawn(async move {
+        crate::spawn::task(async move {
             let mut interval = tokio::time::interval(TICK);
             loop {
                 interval.tick().await;
                 let engine = engine.clone();
-                let _ = tokio::task::spawn_blocking(move || engine.tick()).await;
+                let _ = crate::spawn::blocking(move || engine.tick()).await;
             }
         })
     };
@@ -183,7 +183,7 @@ pub async fn run_with(
                 },
             };
             let tls = config.security.tls.clone();
-            connections.spawn(async move {
+            crate::spawn::task_in(&mut connections, async move {
                 if let Err(e) = admission::serve(socket, tls, handlers, session, lifetime).await {
                     tracing::debug!("connection from {peer} ended: {e}");
                 }

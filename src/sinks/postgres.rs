@@ -55,7 +55,7 @@ impl PostgresWriter {
         let (client, connection) = tokio_postgres::connect(url, NoTls)
             .await
             .map_err(|e| pg_error("connecting", e))?;
-        tokio::spawn(async move {
+        crate::spawn::task(async move {
             if let Err(e) = connection.await {
                 tracing::debug!("postgres sink connection ended: {e}");
             }

@@ -201,12 +201,12 @@ mod tests {
     /// about 70 KiB per level of `NOT NOT ...`, past a 2 MiB stack at 30.
     fn sqlstate(sql: &str) -> Option<&'static str> {
         let sql = sql.to_string();
-        std::thread::Builder::new()
-            .stack_size(crate::limits::THREAD_STACK_BYTES)
-            .spawn(move || parse(&sql).err().map(|e| e.sqlstate()))
-            .unwrap()
-            .join()
-            .unwrap()
+        crate::spawn::thread("saql-test-parse", move || {
+            parse(&sql).err().map(|e| e.sqlstate())
+        })
+        .unwrap()
+        .join()
+        .unwrap()
     }
 
     #[test]

@@ -1,6 +1,11 @@
 //! The real `saql serve` binary for end-to-end tests: started on a free 127.0.0.1 port with a
 //! data directory, killed (SIGKILL) when dropped, reached with tokio-postgres.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test starts its own threads and tasks"
+)]
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;

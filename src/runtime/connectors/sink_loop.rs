@@ -21,9 +21,9 @@ use crate::runtime::engine::WeakEngine;
 /// Starts a sink's thread.
 #[cfg(feature = "server")]
 pub(in crate::runtime) fn spawn(weak: WeakEngine, rt: Arc<SinkRuntime>) -> Result<()> {
-    std::thread::Builder::new()
-        .name(format!("saql-sink-{}", rt.spec.name.replace('\0', "")))
-        .spawn(move || {
+    crate::spawn::thread(
+        format!("saql-sink-{}", rt.spec.name.replace('\0', "")),
+        move || {
             let result = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -34,8 +34,9 @@ pub(in crate::runtime) fn spawn(weak: WeakEngine, rt: Arc<SinkRuntime>) -> Resul
                     rt.fail(&e);
                 }
             }
-        })
-        .map_err(|e| Error::io("starting a sink thread", e))?;
+        },
+    )
+    .map_err(|e| Error::io("starting a sink thread", e))?;
     Ok(())
 }
 

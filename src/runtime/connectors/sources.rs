@@ -98,10 +98,11 @@ impl Engine {
             }
             let weak = self.downgrade();
             let thread_rt = rt.clone();
-            std::thread::Builder::new()
-                .name(format!("saql-source-{}", rt.spec.name.replace('\0', "")))
-                .spawn(move || run_source(weak, thread_rt))
-                .map_err(|e| Error::io("starting a source thread", e))?;
+            crate::spawn::thread(
+                format!("saql-source-{}", rt.spec.name.replace('\0', "")),
+                move || run_source(weak, thread_rt),
+            )
+            .map_err(|e| Error::io("starting a source thread", e))?;
         }
         Ok(())
     }

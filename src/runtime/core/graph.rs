@@ -408,13 +408,10 @@ fn each_root(
         let others: Vec<_> = rest
             .iter()
             .map(|part| {
-                // Deep (but allowed) expressions recurse while they are evaluated.
-                std::thread::Builder::new()
-                    .stack_size(crate::limits::THREAD_STACK_BYTES)
-                    .spawn_scoped(s, move || {
-                        run(&mut part.lock().unwrap_or_else(|p| p.into_inner()))
-                    })
-                    .map_err(|e| (e, part))
+                crate::spawn::scoped(s, "saql-queries", move || {
+                    run(&mut part.lock().unwrap_or_else(|p| p.into_inner()))
+                })
+                .map_err(|e| (e, part))
             })
             .collect();
         run(first);

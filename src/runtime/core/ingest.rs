@@ -84,10 +84,11 @@ mod tests {
         let first = budget.acquire(60);
         let waiter = {
             let budget = budget.clone();
-            std::thread::spawn(move || {
+            crate::spawn::thread("saql-test-waiter", move || {
                 let _p = budget.acquire(60);
                 budget.used()
             })
+            .expect("the waiting thread starts")
         };
         // The second batch cannot enter while the first holds 60 of 100 bytes.
         while budget.waits() == 0 {

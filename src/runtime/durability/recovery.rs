@@ -537,27 +537,25 @@ impl Engine {
                 ingest: ingest.clone(),
             })
         };
-        std::thread::Builder::new()
-            .name("saql-checkpoint".into())
-            .spawn(move || {
-                let mut waited = Duration::ZERO;
-                let step = Duration::from_millis(100).min(every);
-                loop {
-                    std::thread::sleep(step);
-                    waited += step;
-                    let Some(engine) = upgrade(&shared, &durability) else {
-                        return;
-                    };
-                    if waited < every {
-                        continue;
-                    }
-                    waited = Duration::ZERO;
-                    if let Err(e) = engine.checkpoint_sealing(false) {
-                        tracing::warn!("checkpoint failed: {e}");
-                    }
+        crate::spawn::thread("saql-checkpoint", move || {
+            let mut waited = Duration::ZERO;
+            let step = Duration::from_millis(100).min(every);
+            loop {
+                std::thread::sleep(step);
+                waited += step;
+                let Some(engine) = upgrade(&shared, &durability) else {
+                    return;
+                };
+                if waited < every {
+                    continue;
                 }
-            })
-            .map_err(|e| Error::io("starting the checkpoint thread", e))?;
+                waited = Duration::ZERO;
+                if let Err(e) = engine.checkpoint_sealing(false) {
+                    tracing::warn!("checkpoint failed: {e}");
+                }
+            }
+        })
+        .map_err(|e| Error::io("starting the checkpoint thread", e))?;
         Ok(())
     }
 

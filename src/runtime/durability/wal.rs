@@ -237,9 +237,7 @@ impl IngestLog {
         });
         if policy != FsyncPolicy::Off {
             let weak = Arc::downgrade(&log);
-            std::thread::Builder::new()
-                .name("saql-fsync".into())
-                .spawn(move || group_commit(weak))
+            crate::spawn::thread("saql-fsync", move || group_commit(weak))
                 .map_err(|e| Error::io("starting the fsync thread", e))?;
         }
         Ok(log)

@@ -1,0 +1,69 @@
+//! The one place saql starts threads and tasks: clippy's `disallowed-methods` (clippy.toml)
+//! refuses the raw calls everywhere else. Every thread is named (as `ps -L`, `top -H` and
+//! panics show it) and gets the stack the planner and the operators may need (deep, but
+//! allowed, expressions recurse: [`THREAD_STACK_BYTES`], committed only as it is touched);
+//! every task runs on the runtime of its caller (the server's).
+
+use std::io;
+use std::thread::{JoinHandle, Scope, ScopedJoinHandle};
+
+use crate::limits::THREAD_STACK_BYTES;
+
+/// Starts a thread named `name`.
+pub fn thread<T: Send + 'static>(
+    name: impl Into<String>,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<JoinHandle<T>> {
+    #[allow(clippy::disallowed_methods, reason = "the one place threads start")]
+    std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(THREAD_STACK_BYTES)
+        .spawn(work)
+}
+
+/// Starts a thread named `name` within `scope`: it may borrow what outlives the scope, and
+/// the scope ends only once it has.
+pub fn scoped<'scope, T: Send + 'scope>(
+    scope: &'scope Scope<'scope, '_>,
+    name: impl Into<String>,
+    work: impl FnOnce() -> T + Send + 'scope,
+) -> io::Result<ScopedJoinHandle<'scope, T>> {
+    #[allow(clippy::disallowed_methods, reason = "the one place threads start")]
+    std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(THREAD_STACK_BYTES)
+        .spawn_scoped(scope, work)
+}
+
+/// Runs `future` as a task of the current runtime.
+#[cfg(feature = "server")]
+pub fn task<F>(future: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    #[allow(clippy::disallowed_methods, reason = "the one place tasks start")]
+    tokio::task::spawn(future)
+}
+
+/// Runs `future` as a task of the current runtime, in `set` (which cancels it when dropped).
+#[cfg(feature = "server")]
+pub fn task_in<F>(set: &mut tokio::task::JoinSet<F::Output>, future: F)
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    #[allow(clippy::disallowed_methods, reason = "the one place tasks start")]
+    set.spawn(future);
+}
+
+/// Runs `work` (operators over a batch, a checkpoint: anything that computes or waits for
+/// the disk) on the current runtime's blocking threads, so that it never holds up the async
+/// workers that serve the other sessions.
+#[cfg(feature = "server")]
+pub fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    #[allow(clippy::disallowed_methods, reason = "the one place tasks start")]
+    tokio::task::spawn_blocking(work)
+}
