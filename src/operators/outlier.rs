@@ -304,17 +304,26 @@ fn dbscan(points: &[&[f64]], eps: f64, min_points: usize) -> Vec<(bool, f64)> {
     order.sort_by(|&a, &b| points[a][0].total_cmp(&points[b][0]));
     let first = |i: usize| points[i][0];
     let mut is_core = vec![min_points == 0; n];
+    // On one coordinate, the distance grows with the gap in sorted order, so a finite point's
+    // neighbours are one run of `order` around it, found by two binary searches.
+    let line = eps.is_finite() && points.iter().all(|p| p.len() == 1);
     let mut low = 0;
-    for &i in &order {
+    for (k, &i) in order.iter().enumerate() {
         let x = first(i);
-        while low < order.len() && first(order[low]) < x - eps {
-            low += 1;
-        }
-        let neighbours = order[low..]
-            .iter()
-            .take_while(|&&j| first(j) <= x + eps)
-            .filter(|&&j| distance(points[i], points[j]) <= eps)
-            .count();
+        let neighbours = if line && x.is_finite() {
+            let within = |j: &usize| distance(points[i], points[*j]) <= eps;
+            let from = order[..k].partition_point(|j| !within(j));
+            k + order[k..].partition_point(within) - from
+        } else {
+            while low < order.len() && first(order[low]) < x - eps {
+                low += 1;
+            }
+            order[low..]
+                .iter()
+                .take_while(|&&j| first(j) <= x + eps)
+                .filter(|&&j| distance(points[i], points[j]) <= eps)
+                .count()
+        };
         is_core[i] = neighbours >= min_points;
     }
     let core: Vec<usize> = order.iter().copied().filter(|&i| is_core[i]).collect();
