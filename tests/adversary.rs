@@ -8,7 +8,7 @@
     reason = "a test starts its own threads and tasks"
 )]
 
-mod pg_errors;
+use crate::pg_errors;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -3,8 +3,7 @@
 //! gives having run all along, with its sequence numbers going on; a change that would
 //! start a window empty is refused and changes nothing; a restart keeps the altered query.
 
-#[path = "support/adhoc.rs"]
-mod adhoc;
+use crate::adhoc;
 
 use saql::{Engine, EngineConfig};
 use std::path::Path;

@@ -9,7 +9,7 @@
     reason = "a test starts its own threads and tasks"
 )]
 
-mod pg_errors;
+use crate::pg_errors;
 
 use std::io::Write;
 use std::net::SocketAddr;

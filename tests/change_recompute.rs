@@ -5,7 +5,7 @@
 //! exponential weights, each frame cut out of the partition anew, debouncing replayed over the
 //! whole partition) rather than from the operator's code.
 
-mod common;
+use crate::common;
 
 use common::{
     fmt_ts, incremental, jittered_rows, parse_floats as parse, sorted_rows as sorted, Row, BASE,

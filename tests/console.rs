@@ -15,8 +15,7 @@
 //! screenshot is written to `target/tmp/console.png` (the path is printed).
 
 #[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
-#[path = "support/binary.rs"]
-mod binary;
+use crate::binary;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;

@@ -7,7 +7,7 @@
 //! after the last sequence number they saw. The result must equal an uninterrupted run's:
 //! no acknowledged row lost, the same alerts, no duplicates.
 //!
-//! CI runs a few crash points; `SAQL_CRASH_POINTS=25 cargo test --test crash -- --nocapture`
+//! CI runs a few crash points; `SAQL_CRASH_POINTS=25 cargo test --test all crash:: -- --nocapture`
 //! runs the full set.
 
 #![allow(
@@ -16,8 +16,7 @@
 )]
 
 #[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
-#[path = "support/binary.rs"]
-mod binary;
+use crate::binary;
 
 use binary::connect;
 use std::collections::BTreeMap;

@@ -8,12 +8,11 @@
 //! regression fails. Without `../shared/data/nab` it prints a skip line and passes.
 //!
 //! ```sh
-//! cargo test --test eval_nab -- --nocapture
+//! cargo test --test all eval_nab -- --nocapture
 //! ```
 
-mod eval_common;
-#[path = "eval_common/nab_score.rs"]
-mod nab_score;
+use crate::eval_common;
+use crate::nab_score;
 
 use std::collections::BTreeMap;
 use std::path::Path;

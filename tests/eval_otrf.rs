@@ -16,10 +16,10 @@
 //! Without `../shared/data/otrf_security_datasets` it prints a skip line and passes.
 //!
 //! ```sh
-//! cargo test --test eval_otrf -- --nocapture
+//! cargo test --test all eval_otrf -- --nocapture
 //! ```
 
-mod eval_common;
+use crate::eval_common;
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;

@@ -1,6 +1,6 @@
 //! EXPLAIN of every query in `queries/`, text and JSON, against golden files in
 //! `tests/golden/explain/`. After an intended change, regenerate them with
-//! `UPDATE_GOLDEN=1 cargo test --test explain` and review the diff.
+//! `UPDATE_GOLDEN=1 cargo test --test all explain::` and review the diff.
 
 use std::path::Path;
 

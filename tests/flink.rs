@@ -14,7 +14,7 @@
 //! and the standalone cluster, which needs root for its network namespace) is
 //!
 //! ```sh
-//! SAQL_FLINK_FULL=1 cargo test --test flink -- --nocapture --test-threads=1
+//! SAQL_FLINK_FULL=1 cargo test --test all flink:: -- --nocapture --test-threads=1
 //! ```
 
 use std::collections::BTreeMap;

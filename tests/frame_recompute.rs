@@ -5,7 +5,7 @@
 //! from the definitions (closed-form exponential weights, a numerically integrated normal
 //! distribution) rather than from the operator's code.
 
-mod common;
+use crate::common;
 
 use common::{
     fmt_ts, incremental, jittered_rows, parse_floats as parse, sorted_rows, Row, BASE, SEC,

@@ -3,8 +3,7 @@
 //! checkpoint that never completed leaves no row twice, and a time predicate skips segments'
 //! row groups (EXPLAIN ANALYZE shows it).
 
-#[path = "support/adhoc.rs"]
-mod adhoc;
+use crate::adhoc;
 
 use adhoc::rows;
 use saql::runtime::engine::StatementResult;

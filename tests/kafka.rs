@@ -10,10 +10,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 #[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
-#[path = "support/binary.rs"]
-mod binary;
-#[path = "kafka/broker.rs"]
-mod broker;
+use crate::binary;
+use crate::broker;
 
 use futures::StreamExt;
 use rskafka::client::partition::{Compression, UnknownTopicHandling};

@@ -9,9 +9,8 @@
 )]
 
 #[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
-#[path = "support/binary.rs"]
-mod binary;
-mod pg_errors;
+use crate::binary;
+use crate::pg_errors;
 
 use std::collections::BTreeSet;
 use std::path::Path;

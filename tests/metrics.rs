@@ -4,8 +4,7 @@
 //! SOURCES of the same moment (no rows flow while both are read).
 
 #[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
-#[path = "support/binary.rs"]
-mod binary;
+use crate::binary;
 
 use binary::connect;
 use std::collections::BTreeMap;

@@ -5,7 +5,7 @@
 //! it walks the results in event-time order, learning per key during training and checking
 //! after it.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 

@@ -7,7 +7,7 @@
 //! Also: a snapshot taken mid-stream and restored into a freshly planned operator continues
 //! exactly.
 
-mod common;
+use crate::common;
 
 use common::{batch, fmt_ts, render, Row, BASE, SEC};
 use datafusion::arrow::array::RecordBatch;

@@ -6,8 +6,7 @@
 //! says they will.
 
 #[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
-#[path = "support/binary.rs"]
-mod binary;
+use crate::binary;
 
 use std::net::SocketAddr;
 use std::time::Duration;

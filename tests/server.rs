@@ -6,7 +6,7 @@
 //! End-to-end tests against the real server on 127.0.0.1 with real clients: tokio-postgres
 //! (simple and extended protocol, COPY, cancel) and psql where it is installed.
 
-mod pg_errors;
+use crate::pg_errors;
 
 use std::net::SocketAddr;
 use std::path::Path;

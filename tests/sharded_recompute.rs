@@ -2,7 +2,7 @@
 //! (as a multiset) on 1, 2 and 3 workers, for random rows and batch splits, and for one batch
 //! large enough to run the replicas on their own threads.
 
-mod common;
+use crate::common;
 
 use common::{render, run_on, Row, BASE, SEC};
 use datafusion::arrow::array::AsArray;

@@ -19,7 +19,7 @@ use proptest::prelude::*;
 use saql::runtime::engine::Subscription;
 use saql::{Engine, EngineConfig, StatementResult};
 
-mod common;
+use crate::common;
 use common::{received, render, BASE, SEC};
 
 const HOSTS: [&str; 6] = ["h0", "h1", "h2", "h3", "h4", "h5"];

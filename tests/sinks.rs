@@ -21,11 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
-#[path = "support/binary.rs"]
-mod binary;
+use crate::binary;
 #[cfg(feature = "kafka")]
-#[path = "kafka/broker.rs"]
-mod broker;
+use crate::broker;
 
 use futures::StreamExt;
 use serde_json::Value;

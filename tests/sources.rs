@@ -10,8 +10,7 @@
 //! `on_error = 'fail'` stops the source with the error in SHOW SOURCES; CSV with a header.
 
 #[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
-#[path = "support/binary.rs"]
-mod binary;
+use crate::binary;
 
 use binary::{connect, show_row};
 use std::collections::BTreeMap;

@@ -10,7 +10,7 @@
     reason = "a test starts its own threads and tasks"
 )]
 
-mod pg_errors;
+use crate::pg_errors;
 
 use std::net::SocketAddr;
 use std::time::Duration;

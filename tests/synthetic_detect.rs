@@ -12,10 +12,10 @@
 //! Alerts after the window are not judged: the series is in its new regime by then.
 //!
 //! ```sh
-//! cargo test --test synthetic_detect -- --nocapture    # prints the table per kind
+//! cargo test --test all synthetic_detect -- --nocapture    # prints the table per kind
 //! ```
 
-mod eval_common;
+use crate::eval_common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! at a random point. The union's rows leave in event-time order whatever the interleaving,
 //! so two runs with different splits and orders emit the same rows in the same order.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

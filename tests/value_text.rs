@@ -6,8 +6,7 @@
 //! cannot carry is an error.
 
 #[allow(dead_code, reason = "each test crate uses part of the shared helpers")]
-#[path = "support/binary.rs"]
-mod binary;
+use crate::binary;
 
 use std::process::Command;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! random batches, fed through the engine; the reference computes the same windows over all
 //! rows at once, with DataFusion (TUMBLE, HOP) or a brute-force loop (SESSION).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -43,7 +43,7 @@ if [[ -z "${SAQL_BIN:-}" ]]; then
     # Built as `cargo test` builds it (dev-dependency features unified): after `cargo test`
     # this is a no-op, where `cargo build` would compile the dependencies a second time.
     echo "== building saql"
-    (cd "$repo" && cargo test --quiet --no-run --test cli)
+    (cd "$repo" && cargo test --quiet --no-run --test all)
     SAQL_BIN="${CARGO_TARGET_DIR:-$repo/target}/debug/saql"
 fi
 
