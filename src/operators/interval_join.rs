@@ -1,6 +1,6 @@
 //! The interval join of two streams: `FROM l JOIN r ON l.k = r.k AND r.ts BETWEEN l.ts + lower
-//! AND l.ts + upper` (inner, or LEFT with NULLs once no right row can match any more), and
-//! the anti join for absence (`NOT EXISTS (SELECT ... FROM r WHERE ... AND r.ts BETWEEN ...)`:
+//! AND l.ts + upper` (inner; LEFT, RIGHT or FULL with NULLs for a row that matched nothing,
+//! once no row of the other side can match it any more), and the anti join for absence (`NOT EXISTS (SELECT ... FROM r WHERE ... AND r.ts BETWEEN ...)`:
 //! a left row with no match, once the watermark closes its interval).
 //!
 //! Its input is the merge of both streams ([`crate::operators::union`]): rows of either side
@@ -8,9 +8,13 @@
 //! Each row is matched against the other side's rows kept so far (a pair is found when the
 //! later of its two rows arrives, so each pair once), then kept while a later row of the
 //! other side could still match it: a left row until `time + upper` has passed, a right row
-//! until `time - lower` has. A left row's end (its NULL row, or its absence) is emitted
-//! before any row later than that end and once the watermark passes it, so the output does
-//! not depend on how the input was batched. State is bounded by the watermark.
+//! until `time - lower` has. A row's end (its NULL row, or its absence) is emitted before any
+//! row later than that end and once the watermark passes it, so the output does not depend
+//! on how the input was batched. State is bounded by the watermark.
+//!
+//! A window join is this join over windows' rows or results, each timed at its window's last
+//! instant, with `lower = upper = 0` and the window's bounds in the key: a window's rows of
+//! both sides meet, and end, when the watermark passes the window's end.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -34,6 +38,10 @@ pub enum IntervalKind {
     Inner,
     /// Each matching pair, and each left row that matched nothing, with NULLs.
     Left,
+    /// Each matching pair, and each right row that matched nothing, with NULLs.
+    Right,
+    /// Each matching pair, and each row of either side that matched nothing, with NULLs.
+    Full,
     /// Each left row that matched nothing (`NOT EXISTS`).
     Anti,
 }
@@ -59,8 +67,11 @@ struct Kept {
     matched: bool,
 }
 
-/// A left row (its batch and row) and the right row it matched, or None for its end.
-type Found = (RecordBatch, usize, Option<(RecordBatch, usize)>);
+/// A row (its batch and row in it).
+type RowRef = (RecordBatch, usize);
+
+/// A left row and the right row it matched; None on one side for the other's unmatched end.
+type Found = (Option<RowRef>, Option<RowRef>);
 
 /// See the module docs.
 pub struct IntervalJoin {
@@ -73,7 +84,7 @@ pub struct IntervalJoin {
     upper: i64,
     converter: RowConverter,
     kept: [VecDeque<Kept>; 2],
-    /// Pairs (left, right) found, and left rows ended unmatched, not yet emitted.
+    /// Pairs (left, right) found, and rows ended unmatched, not yet emitted.
     out: Vec<Found>,
 }
 
@@ -145,27 +156,36 @@ impl IntervalJoin {
         Ok(out)
     }
 
-    /// Ends the kept rows no row at or after `time` can match: a left row's end is emitted
-    /// (LEFT: with NULLs; anti: if it matched nothing).
+    /// Whether a row of `side` that matched nothing is emitted when it ends.
+    fn ends_unmatched(&self, side: usize) -> bool {
+        match (self.kind, side) {
+            (IntervalKind::Left | IntervalKind::Anti, 0) => true,
+            (IntervalKind::Right, 1) => true,
+            (IntervalKind::Full, _) => true,
+            _ => false,
+        }
+    }
+
+    /// Ends the kept rows no row at or after `time` can match: a row that matched nothing
+    /// is emitted if its side's rows are (LEFT, RIGHT, FULL: with NULLs; anti: alone).
     fn expire(&mut self, time: i64) {
         while let Some(l) = self.kept[0].front() {
             if l.time.saturating_add(self.upper) >= time {
                 break;
             }
             let l = self.kept[0].pop_front().expect("a front row");
-            let ends = match self.kind {
-                IntervalKind::Inner => false,
-                IntervalKind::Left | IntervalKind::Anti => !l.matched,
-            };
-            if ends {
-                self.out.push((l.batch, l.row, None));
+            if !l.matched && self.ends_unmatched(0) {
+                self.out.push((Some((l.batch, l.row)), None));
             }
         }
         while let Some(r) = self.kept[1].front() {
             if r.time.saturating_sub(self.lower) >= time {
                 break;
             }
-            self.kept[1].pop_front();
+            let r = self.kept[1].pop_front().expect("a front row");
+            if !r.matched && self.ends_unmatched(1) {
+                self.out.push((None, Some((r.batch, r.row))));
+            }
         }
     }
 
@@ -203,15 +223,13 @@ impl IntervalJoin {
                 continue;
             }
             matched = true;
-            if side == 1 {
-                k.matched = true;
-            }
+            k.matched = true;
             if self.kind != IntervalKind::Anti {
-                let pair = match side {
-                    0 => (batch.clone(), row, Some((k.batch.clone(), k.row))),
-                    _ => (k.batch.clone(), k.row, Some((batch.clone(), row))),
-                };
-                self.out.push(pair);
+                let (this, that) = ((batch.clone(), row), (k.batch.clone(), k.row));
+                self.out.push(match side {
+                    0 => (Some(this), Some(that)),
+                    _ => (Some(that), Some(this)),
+                });
             }
         }
         matched
@@ -222,27 +240,29 @@ impl IntervalJoin {
         if self.out.is_empty() {
             return Ok(vec![]);
         }
-        let pairs = std::mem::take(&mut self.out);
-        let lefts: Vec<RecordBatch> = pairs.iter().map(|(b, r, _)| b.slice(*r, 1)).collect();
-        let left = self.side_columns(0, &concat_batches(&self.input, &lefts)?)?;
-        let mut columns = left.columns().to_vec();
-        if self.kind != IntervalKind::Anti {
-            let null_row = RecordBatch::try_new(
-                self.input.clone(),
-                self.input
-                    .fields()
-                    .iter()
-                    .map(|f| new_null_array(f.data_type(), 1))
-                    .collect(),
-            )?;
-            let rights: Vec<RecordBatch> = pairs
+        let found = std::mem::take(&mut self.out);
+        let null_row = RecordBatch::try_new(
+            self.input.clone(),
+            self.input
+                .fields()
                 .iter()
-                .map(|(_, _, r)| match r {
+                .map(|f| new_null_array(f.data_type(), 1))
+                .collect(),
+        )?;
+        let side = |pick: fn(&Found) -> &Option<RowRef>| -> Result<RecordBatch> {
+            let rows: Vec<RecordBatch> = found
+                .iter()
+                .map(|f| match pick(f) {
                     Some((b, r)) => b.slice(*r, 1),
                     None => null_row.clone(),
                 })
                 .collect();
-            let right = self.side_columns(1, &concat_batches(&self.input, &rights)?)?;
+            Ok(concat_batches(&self.input, &rows)?)
+        };
+        let left = self.side_columns(0, &side(|f| &f.0)?)?;
+        let mut columns = left.columns().to_vec();
+        if self.kind != IntervalKind::Anti {
+            let right = self.side_columns(1, &side(|f| &f.1)?)?;
             columns.extend(right.columns().iter().cloned());
         }
         Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
@@ -276,7 +296,7 @@ impl IntervalJoin {
                 key,
                 batch: batch.clone(),
                 row: i,
-                matched: side == 0 && matched,
+                matched,
             });
         }
         Ok(())
