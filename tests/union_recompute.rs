@@ -30,8 +30,9 @@ const SETUP: [&str; 3] = [
 
 /// The union's rows, filtered and marked with their stream; a tumbling and a hopping window
 /// over the view; an inner, a LEFT and an anti interval join of the two streams; a window
-/// join of two tumbling windows' results and a LEFT window join of two hopping windows' rows.
-const QUERIES: [(&str, &str); 8] = [
+/// join of two tumbling windows' results and a LEFT window join of two hopping windows' rows;
+/// a RIGHT and a FULL interval join.
+const QUERIES: [(&str, &str); 10] = [
     (
         "rows",
         "SELECT ts, k, v, src FROM (SELECT ts, k, v, 'a' AS src FROM a WHERE v > -30 \
@@ -79,10 +80,20 @@ const QUERIES: [(&str, &str); 8] = [
          LEFT JOIN HOP(b, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) r \
          ON l.k = r.k AND l.window_start = r.window_start AND l.window_end = r.window_end",
     ),
+    (
+        "rgt",
+        "SELECT a.ts, a.k, b.ts AS bts, b.k AS bk FROM a RIGHT JOIN b ON a.k = b.k \
+         AND b.ts BETWEEN a.ts - INTERVAL '1' SECOND AND a.ts + INTERVAL '2' SECOND",
+    ),
+    (
+        "full",
+        "SELECT a.ts, a.v, b.ts AS bts, b.v AS bv FROM a FULL JOIN b ON a.k = b.k \
+         AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' SECOND",
+    ),
 ];
 
 /// The same results computed by DataFusion over all rows at once.
-const REFERENCE: [(&str, &str); 8] = [
+const REFERENCE: [(&str, &str); 10] = [
     (
         "rows",
         "SELECT ts, k, v, src FROM (SELECT ts, k, v, 'a' AS src FROM a WHERE v > -30 \
@@ -142,6 +153,16 @@ const REFERENCE: [(&str, &str); 8] = [
            FROM b UNION ALL SELECT ts, k, date_bin(INTERVAL '5 seconds', ts, \
            TIMESTAMP '1970-01-01 00:00:00') - INTERVAL '5 seconds' FROM b) r \
          ON l.k = r.k AND l.ws = r.ws",
+    ),
+    (
+        "rgt",
+        "SELECT a.ts, a.k, b.ts AS bts, b.k AS bk FROM a RIGHT JOIN b ON a.k = b.k \
+         AND b.ts BETWEEN a.ts - INTERVAL '1' SECOND AND a.ts + INTERVAL '2' SECOND",
+    ),
+    (
+        "full",
+        "SELECT a.ts, a.v, b.ts AS bts, b.v AS bv FROM a FULL JOIN b ON a.k = b.k \
+         AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' SECOND",
     ),
 ];
 

@@ -158,33 +158,46 @@ impl IntervalJoin {
 
     /// Whether a row of `side` that matched nothing is emitted when it ends.
     fn ends_unmatched(&self, side: usize) -> bool {
-        match (self.kind, side) {
-            (IntervalKind::Left | IntervalKind::Anti, 0) => true,
-            (IntervalKind::Right, 1) => true,
-            (IntervalKind::Full, _) => true,
-            _ => false,
-        }
+        matches!(
+            (self.kind, side),
+            (IntervalKind::Left | IntervalKind::Anti, 0)
+                | (IntervalKind::Right, 1)
+                | (IntervalKind::Full, _)
+        )
     }
 
     /// Ends the kept rows no row at or after `time` can match: a row that matched nothing
     /// is emitted if its side's rows are (LEFT, RIGHT, FULL: with NULLs; anti: alone).
+    /// Rows end in the order of their ends (a left row's `time + upper`, a right row's
+    /// `time - lower`; left first on a tie), so that which watermarks came between does not
+    /// change the order of the output.
     fn expire(&mut self, time: i64) {
-        while let Some(l) = self.kept[0].front() {
-            if l.time.saturating_add(self.upper) >= time {
-                break;
-            }
-            let l = self.kept[0].pop_front().expect("a front row");
-            if !l.matched && self.ends_unmatched(0) {
-                self.out.push((Some((l.batch, l.row)), None));
-            }
-        }
-        while let Some(r) = self.kept[1].front() {
-            if r.time.saturating_sub(self.lower) >= time {
-                break;
-            }
-            let r = self.kept[1].pop_front().expect("a front row");
-            if !r.matched && self.ends_unmatched(1) {
-                self.out.push((None, Some((r.batch, r.row))));
+        loop {
+            let end = |side: usize, k: &Kept| match side {
+                0 => k.time.saturating_add(self.upper),
+                _ => k.time.saturating_sub(self.lower),
+            };
+            let ends: Vec<Option<i64>> = (0..2)
+                .map(|s| {
+                    self.kept[s]
+                        .front()
+                        .map(|k| end(s, k))
+                        .filter(|&e| e < time)
+                })
+                .collect();
+            let side = match (ends[0], ends[1]) {
+                (Some(l), Some(r)) => usize::from(r < l),
+                (Some(_), None) => 0,
+                (None, Some(_)) => 1,
+                (None, None) => break,
+            };
+            let k = self.kept[side].pop_front().expect("a front row");
+            if !k.matched && self.ends_unmatched(side) {
+                let row = Some((k.batch, k.row));
+                self.out.push(match side {
+                    0 => (row, None),
+                    _ => (None, row),
+                });
             }
         }
     }
@@ -511,6 +524,60 @@ mod tests {
             0,
             "state bounded by the watermark"
         );
+    }
+
+    /// Output rows as (left time or -1, right time or -1), for RIGHT and FULL joins.
+    fn either(out: &[RecordBatch]) -> Vec<(i64, i64)> {
+        out.iter()
+            .flat_map(|b| {
+                let l = b
+                    .column(0)
+                    .as_primitive::<TimestampNanosecondType>()
+                    .clone();
+                let r = b
+                    .column(2)
+                    .as_primitive::<TimestampNanosecondType>()
+                    .clone();
+                let t = |a: &datafusion::arrow::array::TimestampNanosecondArray, i| {
+                    if a.is_null(i) {
+                        -1
+                    } else {
+                        a.value(i)
+                    }
+                };
+                (0..b.num_rows())
+                    .map(|i| (t(&l, i), t(&r, i)))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn right_and_full_joins_end_unmatched_rows_of_their_sides_with_nulls() {
+        // right 5 matches nothing (left 10 is past 5 + 1); right 11 matches left 10; right
+        // 30 ends at the watermark; left 20 matches nothing.
+        let input = rows(&[(1, 5, 1), (0, 10, 1), (1, 11, 1), (0, 20, 1), (1, 30, 1)]);
+        let mut right = join(IntervalKind::Right);
+        let mut out = right.process_batch(input.clone()).unwrap();
+        out.extend(
+            right
+                .on_watermark(Watermark(crate::time::EventTime(100)))
+                .unwrap(),
+        );
+        assert_eq!(either(&out), vec![(-1, 5), (10, 11), (-1, 30)]);
+        let mut full = join(IntervalKind::Full);
+        let mut out = full.process_batch(input.slice(0, 4)).unwrap();
+        // A snapshot keeps whether each kept row matched.
+        let snap = full.snapshot().unwrap().encode().unwrap();
+        let mut restored = join(IntervalKind::Full);
+        restored.restore(&snap).unwrap();
+        out.extend(restored.process_batch(input.slice(4, 1)).unwrap());
+        out.extend(
+            restored
+                .on_watermark(Watermark(crate::time::EventTime(100)))
+                .unwrap(),
+        );
+        assert_eq!(either(&out), vec![(-1, 5), (10, 11), (20, -1), (-1, 30)]);
     }
 
     #[test]

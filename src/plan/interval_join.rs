@@ -1,6 +1,7 @@
 //! Plans joins of two streams bounded by time: `FROM l JOIN r ON l.k = r.k AND r.ts BETWEEN
-//! l.ts - INTERVAL ... AND l.ts + INTERVAL ...` (inner or LEFT) and the anti join `FROM l WHERE
-//! NOT EXISTS (SELECT 1 FROM r WHERE r.k = l.k AND r.ts BETWEEN l.ts AND l.ts + ...)`.
+//! l.ts - INTERVAL ... AND l.ts + INTERVAL ...` (inner, LEFT, RIGHT or FULL) and the anti
+//! join `FROM l WHERE NOT EXISTS (SELECT 1 FROM r WHERE r.k = l.k AND r.ts BETWEEN l.ts AND
+//! l.ts + ...)`; and, through [`plan_join`], window joins ([`super::window_join`]).
 //!
 //! Both streams feed one merge, as the branches of a `UNION ALL` do ([`super::union`]): each
 //! branch projects its stream into one wide row (`__time`, `__side`, the left's columns, the
@@ -118,8 +119,14 @@ pub(super) fn plan_stream_join(
     catalog: &Catalog,
 ) -> Result<QueryPlan> {
     if l == r {
+        let joins = matches!(query.body.as_ref(), SetExpr::Select(s)
+            if s.from.first().is_some_and(|f| !f.joins.is_empty()));
+        if joins {
+            // Each side read under its alias.
+            return super::window_join::plan_input_join(query, catalog);
+        }
         return Err(Error::NotSupported(format!(
-            "a join of stream \"{l}\" with itself is not supported yet"
+            "a NOT EXISTS over stream \"{l}\" itself is not supported yet"
         )));
     }
     let (ls, rs) = (catalog.require_stream(&l)?, catalog.require_stream(&r)?);
@@ -158,10 +165,12 @@ pub(super) fn plan_join(
                 let kind = match j.join_type {
                     JoinType::Inner => IntervalKind::Inner,
                     JoinType::Left => IntervalKind::Left,
+                    JoinType::Right => IntervalKind::Right,
+                    JoinType::Full => IntervalKind::Full,
                     other => {
                         return Err(Error::NotSupported(format!(
-                            "{other} joins of streams are not supported yet: use JOIN or LEFT \
-                             JOIN (for RIGHT, swap the streams)"
+                            "{other} joins of streams are not supported: use JOIN, LEFT JOIN, \
+                             RIGHT JOIN or FULL JOIN (or NOT EXISTS for absence)"
                         )))
                     }
                 };
