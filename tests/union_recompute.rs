@@ -1,4 +1,5 @@
-//! Queries over a `UNION ALL` of two streams, and interval joins of them, checked against a batch recompute over all the
+//! Queries over a `UNION ALL` of two streams, and interval and window joins of them, checked
+//! against a batch recompute over all the
 //! rows of both: random rows with bounded disorder (within each stream's watermark delay),
 //! split into random batches, the two streams' batches interleaved in a random order, and a
 //! checkpoint, more rows and a crash (the engine dropped, the log replayed by the next one)
@@ -28,8 +29,10 @@ const SETUP: [&str; 3] = [
 ];
 
 /// The union's rows, filtered and marked with their stream; a tumbling and a hopping window
-/// over the view; an inner, a LEFT and an anti interval join of the two streams.
-const QUERIES: [(&str, &str); 6] = [
+/// over the view; an inner, a LEFT and an anti interval join of the two streams; a window
+/// join of two tumbling windows' results and a LEFT window join of two hopping windows' rows;
+/// a RIGHT and a FULL interval join.
+const QUERIES: [(&str, &str); 10] = [
     (
         "rows",
         "SELECT ts, k, v, src FROM (SELECT ts, k, v, 'a' AS src FROM a WHERE v > -30 \
@@ -61,10 +64,36 @@ const QUERIES: [(&str, &str); 6] = [
         "SELECT a.ts, a.k, a.v FROM a WHERE a.v IS NOT NULL AND NOT EXISTS (SELECT 1 FROM b \
          WHERE b.k = a.k AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '2' SECOND)",
     ),
+    (
+        "wjoin",
+        "SELECT l.k, l.window_start, l.window_end, l.n, r.total \
+         FROM (SELECT k, window_start, window_end, COUNT(*) AS n \
+           FROM TUMBLE(a, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end) l \
+         JOIN (SELECT k, window_start, window_end, SUM(v) AS total \
+           FROM TUMBLE(b, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end) r \
+         ON l.k = r.k AND l.window_start = r.window_start AND l.window_end = r.window_end",
+    ),
+    (
+        "whop",
+        "SELECT l.ts, l.k, l.window_start, r.ts AS rts \
+         FROM HOP(a, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) l \
+         LEFT JOIN HOP(b, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) r \
+         ON l.k = r.k AND l.window_start = r.window_start AND l.window_end = r.window_end",
+    ),
+    (
+        "rgt",
+        "SELECT a.ts, a.k, b.ts AS bts, b.k AS bk FROM a RIGHT JOIN b ON a.k = b.k \
+         AND b.ts BETWEEN a.ts - INTERVAL '1' SECOND AND a.ts + INTERVAL '2' SECOND",
+    ),
+    (
+        "full",
+        "SELECT a.ts, a.v, b.ts AS bts, b.v AS bv FROM a FULL JOIN b ON a.k = b.k \
+         AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' SECOND",
+    ),
 ];
 
 /// The same results computed by DataFusion over all rows at once.
-const REFERENCE: [(&str, &str); 6] = [
+const REFERENCE: [(&str, &str); 10] = [
     (
         "rows",
         "SELECT ts, k, v, src FROM (SELECT ts, k, v, 'a' AS src FROM a WHERE v > -30 \
@@ -101,6 +130,39 @@ const REFERENCE: [(&str, &str); 6] = [
         "anti",
         "SELECT a.ts, a.k, a.v FROM a WHERE a.v IS NOT NULL AND NOT EXISTS (SELECT 1 FROM b \
          WHERE b.k = a.k AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '2' SECOND)",
+    ),
+    (
+        "wjoin",
+        "SELECT l.k, l.ws, l.ws + INTERVAL '10 seconds', l.n, r.total \
+         FROM (SELECT k, ws, COUNT(*) AS n FROM (SELECT k, \
+           date_bin(INTERVAL '10 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws FROM a) \
+           GROUP BY k, ws) l \
+         JOIN (SELECT k, ws, SUM(v) AS total FROM (SELECT k, v, \
+           date_bin(INTERVAL '10 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws FROM b) \
+           GROUP BY k, ws) r \
+         ON l.k = r.k AND l.ws = r.ws",
+    ),
+    (
+        "whop",
+        "SELECT l.ts, l.k, l.ws, r.ts FROM ( \
+           SELECT ts, k, date_bin(INTERVAL '5 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws \
+           FROM a UNION ALL SELECT ts, k, date_bin(INTERVAL '5 seconds', ts, \
+           TIMESTAMP '1970-01-01 00:00:00') - INTERVAL '5 seconds' FROM a) l \
+         LEFT JOIN ( \
+           SELECT ts, k, date_bin(INTERVAL '5 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws \
+           FROM b UNION ALL SELECT ts, k, date_bin(INTERVAL '5 seconds', ts, \
+           TIMESTAMP '1970-01-01 00:00:00') - INTERVAL '5 seconds' FROM b) r \
+         ON l.k = r.k AND l.ws = r.ws",
+    ),
+    (
+        "rgt",
+        "SELECT a.ts, a.k, b.ts AS bts, b.k AS bk FROM a RIGHT JOIN b ON a.k = b.k \
+         AND b.ts BETWEEN a.ts - INTERVAL '1' SECOND AND a.ts + INTERVAL '2' SECOND",
+    ),
+    (
+        "full",
+        "SELECT a.ts, a.v, b.ts AS bts, b.v AS bv FROM a FULL JOIN b ON a.k = b.k \
+         AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' SECOND",
     ),
 ];
 

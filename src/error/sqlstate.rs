@@ -55,6 +55,8 @@ pub const SYNTAX_ERROR: &str = "42601";
 pub const NAME_TOO_LONG: &str = "42622";
 /// `42701`.
 pub const DUPLICATE_COLUMN: &str = "42701";
+/// `42712`.
+pub const DUPLICATE_ALIAS: &str = "42712";
 /// `42702`.
 pub const AMBIGUOUS_COLUMN: &str = "42702";
 /// `42703`.

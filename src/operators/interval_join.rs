@@ -1,6 +1,6 @@
 //! The interval join of two streams: `FROM l JOIN r ON l.k = r.k AND r.ts BETWEEN l.ts + lower
-//! AND l.ts + upper` (inner, or LEFT with NULLs once no right row can match any more), and
-//! the anti join for absence (`NOT EXISTS (SELECT ... FROM r WHERE ... AND r.ts BETWEEN ...)`:
+//! AND l.ts + upper` (inner; LEFT, RIGHT or FULL with NULLs for a row that matched nothing,
+//! once no row of the other side can match it any more), and the anti join for absence (`NOT EXISTS (SELECT ... FROM r WHERE ... AND r.ts BETWEEN ...)`:
 //! a left row with no match, once the watermark closes its interval).
 //!
 //! Its input is the merge of both streams ([`crate::operators::union`]): rows of either side
@@ -8,9 +8,13 @@
 //! Each row is matched against the other side's rows kept so far (a pair is found when the
 //! later of its two rows arrives, so each pair once), then kept while a later row of the
 //! other side could still match it: a left row until `time + upper` has passed, a right row
-//! until `time - lower` has. A left row's end (its NULL row, or its absence) is emitted
-//! before any row later than that end and once the watermark passes it, so the output does
-//! not depend on how the input was batched. State is bounded by the watermark.
+//! until `time - lower` has. A row's end (its NULL row, or its absence) is emitted before any
+//! row later than that end and once the watermark passes it, so the output does not depend
+//! on how the input was batched. State is bounded by the watermark.
+//!
+//! A window join is this join over windows' rows or results, each timed at its window's last
+//! instant, with `lower = upper = 0` and the window's bounds in the key: a window's rows of
+//! both sides meet, and end, when the watermark passes the window's end.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -34,6 +38,10 @@ pub enum IntervalKind {
     Inner,
     /// Each matching pair, and each left row that matched nothing, with NULLs.
     Left,
+    /// Each matching pair, and each right row that matched nothing, with NULLs.
+    Right,
+    /// Each matching pair, and each row of either side that matched nothing, with NULLs.
+    Full,
     /// Each left row that matched nothing (`NOT EXISTS`).
     Anti,
 }
@@ -59,8 +67,11 @@ struct Kept {
     matched: bool,
 }
 
-/// A left row (its batch and row) and the right row it matched, or None for its end.
-type Found = (RecordBatch, usize, Option<(RecordBatch, usize)>);
+/// A row (its batch and row in it).
+type RowRef = (RecordBatch, usize);
+
+/// A left row and the right row it matched; None on one side for the other's unmatched end.
+type Found = (Option<RowRef>, Option<RowRef>);
 
 /// See the module docs.
 pub struct IntervalJoin {
@@ -73,7 +84,7 @@ pub struct IntervalJoin {
     upper: i64,
     converter: RowConverter,
     kept: [VecDeque<Kept>; 2],
-    /// Pairs (left, right) found, and left rows ended unmatched, not yet emitted.
+    /// Pairs (left, right) found, and rows ended unmatched, not yet emitted.
     out: Vec<Found>,
 }
 
@@ -145,27 +156,49 @@ impl IntervalJoin {
         Ok(out)
     }
 
-    /// Ends the kept rows no row at or after `time` can match: a left row's end is emitted
-    /// (LEFT: with NULLs; anti: if it matched nothing).
+    /// Whether a row of `side` that matched nothing is emitted when it ends.
+    fn ends_unmatched(&self, side: usize) -> bool {
+        matches!(
+            (self.kind, side),
+            (IntervalKind::Left | IntervalKind::Anti, 0)
+                | (IntervalKind::Right, 1)
+                | (IntervalKind::Full, _)
+        )
+    }
+
+    /// Ends the kept rows no row at or after `time` can match: a row that matched nothing
+    /// is emitted if its side's rows are (LEFT, RIGHT, FULL: with NULLs; anti: alone).
+    /// Rows end in the order of their ends (a left row's `time + upper`, a right row's
+    /// `time - lower`; left first on a tie), so that which watermarks came between does not
+    /// change the order of the output.
     fn expire(&mut self, time: i64) {
-        while let Some(l) = self.kept[0].front() {
-            if l.time.saturating_add(self.upper) >= time {
-                break;
-            }
-            let l = self.kept[0].pop_front().expect("a front row");
-            let ends = match self.kind {
-                IntervalKind::Inner => false,
-                IntervalKind::Left | IntervalKind::Anti => !l.matched,
+        loop {
+            let end = |side: usize, k: &Kept| match side {
+                0 => k.time.saturating_add(self.upper),
+                _ => k.time.saturating_sub(self.lower),
             };
-            if ends {
-                self.out.push((l.batch, l.row, None));
+            let ends: Vec<Option<i64>> = (0..2)
+                .map(|s| {
+                    self.kept[s]
+                        .front()
+                        .map(|k| end(s, k))
+                        .filter(|&e| e < time)
+                })
+                .collect();
+            let side = match (ends[0], ends[1]) {
+                (Some(l), Some(r)) => usize::from(r < l),
+                (Some(_), None) => 0,
+                (None, Some(_)) => 1,
+                (None, None) => break,
+            };
+            let k = self.kept[side].pop_front().expect("a front row");
+            if !k.matched && self.ends_unmatched(side) {
+                let row = Some((k.batch, k.row));
+                self.out.push(match side {
+                    0 => (row, None),
+                    _ => (None, row),
+                });
             }
-        }
-        while let Some(r) = self.kept[1].front() {
-            if r.time.saturating_sub(self.lower) >= time {
-                break;
-            }
-            self.kept[1].pop_front();
         }
     }
 
@@ -203,15 +236,13 @@ impl IntervalJoin {
                 continue;
             }
             matched = true;
-            if side == 1 {
-                k.matched = true;
-            }
+            k.matched = true;
             if self.kind != IntervalKind::Anti {
-                let pair = match side {
-                    0 => (batch.clone(), row, Some((k.batch.clone(), k.row))),
-                    _ => (k.batch.clone(), k.row, Some((batch.clone(), row))),
-                };
-                self.out.push(pair);
+                let (this, that) = ((batch.clone(), row), (k.batch.clone(), k.row));
+                self.out.push(match side {
+                    0 => (Some(this), Some(that)),
+                    _ => (Some(that), Some(this)),
+                });
             }
         }
         matched
@@ -222,27 +253,29 @@ impl IntervalJoin {
         if self.out.is_empty() {
             return Ok(vec![]);
         }
-        let pairs = std::mem::take(&mut self.out);
-        let lefts: Vec<RecordBatch> = pairs.iter().map(|(b, r, _)| b.slice(*r, 1)).collect();
-        let left = self.side_columns(0, &concat_batches(&self.input, &lefts)?)?;
-        let mut columns = left.columns().to_vec();
-        if self.kind != IntervalKind::Anti {
-            let null_row = RecordBatch::try_new(
-                self.input.clone(),
-                self.input
-                    .fields()
-                    .iter()
-                    .map(|f| new_null_array(f.data_type(), 1))
-                    .collect(),
-            )?;
-            let rights: Vec<RecordBatch> = pairs
+        let found = std::mem::take(&mut self.out);
+        let null_row = RecordBatch::try_new(
+            self.input.clone(),
+            self.input
+                .fields()
                 .iter()
-                .map(|(_, _, r)| match r {
+                .map(|f| new_null_array(f.data_type(), 1))
+                .collect(),
+        )?;
+        let side = |pick: fn(&Found) -> &Option<RowRef>| -> Result<RecordBatch> {
+            let rows: Vec<RecordBatch> = found
+                .iter()
+                .map(|f| match pick(f) {
                     Some((b, r)) => b.slice(*r, 1),
                     None => null_row.clone(),
                 })
                 .collect();
-            let right = self.side_columns(1, &concat_batches(&self.input, &rights)?)?;
+            Ok(concat_batches(&self.input, &rows)?)
+        };
+        let left = self.side_columns(0, &side(|f| &f.0)?)?;
+        let mut columns = left.columns().to_vec();
+        if self.kind != IntervalKind::Anti {
+            let right = self.side_columns(1, &side(|f| &f.1)?)?;
             columns.extend(right.columns().iter().cloned());
         }
         Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
@@ -276,7 +309,7 @@ impl IntervalJoin {
                 key,
                 batch: batch.clone(),
                 row: i,
-                matched: side == 0 && matched,
+                matched,
             });
         }
         Ok(())
@@ -491,6 +524,60 @@ mod tests {
             0,
             "state bounded by the watermark"
         );
+    }
+
+    /// Output rows as (left time or -1, right time or -1), for RIGHT and FULL joins.
+    fn either(out: &[RecordBatch]) -> Vec<(i64, i64)> {
+        out.iter()
+            .flat_map(|b| {
+                let l = b
+                    .column(0)
+                    .as_primitive::<TimestampNanosecondType>()
+                    .clone();
+                let r = b
+                    .column(2)
+                    .as_primitive::<TimestampNanosecondType>()
+                    .clone();
+                let t = |a: &datafusion::arrow::array::TimestampNanosecondArray, i| {
+                    if a.is_null(i) {
+                        -1
+                    } else {
+                        a.value(i)
+                    }
+                };
+                (0..b.num_rows())
+                    .map(|i| (t(&l, i), t(&r, i)))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn right_and_full_joins_end_unmatched_rows_of_their_sides_with_nulls() {
+        // right 5 matches nothing (left 10 is past 5 + 1); right 11 matches left 10; right
+        // 30 ends at the watermark; left 20 matches nothing.
+        let input = rows(&[(1, 5, 1), (0, 10, 1), (1, 11, 1), (0, 20, 1), (1, 30, 1)]);
+        let mut right = join(IntervalKind::Right);
+        let mut out = right.process_batch(input.clone()).unwrap();
+        out.extend(
+            right
+                .on_watermark(Watermark(crate::time::EventTime(100)))
+                .unwrap(),
+        );
+        assert_eq!(either(&out), vec![(-1, 5), (10, 11), (-1, 30)]);
+        let mut full = join(IntervalKind::Full);
+        let mut out = full.process_batch(input.slice(0, 4)).unwrap();
+        // A snapshot keeps whether each kept row matched.
+        let snap = full.snapshot().unwrap().encode().unwrap();
+        let mut restored = join(IntervalKind::Full);
+        restored.restore(&snap).unwrap();
+        out.extend(restored.process_batch(input.slice(4, 1)).unwrap());
+        out.extend(
+            restored
+                .on_watermark(Watermark(crate::time::EventTime(100)))
+                .unwrap(),
+        );
+        assert_eq!(either(&out), vec![(-1, 5), (10, 11), (20, -1), (-1, 30)]);
     }
 
     #[test]

@@ -118,6 +118,8 @@ fn interval_join(s: &IntervalJoinSpec) -> ExplainNode {
     let kind = match s.kind {
         IntervalKind::Inner => "inner",
         IntervalKind::Left => "left",
+        IntervalKind::Right => "right",
+        IntervalKind::Full => "full",
         IntervalKind::Anti => "anti (NOT EXISTS)",
     };
     let secs = |n: i64| {
@@ -125,10 +127,21 @@ fn interval_join(s: &IntervalJoinSpec) -> ExplainNode {
         crate::text::write_float(&mut out, n as f64 / 1e9);
         out
     };
+    if let Some(w) = &s.window {
+        return ExplainNode::new("WindowJoin")
+            .with("inputs", format!("{}, {}", s.streams[0], s.streams[1]))
+            .with("kind", kind)
+            .with("window", window_text(w))
+            .with("condition", s.condition.to_string())
+            .with(
+                "state",
+                "each window's rows of both inputs, until the watermark passes its end",
+            );
+    }
     ExplainNode::new("IntervalJoin")
         .with("streams", format!("{}, {}", s.streams[0], s.streams[1]))
         .with("kind", kind)
-        .with("condition", show(&s.condition, ""))
+        .with("condition", s.condition.to_string())
         .with(
             "interval",
             format!(
@@ -411,7 +424,8 @@ pub fn window_json(w: &WindowSpec) -> Value {
     }
 }
 
-fn window_text(w: &WindowSpec) -> String {
+/// A window as EXPLAIN and messages show it: `TUMBLE(size 1min)`.
+pub(super) fn window_text(w: &WindowSpec) -> String {
     let d = |d: &std::time::Duration| humantime(d.as_millis());
     match w {
         WindowSpec::Tumble { size } => format!("TUMBLE(size {})", d(size)),

@@ -1,6 +1,7 @@
 //! Plans joins of two streams bounded by time: `FROM l JOIN r ON l.k = r.k AND r.ts BETWEEN
-//! l.ts - INTERVAL ... AND l.ts + INTERVAL ...` (inner or LEFT) and the anti join `FROM l WHERE
-//! NOT EXISTS (SELECT 1 FROM r WHERE r.k = l.k AND r.ts BETWEEN l.ts AND l.ts + ...)`.
+//! l.ts - INTERVAL ... AND l.ts + INTERVAL ...` (inner, LEFT, RIGHT or FULL) and the anti
+//! join `FROM l WHERE NOT EXISTS (SELECT 1 FROM r WHERE r.k = l.k AND r.ts BETWEEN l.ts AND
+//! l.ts + ...)`; and, through [`plan_join`], window joins ([`super::window_join`]).
 //!
 //! Both streams feed one merge, as the branches of a `UNION ALL` do ([`super::union`]): each
 //! branch projects its stream into one wide row (`__time`, `__side`, the left's columns, the
@@ -23,6 +24,7 @@ use datafusion::sql::sqlparser::ast::{self as sq, SetExpr, TableFactor};
 use super::catalog::{normalize_object, Catalog, StreamDef};
 use super::context::PlanContext;
 use super::expr::physical;
+use super::from::WindowSpec;
 use super::query::QueryPlan;
 use super::spec::{FilterSpec, IntervalJoinSpec, OperatorSpec, ProjectSpec};
 use super::union::{UnionBranch, UnionPlan};
@@ -72,6 +74,44 @@ fn stream_of(relation: &TableFactor, catalog: &Catalog) -> Option<String> {
     }
 }
 
+/// One input of a join: a declared stream, or the rows of a query over one (a window's rows
+/// or results, a view, another query's results), which reach the join through a branch of
+/// the merge that runs the query's operators.
+pub(super) struct JoinInput {
+    /// How the join's messages name it: the stream's name, or the input's alias.
+    pub name: String,
+    /// The declared stream its rows come from.
+    pub stream: String,
+    /// The operators from that stream's rows to the input's rows (none for a stream).
+    pub specs: Vec<OperatorSpec>,
+    /// The input's rows.
+    pub schema: SchemaRef,
+    /// Its event-time column in `schema` (`window_end` for a window's rows or results).
+    pub time: usize,
+    /// Its window, when its rows are a window's rows or results.
+    pub window: Option<WindowSpec>,
+    /// The tables and queries it reads.
+    pub tables: Vec<String>,
+    /// See `tables`.
+    pub queries: Vec<String>,
+}
+
+impl JoinInput {
+    /// A declared stream, named `name` in the join's messages.
+    pub(super) fn stream(s: &StreamDef) -> Result<JoinInput> {
+        Ok(JoinInput {
+            name: s.name.clone(),
+            stream: s.name.clone(),
+            specs: Vec::new(),
+            schema: s.schema.clone(),
+            time: time_of(s)?,
+            window: None,
+            tables: Vec::new(),
+            queries: Vec::new(),
+        })
+    }
+}
+
 /// Plans a query joining streams `l` and `r`.
 pub(super) fn plan_stream_join(
     query: &sq::Query,
@@ -79,20 +119,43 @@ pub(super) fn plan_stream_join(
     catalog: &Catalog,
 ) -> Result<QueryPlan> {
     if l == r {
+        let joins = matches!(query.body.as_ref(), SetExpr::Select(s)
+            if s.from.first().is_some_and(|f| !f.joins.is_empty()));
+        if joins {
+            // Each side read under its alias.
+            return super::window_join::plan_input_join(query, catalog);
+        }
         return Err(Error::NotSupported(format!(
-            "a join of stream \"{l}\" with itself is not supported yet"
+            "a NOT EXISTS over stream \"{l}\" itself is not supported yet"
         )));
     }
     let (ls, rs) = (catalog.require_stream(&l)?, catalog.require_stream(&r)?);
     let mut ctx = PlanContext::new();
     ctx.add_table(&ls.name, ls.schema.clone())?;
     ctx.add_table(&rs.name, rs.schema.clone())?;
-    let planner = SqlToRel::new(&ctx);
+    let inputs = [JoinInput::stream(ls)?, JoinInput::stream(rs)?];
+    plan_join(&ctx, query, inputs)
+}
+
+/// Plans `query`, whose `FROM` joins `inputs` (registered in `ctx` under the names the query
+/// reads them by), as a join over the merge of the two inputs.
+pub(super) fn plan_join(
+    ctx: &PlanContext,
+    query: &sq::Query,
+    inputs: [JoinInput; 2],
+) -> Result<QueryPlan> {
+    let planner = SqlToRel::new(ctx);
     let plan = planner.sql_statement_to_plan(sq::Statement::Query(Box::new(query.clone())))?;
     let plan =
         ctx.state()
             .analyzer()
             .execute_and_check(plan, ctx.state().config_options(), |_, _| {})?;
+    let windowed = inputs[0].window.is_some();
+    let what = if windowed {
+        "a window join"
+    } else {
+        "a join of streams"
+    };
     // The nodes above the join (or above the anti join's filter), top first.
     let mut above = Vec::new();
     let mut node = &plan;
@@ -102,10 +165,12 @@ pub(super) fn plan_stream_join(
                 let kind = match j.join_type {
                     JoinType::Inner => IntervalKind::Inner,
                     JoinType::Left => IntervalKind::Left,
+                    JoinType::Right => IntervalKind::Right,
+                    JoinType::Full => IntervalKind::Full,
                     other => {
                         return Err(Error::NotSupported(format!(
-                            "{other} joins of streams are not supported yet: use JOIN or LEFT \
-                             JOIN (for RIGHT, swap the streams)"
+                            "{other} joins of streams are not supported: use JOIN, LEFT JOIN, \
+                             RIGHT JOIN or FULL JOIN (or NOT EXISTS for absence)"
                         )))
                     }
                 };
@@ -163,16 +228,15 @@ pub(super) fn plan_stream_join(
             LogicalPlan::SubqueryAlias(a) => node = &a.input,
             other => {
                 return Err(Error::NotSupported(format!(
-                    "{} over a join of streams is not supported yet: a join of streams is \
-                     followed by WHERE and a select list; aggregate its results from another \
-                     query (CREATE CONTINUOUS QUERY ... FROM the_join)",
+                    "{} over {what} is not supported yet: a join is followed by WHERE and a \
+                     select list; aggregate its results from another query (CREATE \
+                     CONTINUOUS QUERY ... FROM the_join)",
                     other.display()
                 )))
             }
         }
     };
-    let (lt, rt) = (time_of(ls)?, time_of(rs)?);
-    let bounds = Bounds::of(&conjuncts, &left_schema, &right_schema, (ls, lt), (rs, rt))?;
+    let bounds = Bounds::of(&conjuncts, &left_schema, &right_schema, &inputs)?;
     // The merged rows.
     let wide = wide_schema(&left_schema, &right_schema);
     let nl = left_schema.fields().len();
@@ -191,7 +255,7 @@ pub(super) fn plan_stream_join(
             keys: bounds
                 .keys
                 .iter()
-                .map(|(a, _)| physical(&ctx, a, &left_schema))
+                .map(|(a, _)| physical(ctx, a, &left_schema))
                 .collect::<Result<_>>()?,
         },
         JoinSide {
@@ -200,13 +264,14 @@ pub(super) fn plan_stream_join(
             keys: bounds
                 .keys
                 .iter()
-                .map(|(_, b)| physical(&ctx, b, &right_schema))
+                .map(|(_, b)| physical(ctx, b, &right_schema))
                 .collect::<Result<_>>()?,
         },
     ];
+    let [li, ri] = inputs;
     let branches = [
-        branch(&ctx, ls, lt, 0, &left_schema, nl, &wide)?,
-        branch(&ctx, rs, rt, 1, &right_schema, nl, &wide)?,
+        branch(ctx, &li, 0, &left_schema, nl, &wide)?,
+        branch(ctx, &ri, 1, &right_schema, nl, &wide)?,
     ];
     let out_schema = Arc::new(joined.as_arrow().clone());
     let mut specs = vec![OperatorSpec::IntervalJoin(IntervalJoinSpec {
@@ -218,13 +283,14 @@ pub(super) fn plan_stream_join(
         schema: out_schema.clone(),
         condition: datafusion::logical_expr::utils::conjunction(conjuncts)
             .unwrap_or_else(|| lit(true)),
-        streams: [ls.name.clone(), rs.name.clone()],
+        streams: [li.name.clone(), ri.name.clone()],
+        window: li.window,
     })];
-    let relation = format!("{} ⋈ {}", ls.name, rs.name);
+    let relation = format!("{} ⋈ {}", li.name, ri.name);
     let mut schema = out_schema;
     if let Some(predicate) = datafusion::logical_expr::utils::conjunction(plain) {
         specs.push(OperatorSpec::Filter(FilterSpec {
-            predicate: physical(&ctx, &predicate, &joined)?,
+            predicate: physical(ctx, &predicate, &joined)?,
             schema: schema.clone(),
             condition: predicate,
             relation: relation.clone(),
@@ -234,7 +300,7 @@ pub(super) fn plan_stream_join(
         let input = node.inputs()[0].schema().clone();
         match node {
             LogicalPlan::Filter(f) => specs.push(OperatorSpec::Filter(FilterSpec {
-                predicate: physical(&ctx, &f.predicate, &input)?,
+                predicate: physical(ctx, &f.predicate, &input)?,
                 schema: schema.clone(),
                 condition: f.predicate.clone(),
                 relation: relation.clone(),
@@ -245,7 +311,7 @@ pub(super) fn plan_stream_join(
                     exprs: p
                         .expr
                         .iter()
-                        .map(|e| physical(&ctx, e, &input))
+                        .map(|e| physical(ctx, e, &input))
                         .collect::<Result<_>>()?,
                     input: Arc::new(input.as_arrow().clone()),
                     schema: schema.clone(),
@@ -256,15 +322,27 @@ pub(super) fn plan_stream_join(
             _ => unreachable!("only filters and projections are kept above the join"),
         }
     }
-    let name = format!("join({}, {})", ls.name, rs.name);
+    let name = format!("join({}, {})", li.name, ri.name);
     let stream = Arc::new(StreamDef::derived(&name, wide.clone(), Some(0)));
+    let mut tables = li.tables;
+    let mut queries = li.queries;
+    for t in ri.tables {
+        if !tables.contains(&t) {
+            tables.push(t);
+        }
+    }
+    for q in ri.queries {
+        if !queries.contains(&q) {
+            queries.push(q);
+        }
+    }
     Ok(QueryPlan {
         stream,
         window: None,
         specs,
         schema,
-        tables: Vec::new(),
-        queries: Vec::new(),
+        tables,
+        queries,
         union: Some(Arc::new(UnionPlan {
             branches: branches.into(),
             schema: wide,
@@ -350,19 +428,25 @@ fn wide_schema(left: &DFSchema, right: &DFSchema) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// The branch of side `side` (0 left): its stream's rows as merged rows.
+/// The branch of side `side` (0 left): its input's rows as merged rows. A window's rows
+/// are timed at the window's last instant (`window_end` - 1 ns), so that the merge releases
+/// them once the watermark reaches the window's end, when the window is complete.
 fn branch(
     ctx: &PlanContext,
-    stream: &StreamDef,
-    time: usize,
+    input: &JoinInput,
     side: i8,
     schema: &DFSchema,
     nl: usize,
     wide: &SchemaRef,
 ) -> Result<UnionBranch> {
     let nr = wide.fields().len() - 2 - nl;
+    let time = LExpr::Column(Column::from(schema.qualified_field(input.time)));
+    let time = match input.window {
+        Some(_) => time - lit(ScalarValue::new_interval_mdn(0, 0, 1)),
+        None => time,
+    };
     let mut columns = vec![
-        LExpr::Column(Column::from(schema.qualified_field(time))).alias("__time"),
+        time.alias("__time"),
         lit(ScalarValue::Int8(Some(side))).alias("__side"),
     ];
     let own: Vec<LExpr> = (0..schema.fields().len())
@@ -392,15 +476,17 @@ fn branch(
         .iter()
         .map(|e| physical(ctx, e, schema))
         .collect::<Result<_>>()?;
+    let mut specs = input.specs.clone();
+    specs.push(OperatorSpec::Project(ProjectSpec {
+        exprs,
+        input: input.schema.clone(),
+        schema: wide.clone(),
+        columns,
+        relation: input.name.clone(),
+    }));
     Ok(UnionBranch {
-        stream: stream.name.clone(),
-        specs: vec![OperatorSpec::Project(ProjectSpec {
-            exprs,
-            input: stream.schema.clone(),
-            schema: wide.clone(),
-            columns,
-            relation: stream.name.clone(),
-        })],
+        stream: input.stream.clone(),
+        specs,
     })
 }
 
@@ -451,12 +537,14 @@ impl Bounds {
         conjuncts: &[LExpr],
         left: &DFSchema,
         right: &DFSchema,
-        (ls, lt): (&StreamDef, usize),
-        (rs, rt): (&StreamDef, usize),
+        inputs: &[JoinInput; 2],
     ) -> Result<Bounds> {
+        let (lt, rt) = (inputs[0].time, inputs[1].time);
         let sides = [(left, lt), (right, rt)];
         let (mut lower, mut upper) = (None::<i64>, None::<i64>);
         let mut keys = Vec::new();
+        // A window join's `l.window_start = r.window_start`.
+        let mut starts_equal = false;
         // `a op b` on times: right - left >= or <= a constant.
         let mut bound = |a: &LExpr, op: Op, b: &LExpr| -> bool {
             let (Some((sa, oa)), Some((sb, ob))) = (time_term(a, sides), time_term(b, sides))
@@ -507,6 +595,10 @@ impl Bounds {
                     if matches!(op, Op::Gt | Op::GtEq | Op::Lt | Op::LtEq) && bound(a, *op, b) {
                         continue;
                     }
+                    // Equal times: both bounds at once.
+                    if *op == Op::Eq && bound(a, Op::GtEq, b) && bound(a, Op::LtEq, b) {
+                        continue;
+                    }
                     if *op == Op::Eq {
                         let pair = if reads(a, left) && reads(b, right) {
                             Some((a.as_ref().clone(), b.as_ref().clone()))
@@ -543,6 +635,8 @@ impl Bounds {
                                     ),
                                 ));
                             }
+                            let named = |e: &LExpr, name: &str| matches!(e, LExpr::Column(c) if c.name == name);
+                            starts_equal |= named(&x, "window_start") && named(&y, "window_start");
                             keys.push((x, y));
                             continue;
                         }
@@ -555,8 +649,23 @@ impl Bounds {
                  event times; move {c} to WHERE"
             )));
         }
-        let (l, r) = (&ls.name, &rs.name);
-        let (lt_name, rt_name) = (ls.schema.field(lt).name(), rs.schema.field(rt).name());
+        let (l, r) = (&inputs[0].name, &inputs[1].name);
+        if let (Some(lw), Some(rw)) = (inputs[0].window, inputs[1].window) {
+            return Bounds::of_windows(keys, (lower, upper), starts_equal, [l, r], [lw, rw]);
+        }
+        if let Some(i) = (0..2).find(|&i| inputs[i].window.is_some()) {
+            let w = &inputs[i].name;
+            let o = &inputs[1 - i].name;
+            return Err(Error::NotSupported(format!(
+                "\"{w}\" is a window's rows but \"{o}\" is not: a window join reads both sides \
+                 from the same TUMBLE, HOP or CUMULATE window (put \"{o}\" in one), and an \
+                 interval join reads two streams"
+            )));
+        }
+        let (lt_name, rt_name) = (
+            inputs[0].schema.field(lt).name(),
+            inputs[1].schema.field(rt).name(),
+        );
         let example = format!(
             "{r}.{rt_name} BETWEEN {l}.{lt_name} - INTERVAL '5' SECOND AND {l}.{lt_name} + \
              INTERVAL '30' SECOND"
@@ -597,5 +706,56 @@ impl Bounds {
             )));
         }
         Ok(Bounds { keys, lower, upper })
+    }
+
+    /// A window join's keys: the windows' bounds must be equal (`l.window_start =
+    /// r.window_start AND l.window_end = r.window_end`), and the windows the same.
+    fn of_windows(
+        keys: Vec<(LExpr, LExpr)>,
+        (lower, upper): (Option<i64>, Option<i64>),
+        starts_equal: bool,
+        [l, r]: [&String; 2],
+        [lw, rw]: [WindowSpec; 2],
+    ) -> Result<Bounds> {
+        if matches!(lw, WindowSpec::Session { .. }) || matches!(rw, WindowSpec::Session { .. }) {
+            return Err(Error::NotSupported(
+                "a window join of SESSION windows is not supported: sessions differ between \
+                 the two sides; use TUMBLE, HOP or CUMULATE windows"
+                    .into(),
+            ));
+        }
+        if lw != rw {
+            return Err(Error::NotSupported(format!(
+                "a window join needs the same window on both sides, but \"{l}\" is in {} and \
+                 \"{r}\" in {}: use one window for both",
+                super::explain::window_text(&lw),
+                super::explain::window_text(&rw)
+            )));
+        }
+        let equal_ends = lower == Some(0) && upper == Some(0);
+        if !equal_ends || !starts_equal {
+            let missing = match (starts_equal, lower.is_some() || upper.is_some()) {
+                (true, false) => format!("{l}.window_end = {r}.window_end"),
+                (false, false) => format!(
+                    "{l}.window_start = {r}.window_start AND {l}.window_end = {r}.window_end"
+                ),
+                (false, true) if equal_ends => format!("{l}.window_start = {r}.window_start"),
+                _ => {
+                    return Err(Error::NotSupported(format!(
+                        "a window join joins rows of the same window: its only condition on \
+                         window_end is {l}.window_end = {r}.window_end"
+                    )))
+                }
+            };
+            return Err(Error::NotSupported(format!(
+                "a window join of \"{l}\" and \"{r}\" needs both windows' bounds equal: add \
+                 {missing} to its ON"
+            )));
+        }
+        Ok(Bounds {
+            keys,
+            lower: 0,
+            upper: 0,
+        })
     }
 }

@@ -33,6 +33,7 @@ pub mod spec;
 pub mod table_def;
 mod topn;
 pub mod union;
+mod window_join;
 
 pub use catalog::{Catalog, EventTimeDef, StreamDef};
 pub use expr::ConstantEvaluator;

@@ -77,7 +77,29 @@ impl QueryPlan {
     }
 
     fn explain_nodes(&self) -> Vec<explain::ExplainNode> {
-        self.specs.iter().map(OperatorSpec::explain).collect()
+        let mut nodes: Vec<explain::ExplainNode> =
+            self.specs.iter().map(OperatorSpec::explain).collect();
+        // A join's inputs: the operators each runs on its stream's rows (the last of them
+        // only shapes the rows for the merge).
+        let join = self
+            .specs
+            .iter()
+            .position(|s| matches!(s, OperatorSpec::IntervalJoin(_)));
+        if let (Some(at), Some(union)) = (join, &self.union) {
+            for (key, b) in ["left input", "right input"]
+                .into_iter()
+                .zip(&union.branches)
+            {
+                let ops = &b.specs[..b.specs.len().saturating_sub(1)];
+                let text = std::iter::once(format!("stream {}", b.stream))
+                    .chain(ops.iter().map(|s| s.name().to_string()))
+                    .collect::<Vec<_>>()
+                    .join(" -> ");
+                let node = std::mem::replace(&mut nodes[at], explain::ExplainNode::new(""));
+                nodes[at] = node.with(key, text);
+            }
+        }
+        nodes
     }
 }
 
@@ -141,6 +163,14 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
             ));
         }
         return super::interval_join::plan_stream_join(query, streams, catalog);
+    }
+    if super::window_join::joins_inputs(query, catalog) {
+        if clauses != &Clauses::default() {
+            return Err(Error::NotSupported(
+                "clauses after a join are not supported: read the join from another query".into(),
+            ));
+        }
+        return super::window_join::plan_input_join(query, catalog);
     }
     let mut query = query.clone();
     if query.order_by.is_some() || query.limit_clause.is_some() || query.with.is_some() {

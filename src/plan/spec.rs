@@ -93,8 +93,10 @@ pub struct IntervalJoinSpec {
     pub schema: SchemaRef,
     /// The join condition as planned (EXPLAIN shows it).
     pub condition: LExpr,
-    /// The two streams.
+    /// The two inputs (streams, or the aliases of windows' rows).
     pub streams: [String; 2],
+    /// A window join's window: both inputs are its rows or results, joined by window.
+    pub window: Option<WindowSpec>,
 }
 
 impl PartialEq for IntervalJoinSpec {
@@ -106,6 +108,7 @@ impl PartialEq for IntervalJoinSpec {
             && self.schema == other.schema
             && self.condition == other.condition
             && self.streams == other.streams
+            && self.window == other.window
             && self
                 .sides
                 .iter()
@@ -124,6 +127,7 @@ impl Hash for IntervalJoinSpec {
         self.schema.hash(state);
         self.condition.hash(state);
         self.streams.hash(state);
+        self.window.hash(state);
     }
 }
 

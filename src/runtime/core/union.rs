@@ -1,7 +1,11 @@
-//! A query over a `UNION ALL` of streams runs in a hub of its own, fed by several stream
-//! hubs. Each stream of the union carries a [`Tap`]: the branch's filters and projections,
-//! run under the stream's lock on every batch, and a handle to the union's hub, to which it
-//! hands the branch's rows and the stream's watermark. The union's hub merges them
+//! A query over a `UNION ALL` of streams (or a join of two) runs in a hub of its own, fed by
+//! several stream hubs. Each stream of the union carries a [`Tap`]: the branch's operators,
+//! run under the stream's lock on every batch and watermark, and a handle to the union's
+//! hub, to which it hands the branch's rows and the stream's watermark. A union's branch only
+//! filters and projects; a window join's branch may aggregate a window, whose results it
+//! hands over when the stream's watermark closes the window (the tap's operators are then
+//! state, checkpointed with the stream and counted toward the query's state bound). The
+//! union's hub merges them
 //! ([`UnionMerge`]: rows wait until every input's watermark has passed them, then leave in
 //! event-time order) and runs the query's operators over the merged rows as over a stream.
 //!
@@ -14,6 +18,7 @@ use std::sync::Arc;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
+use crate::operators::snapshot::StateImage;
 use crate::operators::union::UnionMerge;
 use crate::operators::Operator;
 use crate::plan::union::UnionPlan;
@@ -30,6 +35,8 @@ pub struct UnionInput {
     pub streams: Vec<String>,
     /// Set once the union's queries failed: rows are no longer kept.
     stopped: bool,
+    /// Per branch: bytes of state its tap's operators hold (a window join's aggregates).
+    tap_bytes: Vec<usize>,
 }
 
 /// One branch of a union, at the stream it reads.
@@ -39,6 +46,8 @@ pub struct Tap {
     /// Which branch this is.
     pub branch: usize,
     ops: Vec<Box<dyn Operator>>,
+    /// Whether an operator of the branch keeps state.
+    stateful: bool,
     target: Arc<StreamHub>,
 }
 
@@ -55,6 +64,7 @@ pub fn union_hub(
         merge,
         streams: plan.branches.iter().map(|b| b.stream.clone()).collect(),
         stopped: false,
+        tap_bytes: vec![0; plan.branches.len()],
     });
     Ok(hub)
 }
@@ -67,15 +77,13 @@ impl Tap {
         branch: usize,
         target: Arc<StreamHub>,
     ) -> Result<Tap> {
-        let ops = plan.branches[branch]
-            .specs
-            .iter()
-            .map(|s| s.build())
-            .collect::<Result<_>>()?;
+        let specs = &plan.branches[branch].specs;
+        let ops = specs.iter().map(|s| s.build()).collect::<Result<_>>()?;
         Ok(Tap {
             query: query.to_string(),
             branch,
             ops,
+            stateful: specs.iter().any(|s| !s.is_stateless()),
             target,
         })
     }
@@ -83,26 +91,82 @@ impl Tap {
     /// Runs a batch of the stream's rows through the branch and hands what passes to the
     /// union.
     fn feed(&mut self, batch: &RecordBatch) {
-        let mut batches = vec![batch.clone()];
+        let out = self.run(Some(batch.clone()), None);
+        self.hand_over(out);
+    }
+
+    /// The stream's watermark moved to `wm`: what it completes in the branch (a window's
+    /// results) goes to the union first, then the watermark.
+    pub fn advance(&mut self, wm: Watermark) {
+        let out = self.run(None, Some(wm));
+        self.hand_over(out);
+        self.target.lock().union_advance(self.branch, wm);
+    }
+
+    /// The branch's operators over `batch`, then `wm`, each operator's output going on to
+    /// the next.
+    fn run(
+        &mut self,
+        batch: Option<RecordBatch>,
+        wm: Option<Watermark>,
+    ) -> Result<(Vec<RecordBatch>, usize)> {
+        let mut batches: Vec<RecordBatch> = batch.into_iter().collect();
+        let mut bytes = 0;
         for op in &mut self.ops {
             let mut next = Vec::new();
             for b in batches {
-                match op.process_batch(b) {
-                    Ok(out) => next.extend(out),
-                    Err(e) => return self.target.lock().fail_union(&e),
-                }
+                next.extend(op.process_batch(b)?);
             }
+            if let Some(wm) = wm {
+                next.extend(op.on_watermark(wm)?);
+            }
+            bytes += op.state_bytes();
             batches = next;
         }
+        Ok((batches, bytes))
+    }
+
+    /// Hands the branch's rows (or its failure) to the union.
+    fn hand_over(&self, out: Result<(Vec<RecordBatch>, usize)>) {
         let mut hub = self.target.lock();
-        for b in batches {
-            hub.union_push(self.branch, b);
+        match out {
+            Ok((batches, bytes)) => {
+                if let Some(union) = &mut hub.union {
+                    union.tap_bytes[self.branch] = bytes;
+                }
+                for b in batches {
+                    hub.union_push(self.branch, b);
+                }
+            }
+            Err(e) => hub.fail_union(&e),
         }
     }
 
-    /// The stream's watermark moved to `wm`.
-    pub fn advance(&self, wm: Watermark) {
-        self.target.lock().union_advance(self.branch, wm);
+    /// Whether the branch keeps state (a window join's aggregate): then it is checkpointed.
+    pub fn is_stateful(&self) -> bool {
+        self.stateful
+    }
+
+    /// The state of each of the branch's operators, for a checkpoint.
+    pub fn snapshot(&mut self) -> Result<Vec<StateImage>> {
+        self.ops.iter_mut().map(|op| op.snapshot()).collect()
+    }
+
+    /// Restores the branch's operators from [`Tap::snapshot`]'s images.
+    pub fn restore(&mut self, states: &[Vec<u8>]) -> Result<()> {
+        if states.len() != self.ops.len() {
+            return Err(Error::Internal(format!(
+                "branch {} of \"{}\" has {} operators, its checkpoint {}",
+                self.branch,
+                self.query,
+                self.ops.len(),
+                states.len()
+            )));
+        }
+        for (op, state) in self.ops.iter_mut().zip(states) {
+            op.restore(state)?;
+        }
+        Ok(())
     }
 }
 
@@ -115,8 +179,8 @@ impl Hub {
     }
 
     /// Tells the unions that read this stream where its watermark is.
-    pub(super) fn advance_taps(&self, wm: Watermark) {
-        for tap in &self.taps {
+    pub(super) fn advance_taps(&mut self, wm: Watermark) {
+        for tap in &mut self.taps {
             tap.advance(wm);
         }
     }
@@ -170,9 +234,11 @@ impl Hub {
         }
     }
 
-    /// Bytes of rows this union's merge holds (0 for a stream's hub).
+    /// Bytes of rows this union's merge holds, with its taps' state (0 for a stream's hub).
     pub(super) fn union_bytes(&self) -> usize {
-        self.union.as_ref().map_or(0, |u| u.merge.state_bytes())
+        self.union.as_ref().map_or(0, |u| {
+            u.merge.state_bytes() + u.tap_bytes.iter().sum::<usize>()
+        })
     }
 
     /// What to tell a user whose union query holds too much: which stream holds it back.

@@ -91,6 +91,21 @@ pub struct StreamState {
     /// later ones are replayed into it).
     #[serde(default)]
     pub history: Option<u64>,
+    /// The state of the window joins' branches that aggregate this stream's rows.
+    #[serde(default)]
+    pub taps: Vec<TapState>,
+}
+
+/// The state of a union's branch that keeps some (a window join's aggregate), taken with
+/// the stream it reads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TapState {
+    /// The query reading the union.
+    pub query: String,
+    /// Which branch of it.
+    pub branch: usize,
+    /// One file per operator of the branch, source first.
+    pub operators: Vec<String>,
 }
 
 /// A query's state at the checkpoint.

@@ -16,7 +16,8 @@ use crate::operators::snapshot::{decode, encode, StateImage};
 use crate::runtime::core::hub::Hub;
 use crate::runtime::core::output::QueryOutput;
 use crate::runtime::durability::checkpoint::{
-    CheckpointStore, Manifest, QueryState, Snapshot, StreamState, TableState, UnionState, Written,
+    CheckpointStore, Manifest, QueryState, Snapshot, StreamState, TableState, TapState, UnionState,
+    Written,
 };
 use crate::runtime::durability::history::{delete_segments, write_segment};
 use crate::runtime::durability::wal::{FsyncPolicy, IngestLog, Record};
@@ -220,6 +221,23 @@ fn snapshot_stream(
         }
         through
     });
+    let mut taps = Vec::new();
+    for (t, tap) in hub.taps.iter_mut().enumerate() {
+        if !tap.is_stateful() {
+            continue;
+        }
+        let mut operators = Vec::new();
+        for (k, image) in tap.snapshot()?.into_iter().enumerate() {
+            let file = format!("tap-{i}-{t}-{k}.snap");
+            files.push((file.clone(), image));
+            operators.push(file);
+        }
+        taps.push(TapState {
+            query: tap.query.clone(),
+            branch: tap.branch,
+            operators,
+        });
+    }
     let recent = format!("stream-{i}.arrow");
     files.push((
         recent.clone(),
@@ -235,6 +253,7 @@ fn snapshot_stream(
         recent,
         sources: hub.sources.clone(),
         history,
+        taps,
     });
     snapshot_queries(&i.to_string(), hub, manifest, files)
 }
@@ -310,6 +329,20 @@ pub(in crate::runtime) fn restore(
         stream.recent.clear();
         for b in batches(&s.recent, &schema)? {
             stream.recent.push(&b);
+        }
+        for t in &s.taps {
+            let tap = hub
+                .taps
+                .iter_mut()
+                .find(|tap| tap.query == t.query && tap.branch == t.branch);
+            if let Some(tap) = tap {
+                let states = t
+                    .operators
+                    .iter()
+                    .map(|f| store.read(epoch, f))
+                    .collect::<Result<Vec<_>>>()?;
+                tap.restore(&states)?;
+            }
         }
     }
     for t in &manifest.tables {

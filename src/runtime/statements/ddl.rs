@@ -706,7 +706,7 @@ impl Engine {
             .collect::<Result<Vec<_>>>()?;
         hub.lock().attach(&name, cq.clone(), plan)?;
         let seq = self.log_catalog(Statement::CreateQuery(cq.clone()).to_string(), log)?;
-        for (input, tap) in inputs.iter().zip(taps) {
+        for (input, mut tap) in inputs.iter().zip(taps) {
             let mut input = input.lock();
             tap.advance(input.stream.watermark);
             input.taps.push(tap);
