@@ -12,14 +12,15 @@
 //! graph (snapshot and restore, as a checkpoint would), where live rows continue.
 //!
 //! A backfill runs off the async runtime's workers and takes no lock while it reads, so the
-//! stream's writers and other sessions go on; it yields the processor between batches, and
-//! keeps reading the rows that arrived meanwhile (still with no lock held) until few are
-//! left, so that the moment it holds the stream stays short. [`BackfillProgress`] says how
+//! stream's writers and other sessions go on; between batches it gives way to writers with
+//! rows in flight (a couple of milliseconds at most), and it keeps reading the rows that
+//! arrived meanwhile (still with no lock held) until few are left, so that the moment it
+//! holds the stream stays short. [`BackfillProgress`] says how
 //! far it is (`SHOW QUERIES` shows it), and stops it when its statement is canceled.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::{Array, AsArray, TimestampNanosecondArray};
 use datafusion::arrow::compute::filter_record_batch;
@@ -31,6 +32,7 @@ use crate::error::{sqlstate, Error, Result};
 use crate::plan::QueryPlan;
 use crate::runtime::core::graph::OperatorGraph;
 use crate::runtime::core::hub::Hub;
+use crate::runtime::core::ingest::IngestBudget;
 use crate::runtime::core::output::OutputHandle;
 use crate::runtime::core::retained::Retained;
 use crate::runtime::core::stream::StreamRuntime;
@@ -132,7 +134,12 @@ pub(in crate::runtime) struct Backfill {
     time_column: usize,
     started: Instant,
     progress: Arc<BackfillProgress>,
+    /// Live ingest in flight, which a backfill gives way to between batches.
+    ingest: Option<Arc<IngestBudget>>,
 }
+
+/// Longest a backfill waits between two batches for live writers to finish theirs.
+const GIVE_WAY: Duration = Duration::from_millis(2);
 
 impl Backfill {
     /// Prepares the backfill of `def` (planned as `plan`) on the stream of `hub`, and reads
@@ -200,6 +207,7 @@ impl Backfill {
             time_column: time.column,
             started: Instant::now(),
             progress,
+            ingest: None,
         };
         Ok((backfill, history.scan()))
     }
@@ -209,6 +217,24 @@ impl Backfill {
     /// the same start to a replay.
     pub(in crate::runtime) fn start(&self) -> i64 {
         self.start
+    }
+
+    /// Gives way to the writers of `ingest` between batches: while batches are in flight,
+    /// the backfill waits (up to 2 ms a batch) before its next one.
+    pub(in crate::runtime) fn give_way_to(&mut self, ingest: Arc<IngestBudget>) {
+        self.ingest = Some(ingest);
+    }
+
+    /// Between batches: the processor goes to live writers first.
+    fn give_way(&self) {
+        std::thread::yield_now();
+        let Some(ingest) = &self.ingest else {
+            return;
+        };
+        let until = Instant::now() + GIVE_WAY;
+        while ingest.used() > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_micros(100));
+        }
     }
 
     /// What `SHOW QUERIES` shows of it, and how to stop it.
@@ -265,8 +291,7 @@ impl Backfill {
                 self.run(&batch.slice(skip, rows));
                 self.read = number + n;
                 self.progress.read.fetch_add(rows as u64, Ordering::Relaxed);
-                // Live ingest and other queries share the processors with a backfill.
-                std::thread::yield_now();
+                self.give_way();
             }
             number += n;
         }
@@ -325,6 +350,8 @@ impl Backfill {
         def: CreateQuery,
         plan: QueryPlan,
     ) -> Result<String> {
+        // Writers wait for the stream's lock, held now: nothing to give way to.
+        self.ingest = None;
         if let Some(history) = &hub.history {
             self.feed(&history.scan())?;
         }

@@ -670,7 +670,8 @@ impl Engine {
                 .get(&plan.stream.name)
                 .cloned()
                 .ok_or_else(|| Error::undefined("stream", &plan.stream.name))?;
-            let (run, scan) = Backfill::begin(&hub.lock(), &name, &cq, &plan)?;
+            let (mut run, scan) = Backfill::begin(&hub.lock(), &name, &cq, &plan)?;
+            run.give_way_to(self.ingest.clone());
             shared
                 .backfilling
                 .insert(name.clone(), run.progress().clone());
