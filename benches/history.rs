@@ -12,8 +12,14 @@
 //! - **backfill**: a TUMBLE query created `WITH (start = ...)` over the whole history, in events
 //!   per second, against the same query fed the same events live (no data directory).
 //!
+//! - **live ingest during a backfill**: SQL `INSERT`s of 100 rows, one after another, into a
+//!   stream with a running TUMBLE query, on a 2-worker tokio runtime as the server has, with
+//!   nothing else running and then while a query is backfilled over the whole history: the
+//!   INSERTs' latency (median, p99, max) and rows per second, and the backfill's time.
+//!
 //! `cargo bench --bench history`; `SAQL_BENCH_EVENTS` (default 5,000,000) and
-//! `SAQL_BENCH_RUNS` (default 3) override the sizes. Results are checked (counts and sums
+//! `SAQL_BENCH_RUNS` (default 3) override the sizes; `SAQL_BENCH_SECTIONS` (e.g. `live`)
+//! runs only some of `write,hunt,backfill,live`. Results are checked (counts and sums
 //! against the generator; backfilled windows against the live ones). Peak RSS is printed.
 
 mod common;
@@ -201,6 +207,15 @@ fn run() -> BenchResult<bool> {
         thousands(n as u64)
     );
     let mut ok = true;
+    let sections =
+        std::env::var("SAQL_BENCH_SECTIONS").unwrap_or_else(|_| "write,hunt,backfill,live".into());
+    let section = |name: &str| sections.split(',').any(|s| s.trim() == name);
+    if section("live") {
+        ok &= live_during_backfill(&input)?;
+    }
+    if !(section("write") || section("hunt") || section("backfill")) {
+        return Ok(ok);
+    }
 
     // Write cost, alternating with and without history.
     let (mut plain, mut kept) = (Vec::new(), Vec::new());
@@ -242,6 +257,9 @@ fn run() -> BenchResult<bool> {
     );
 
     // Hunting.
+    if !section("hunt") && !section("backfill") {
+        return Ok(ok);
+    }
     let cutoff = T0 + (n as i64 * 9 / 10) * 1_000_000;
     let recent = format!(
         "SELECT count(*), sum(n) FROM s WHERE ts >= {}",
@@ -249,7 +267,11 @@ fn run() -> BenchResult<bool> {
     );
     let grouped = "SELECT count(DISTINCT host), count(*), sum(n) FROM s";
     let expect_recent = (n - n * 9 / 10) as i64;
-    for (name, sql) in [("newest tenth", recent.as_str()), ("whole scan", grouped)] {
+    let hunts = match section("hunt") {
+        true => vec![("newest tenth", recent.as_str()), ("whole scan", grouped)],
+        false => Vec::new(),
+    };
+    for (name, sql) in hunts {
         let mut times = Vec::new();
         let mut rows = Vec::new();
         for _ in 0..runs {
@@ -294,6 +316,9 @@ fn run() -> BenchResult<bool> {
     }
 
     // Backfill against live.
+    if !section("backfill") {
+        return Ok(ok);
+    }
     let mut live_times = Vec::new();
     let mut live_rows = 0;
     for _ in 0..runs {
@@ -355,4 +380,100 @@ fn run() -> BenchResult<bool> {
         println!("peak RSS {rss:.0} MiB");
     }
     Ok(ok)
+}
+
+/// INSERT latency and rate with nothing else running, then while a query is backfilled over
+/// the history of `input`; prints both, and whether every row went in.
+fn live_during_backfill(input: &[RecordBatch]) -> BenchResult<bool> {
+    const ROWS: i64 = 100;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let dir = tempfile::tempdir()?;
+    let engine = open(Some(dir.path()), "30 days")?;
+    ingest(&engine, input)?;
+    let n: i64 = input.iter().map(|b| b.num_rows() as i64).sum();
+    rt.block_on(engine.execute(&format!("CREATE CONTINUOUS QUERY live AS {WINDOWS}")))?;
+    // INSERTs one after another from event `next` on, until `until` says stop; each one's
+    // latency in milliseconds.
+    async fn inserts(
+        engine: Engine,
+        mut next: i64,
+        until: impl Fn(usize) -> bool,
+    ) -> Result<(Vec<f64>, f64, i64), saql::error::Error> {
+        let mut latencies = Vec::new();
+        let start = Instant::now();
+        while !until(latencies.len()) {
+            let values: Vec<String> = (next..next + ROWS)
+                .map(|i| {
+                    format!(
+                        "({}, 'host-{}', {})",
+                        saql::sql::timestamp_literal(T0 + i * 1_000_000),
+                        common::mix(i as u64) % HOSTS as u64,
+                        i % 1000
+                    )
+                })
+                .collect();
+            let sql = format!("INSERT INTO s VALUES {}", values.join(", "));
+            let sent = Instant::now();
+            engine.execute(&sql).await?;
+            latencies.push(sent.elapsed().as_secs_f64() * 1000.0);
+            next += ROWS;
+        }
+        Ok((latencies, start.elapsed().as_secs_f64(), next))
+    }
+    let report = |what: &str, mut ms: Vec<f64>, secs: f64| {
+        ms.sort_by(f64::total_cmp);
+        println!(
+            "INSERT of {ROWS} rows, {what}: {:>6} statements, median {:>7.2} ms, p99 {:>7.2} ms, \
+             max {:>7.2} ms, {:>9} rows/s",
+            ms.len(),
+            common::percentile(&ms, 0.5),
+            common::percentile(&ms, 0.99),
+            ms.last().copied().unwrap_or(f64::NAN),
+            thousands((ms.len() as f64 * ROWS as f64 / secs) as u64)
+        );
+    };
+    // Each INSERT loop runs as a task on the runtime's workers, as a server session does.
+    let alone = rt.block_on(rt.spawn(inserts(engine.clone(), n, |done| done >= 500)))??;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let backfill = {
+        let (engine, done) = (engine.clone(), done.clone());
+        rt.spawn(async move {
+            let start = Instant::now();
+            let created = engine
+                .execute(&format!(
+                    "CREATE CONTINUOUS QUERY back WITH (start = {}) AS {WINDOWS}",
+                    saql::sql::timestamp_literal(T0)
+                ))
+                .await;
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            created.map(|_| start.elapsed().as_secs_f64())
+        })
+    };
+    let finished = move |_: usize| done.load(std::sync::atomic::Ordering::Relaxed);
+    let during = rt.block_on(rt.spawn(inserts(engine.clone(), alone.2, finished)))??;
+    let next = during.2;
+    let backfill_secs = rt.block_on(backfill)??;
+    println!(
+        "live ingest during a backfill: {} events of history, backfilled in {:.3} s",
+        thousands(n as u64),
+        backfill_secs
+    );
+    report("alone          ", alone.0, alone.1);
+    report("during backfill", during.0, during.1);
+    let total = rt.block_on(async {
+        match engine.execute("SELECT count(*) FROM s").await?.remove(0) {
+            StatementResult::Streaming { rows, .. } => rows.collect().await,
+            StatementResult::Rows { batches, .. } => Ok(batches),
+            _ => Err(saql::error::Error::Internal("no rows".into())),
+        }
+    })?;
+    let counted = array_value_to_string(total[0].column(0), 0)?;
+    let right = counted == next.to_string();
+    if !right {
+        println!("WRONG: the stream holds {counted} rows, {next} were inserted");
+    }
+    Ok(right)
 }

@@ -402,3 +402,151 @@ async fn alter_stream_starts_changes_and_stops_history() {
     let engine = open(dir.path());
     assert_eq!(history(&rows(&engine, "SHOW STREAMS").await), "off");
 }
+
+/// Rows `from..to` of stream `s` (`ts, host, n`: one per millisecond from 2026-01-01, 100
+/// hosts) as Arrow batches of 4096, inserted through the library.
+fn insert_fast(engine: &Engine, from: i64, to: i64) {
+    use datafusion::arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
+    use datafusion::arrow::record_batch::RecordBatch;
+    use std::sync::Arc;
+    let t0 = 1_767_225_600_000_000_000i64;
+    let schema = engine.stream_schema("s").unwrap();
+    let mut at = from;
+    while at < to {
+        let end = (at + 4096).min(to);
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(TimestampNanosecondArray::from_iter_values(
+                    (at..end).map(|i| t0 + i * 1_000_000),
+                )),
+                Arc::new(StringArray::from_iter_values(
+                    (at..end).map(|i| format!("h{}", i % 100)),
+                )),
+                Arc::new(Int64Array::from_iter_values(at..end)),
+            ],
+        )
+        .unwrap();
+        engine.insert_batch("s", batch).unwrap();
+        at = end;
+    }
+}
+
+/// `SHOW QUERIES`' row of `name` as (status, rows_in, watermark), if it has one.
+async fn query_status(engine: &Engine, name: &str) -> Option<(String, u64, String)> {
+    rows(engine, "SHOW QUERIES")
+        .await
+        .into_iter()
+        .find(|r| r[0] == name)
+        .map(|r| (r[2].clone(), r[3].parse().unwrap(), r[6].clone()))
+}
+
+/// (read, total) out of a status `backfilling: P% (READ of TOTAL history rows), event time
+/// reached T`.
+fn backfill_numbers(status: &str) -> (u64, u64) {
+    let inner = status
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(" history rows)"))
+        .expect("a backfilling status")
+        .0;
+    let (read, total) = inner.split_once(" of ").unwrap();
+    (read.parse().unwrap(), total.parse().unwrap())
+}
+
+/// While a backfill runs, SHOW QUERIES shows the query as backfilling, with the history rows
+/// read of those to read and the event time reached, going forward; live rows go on being
+/// accepted meanwhile. Once created, the query is running with the rows it was fed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_queries_shows_a_backfill_in_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    engine.execute(STREAM).await.unwrap();
+    let history = 400_000;
+    insert_fast(&engine, 0, history / 2);
+    engine.execute("CHECKPOINT").await.unwrap();
+    insert_fast(&engine, history / 2, history);
+    let create = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .execute(
+                    "CREATE CONTINUOUS QUERY q WITH (start = TIMESTAMP '2026-01-01 00:00:00') AS \
+                     SELECT host, window_end, count(*) AS c FROM TUMBLE(s, ts, INTERVAL '1' SECOND) \
+                     GROUP BY host, window_start, window_end",
+                )
+                .await
+        })
+    };
+    let mut seen = Vec::new();
+    let mut live = history;
+    while !create.is_finished() {
+        if let Some((status, fed, watermark)) = query_status(&engine, "q").await {
+            if status.starts_with("backfilling: ") {
+                assert!(status.contains("event time reached"), "{status}");
+                seen.push((backfill_numbers(&status), fed, watermark));
+            }
+        }
+        // Live rows are accepted while the backfill runs.
+        insert_fast(&engine, live, live + 100);
+        live += 100;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    create.await.unwrap().unwrap();
+    assert!(!seen.is_empty(), "SHOW QUERIES never showed the backfill");
+    for pair in seen.windows(2) {
+        assert!(
+            pair[0].0 .0 <= pair[1].0 .0,
+            "rows read went back: {seen:?}"
+        );
+    }
+    let ((read, total), fed, _) = seen.last().unwrap().clone();
+    assert!(read <= total && total >= history as u64, "{seen:?}");
+    assert!(fed <= read, "{seen:?}");
+    let (status, fed, _) = query_status(&engine, "q").await.unwrap();
+    assert_eq!(status, "running");
+    assert!(fed >= history as u64, "rows fed {fed}");
+    insert_fast(&engine, live, live + 100);
+    assert_eq!(
+        count_sum(&engine, "").await.0,
+        (live + 100).to_string(),
+        "every live row accepted"
+    );
+}
+
+/// A backfill whose statement is given up (canceled, timed out, client gone) stops and
+/// creates nothing; the name is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canceled_backfill_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    engine.execute(STREAM).await.unwrap();
+    insert_fast(&engine, 0, 400_000);
+    let create = "CREATE CONTINUOUS QUERY q WITH (start = TIMESTAMP '2026-01-01 00:00:00') AS \
+                  SELECT host, window_end, count(*) AS c FROM TUMBLE(s, ts, INTERVAL '1' SECOND) \
+                  GROUP BY host, window_start, window_end";
+    let gave_up = tokio::time::timeout(
+        std::time::Duration::from_millis(100),
+        engine.execute(create),
+    )
+    .await;
+    assert!(
+        gave_up.is_err(),
+        "the backfill ended within 100 ms: make the history larger"
+    );
+    let mut waited = 0;
+    while query_status(&engine, "q").await.is_some() {
+        assert!(waited < 3000, "the canceled backfill goes on");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        waited += 10;
+    }
+    assert!(rows(&engine, "SHOW QUERIES").await.is_empty());
+    let err = engine
+        .execute("SELECT * FROM q")
+        .await
+        .err()
+        .expect("no query q");
+    assert_eq!(err.sqlstate(), "42P01", "{err}");
+    // The name is free, and a backfill that runs to its end creates the query.
+    engine.execute(create).await.unwrap();
+    assert_eq!(query_status(&engine, "q").await.unwrap().0, "running");
+}

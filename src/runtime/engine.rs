@@ -202,6 +202,9 @@ pub(super) struct Shared {
     /// Backfills of queries being created, by query name: read ahead with no lock held,
     /// finished by their CREATE, which leaves what to tell the client.
     pub backfills: HashMap<String, BackfillSlot>,
+    /// Backfills running, by query name: how far each is (`SHOW QUERIES` shows them). Their
+    /// names are taken until they end.
+    pub backfilling: BTreeMap<String, Arc<crate::runtime::statements::backfill::BackfillProgress>>,
     /// Set while recovery applies a checkpoint's catalog: a query created with a start is
     /// attached without backfilling (its state comes from the checkpoint).
     pub restoring: bool,
@@ -280,6 +283,7 @@ impl Engine {
                 sources: BTreeMap::new(),
                 sinks: BTreeMap::new(),
                 backfills: HashMap::new(),
+                backfilling: BTreeMap::new(),
                 restoring: false,
             })),
             ingest: Arc::new(IngestBudget::new(config.max_ingest_bytes)),
@@ -481,6 +485,7 @@ impl Engine {
             Statement::Sql(s) => self.execute_sql(*s, params, session).await,
             Statement::ShowSinks => Ok(show_sinks(&self.read(), session.admin)),
             Statement::CopyTo(c) => self.copy_to(c, session).await,
+            Statement::CreateQuery(cq) if cq.start.is_some() => self.create_backfilled(cq).await,
             other => self.execute_own(other),
         }
     }
@@ -501,11 +506,6 @@ impl Engine {
             | Statement::DropView { .. }
             | Statement::AlterStream { .. }
             | Statement::AlterQuery(_) => {
-                if let Statement::CreateQuery(cq) = &stmt {
-                    if cq.start.is_some() {
-                        return self.create_backfilled(cq);
-                    }
-                }
                 // Durable before it is applied: see `ddl`.
                 self.ddl(&mut self.write(), stmt.clone(), true)?;
                 match stmt {
@@ -826,7 +826,7 @@ pub struct Inserted {
 
 /// Runs `work` (operators over a batch) off the async runtime's workers when there is one,
 /// so that a heavy statement never blocks other sessions' I/O.
-async fn off_async<T: Send + 'static>(
+pub(super) async fn off_async<T: Send + 'static>(
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
     #[cfg(feature = "server")]

@@ -10,8 +10,17 @@
 //! go on; then, under the stream's lock, the rows that arrived meanwhile are read too, the
 //! operators are brought to the stream's watermark, and their state moves into the stream's
 //! graph (snapshot and restore, as a checkpoint would), where live rows continue.
+//!
+//! A backfill runs off the async runtime's workers and takes no lock while it reads, so the
+//! stream's writers and other sessions go on; between batches it gives way to writers with
+//! rows in flight (a couple of milliseconds at most), and it keeps reading the rows that
+//! arrived meanwhile (still with no lock held) until few are left, so that the moment it
+//! holds the stream stays short. [`BackfillProgress`] says how
+//! far it is (`SHOW QUERIES` shows it), and stops it when its statement is canceled.
 
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::{Array, AsArray, TimestampNanosecondArray};
 use datafusion::arrow::compute::filter_record_batch;
@@ -23,12 +32,89 @@ use crate::error::{sqlstate, Error, Result};
 use crate::plan::QueryPlan;
 use crate::runtime::core::graph::OperatorGraph;
 use crate::runtime::core::hub::Hub;
+use crate::runtime::core::ingest::IngestBudget;
 use crate::runtime::core::output::OutputHandle;
 use crate::runtime::core::retained::Retained;
 use crate::runtime::core::stream::StreamRuntime;
 use crate::runtime::durability::history::{read_segment, HistoryScan};
 use crate::sql::{timestamp_literal, BackfillStart, CreateQuery};
-use crate::time::Watermark;
+use crate::time::{EventTime, Watermark};
+
+/// What a backfill shows while it runs, updated batch by batch; also how its statement
+/// stops it.
+pub(in crate::runtime) struct BackfillProgress {
+    /// The stream it reads.
+    pub stream: String,
+    /// The query's definition, as `SHOW QUERIES` shows it.
+    pub definition: String,
+    /// Where its results go.
+    pub output: OutputHandle,
+    /// History rows read.
+    read: AtomicU64,
+    /// History rows to read, as of the newest look at the history (live rows add to it).
+    total: AtomicU64,
+    /// Rows run through the query (those from the start on).
+    fed: AtomicU64,
+    /// The newest event time run through the query (`i64::MIN`: none yet).
+    reached: AtomicI64,
+    /// The backfill's own watermark.
+    watermark: AtomicI64,
+    cancelled: AtomicBool,
+}
+
+impl BackfillProgress {
+    fn new(stream: String, definition: String, output: OutputHandle) -> BackfillProgress {
+        BackfillProgress {
+            stream,
+            definition,
+            output,
+            read: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            fed: AtomicU64::new(0),
+            reached: AtomicI64::new(i64::MIN),
+            watermark: AtomicI64::new(Watermark::START.0.nanos()),
+            cancelled: AtomicBool::new(false),
+        }
+    }
+
+    /// `SHOW QUERIES`' status: `backfilling: 45% (12345 of 27000 history rows), event time
+    /// reached 2026-01-01 00:10:00`.
+    pub fn status(&self) -> String {
+        let read = self.read.load(Ordering::Relaxed);
+        let total = self.total.load(Ordering::Relaxed).max(read);
+        let percent = if total == 0 { 0 } else { read * 100 / total };
+        let reached = match self.reached.load(Ordering::Relaxed) {
+            i64::MIN => "none yet".to_string(),
+            t => EventTime(t).to_string(),
+        };
+        format!(
+            "backfilling: {percent}% ({read} of {total} history rows), event time reached \
+             {reached}"
+        )
+    }
+
+    /// Rows run through the query so far.
+    pub fn fed(&self) -> u64 {
+        self.fed.load(Ordering::Relaxed)
+    }
+
+    /// The backfill's watermark.
+    pub fn watermark(&self) -> Watermark {
+        Watermark(EventTime(self.watermark.load(Ordering::Relaxed)))
+    }
+
+    /// Stops the backfill at its next batch (its statement was canceled or timed out).
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Relaxed);
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.cancelled.load(Ordering::Relaxed) {
+            return Err(Error::Canceled);
+        }
+        Ok(())
+    }
+}
 
 /// A query being backfilled.
 pub(in crate::runtime) struct Backfill {
@@ -47,7 +133,13 @@ pub(in crate::runtime) struct Backfill {
     oldest: Option<i64>,
     time_column: usize,
     started: Instant,
+    progress: Arc<BackfillProgress>,
+    /// Live ingest in flight, which a backfill gives way to between batches.
+    ingest: Option<Arc<IngestBudget>>,
 }
+
+/// Longest a backfill waits between two batches for live writers to finish theirs.
+const GIVE_WAY: Duration = Duration::from_millis(2);
 
 impl Backfill {
     /// Prepares the backfill of `def` (planned as `plan`) on the stream of `hub`, and reads
@@ -90,6 +182,11 @@ impl Backfill {
             }
         };
         let output = hub.new_output(name, plan);
+        let progress = Arc::new(BackfillProgress::new(
+            stream.name.clone(),
+            crate::sql::query_sql(&def.query, &def.clauses),
+            output.clone(),
+        ));
         let mut graph = OperatorGraph::default();
         let path = graph.attach(
             name,
@@ -109,35 +206,96 @@ impl Backfill {
             oldest: None,
             time_column: time.column,
             started: Instant::now(),
+            progress,
+            ingest: None,
         };
         Ok((backfill, history.scan()))
     }
 
-    /// Runs the rows of `scan` not read yet through the query.
+    /// The start as an event time (nanoseconds): a `WITH (start = INTERVAL ...)` resolved
+    /// against the newest event when the backfill began, so that the logged statement says
+    /// the same start to a replay.
+    pub(in crate::runtime) fn start(&self) -> i64 {
+        self.start
+    }
+
+    /// Gives way to the writers of `ingest` between batches: while batches are in flight,
+    /// the backfill waits (up to 2 ms a batch) before its next one.
+    pub(in crate::runtime) fn give_way_to(&mut self, ingest: Arc<IngestBudget>) {
+        self.ingest = Some(ingest);
+    }
+
+    /// Between batches: the processor goes to live writers first.
+    fn give_way(&self) {
+        std::thread::yield_now();
+        let Some(ingest) = &self.ingest else {
+            return;
+        };
+        let until = Instant::now() + GIVE_WAY;
+        while ingest.used() > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    /// What `SHOW QUERIES` shows of it, and how to stop it.
+    pub(in crate::runtime) fn progress(&self) -> &Arc<BackfillProgress> {
+        &self.progress
+    }
+
+    /// Rows of `scan` not read yet (segments that end before the start are not read).
+    pub(in crate::runtime) fn behind(&self, scan: &HistoryScan) -> u64 {
+        let segments: u64 = scan
+            .segments
+            .iter()
+            .filter(|s| s.newest >= self.start)
+            .map(|s| (s.first_row + s.rows).saturating_sub(self.read.max(s.first_row)))
+            .sum();
+        let rows: u64 = scan.batches.iter().map(|b| b.num_rows() as u64).sum();
+        let batches =
+            (scan.batches_first_row + rows).saturating_sub(self.read.max(scan.batches_first_row));
+        segments + batches
+    }
+
+    /// Runs the rows of `scan` not read yet through the query, batch by batch, yielding the
+    /// processor between batches; fails with 57014 once the backfill is canceled.
     pub(in crate::runtime) fn feed(&mut self, scan: &HistoryScan) -> Result<()> {
+        let done = self.progress.read.load(Ordering::Relaxed);
+        self.progress
+            .total
+            .store(done + self.behind(scan), Ordering::Relaxed);
         for segment in &scan.segments {
             if segment.first_row + segment.rows <= self.read {
                 continue;
             }
+            if segment.newest < self.start {
+                // Every row of it lies before the start: none would be run.
+                self.read = segment.first_row + segment.rows;
+                continue;
+            }
+            self.progress.check()?;
             let batches = read_segment(segment)?;
-            self.feed_from(segment.first_row, &batches);
+            self.feed_from(segment.first_row, &batches)?;
         }
-        self.feed_from(scan.batches_first_row, &scan.batches);
-        Ok(())
+        self.feed_from(scan.batches_first_row, &scan.batches)
     }
 
     /// Runs `batches`, whose first row is numbered `first`, from row `self.read` on.
-    fn feed_from(&mut self, first: u64, batches: &[RecordBatch]) {
+    fn feed_from(&mut self, first: u64, batches: &[RecordBatch]) -> Result<()> {
         let mut number = first;
         for batch in batches {
             let n = batch.num_rows() as u64;
             if number + n > self.read {
+                self.progress.check()?;
                 let skip = self.read.saturating_sub(number) as usize;
-                self.run(&batch.slice(skip, batch.num_rows() - skip));
+                let rows = batch.num_rows() - skip;
+                self.run(&batch.slice(skip, rows));
                 self.read = number + n;
+                self.progress.read.fetch_add(rows as u64, Ordering::Relaxed);
+                self.give_way();
             }
             number += n;
         }
+        Ok(())
     }
 
     /// Runs one batch of history: the rows from the start on, and the watermark they imply.
@@ -173,6 +331,13 @@ impl Backfill {
         if let Some(wm) = advanced {
             self.graph.advance(wm);
         }
+        let progress = &self.progress;
+        progress.fed.store(self.fed, Ordering::Relaxed);
+        if let Some(t) = self.stream.max_event_time {
+            progress.reached.store(t.nanos(), Ordering::Relaxed);
+        }
+        let wm = self.stream.watermark.0.nanos();
+        progress.watermark.store(wm, Ordering::Relaxed);
     }
 
     /// Under the hub's lock: reads the rows that arrived since [`Backfill::begin`], brings the
@@ -185,6 +350,8 @@ impl Backfill {
         def: CreateQuery,
         plan: QueryPlan,
     ) -> Result<String> {
+        // Writers wait for the stream's lock, held now: nothing to give way to.
+        self.ingest = None;
         if let Some(history) = &hub.history {
             self.feed(&history.scan())?;
         }
@@ -198,6 +365,9 @@ impl Backfill {
             .collect::<Result<Vec<_>>>()?;
         let stream = hub.stream.def.name.clone();
         hub.attach_with(name, def, plan, self.output, Some(states))?;
+        if let Some(q) = hub.queries.get_mut(name) {
+            q.rows_in = self.fed;
+        }
         let mut notice = format!(
             "backfilled {} rows of stream \"{stream}\" from {} in {:.3} s",
             self.fed,

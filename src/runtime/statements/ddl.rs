@@ -5,9 +5,24 @@
 //! order.
 
 use crate::error::sqlstate;
-use crate::runtime::engine::{BackfillSlot, Engine, Shared};
-use crate::runtime::statements::backfill::Backfill;
+use crate::runtime::durability::history::HistoryScan;
+use crate::runtime::engine::{off_async, BackfillSlot, Engine, Shared, StatementResult};
+use crate::runtime::statements::backfill::{Backfill, BackfillProgress};
 use std::sync::Arc;
+
+/// A backfill reads the rows that arrived while it ran, with no lock held, until at most
+/// this many are left for the moment it holds the stream.
+const CATCH_UP_ROWS: u64 = 8192;
+
+/// Stops a backfill when its statement's future is dropped (canceled, timed out, client
+/// gone) before it ends.
+struct CancelOnDrop(Arc<BackfillProgress>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
 
 use crate::error::{Error, Result};
 use crate::plan::catalog::{normalize, normalize_object};
@@ -22,7 +37,7 @@ use crate::runtime::durability::history::{history_dir_name, History};
 use crate::runtime::durability::wal::Record;
 use crate::sinks::spec::{SinkSpec, SinkTarget};
 use crate::sources::spec::{Connector, SourceSpec};
-use crate::sql::{CreateQuery, Statement};
+use crate::sql::{BackfillStart, CreateQuery, Statement};
 
 impl Engine {
     /// The history a new stream keeps, under the data directory: as its `history` option
@@ -131,7 +146,9 @@ impl Engine {
                 if cq.if_not_exists && shared.query_streams.contains_key(&name) {
                     return Ok(None);
                 }
-                if shared.catalog.name_taken(&name) {
+                let backfilled_elsewhere =
+                    shared.backfilling.contains_key(&name) && !shared.backfills.contains_key(&name);
+                if shared.catalog.name_taken(&name) || backfilled_elsewhere {
                     return Err(Error::duplicate("relation", &name));
                 }
                 let plan = self.plan_query(shared, &cq)?;
@@ -619,25 +636,29 @@ impl Engine {
         Ok(seq)
     }
 
-    /// `CREATE CONTINUOUS QUERY ... WITH (start = ...)`: reads most of the history with no
-    /// lock held, then creates the query, which reads the rest and hands over to live rows;
-    /// the client is told what was backfilled.
-    pub(in crate::runtime) fn create_backfilled(
+    /// `CREATE CONTINUOUS QUERY ... WITH (start = ...)`: reads the history with no lock
+    /// held, off the async runtime's workers (its progress in `SHOW QUERIES`), then creates
+    /// the query, which reads the rest and hands over to live rows; the client is told what
+    /// was backfilled. Dropping the returned future (a canceled statement, a timeout, a
+    /// client gone) stops the backfill, and nothing is created.
+    pub(in crate::runtime) async fn create_backfilled(
         &self,
-        cq: &CreateQuery,
-    ) -> Result<crate::runtime::engine::StatementResult> {
+        mut cq: CreateQuery,
+    ) -> Result<StatementResult> {
         let name = normalize(&cq.name);
-        let prepared = {
-            let shared = self.read();
-            if cq.if_not_exists && shared.query_streams.contains_key(&name) {
-                return Ok(crate::runtime::engine::StatementResult::Command(
-                    "CREATE CONTINUOUS QUERY".into(),
-                ));
+        let tag = "CREATE CONTINUOUS QUERY".to_string();
+        let (run, scan, hub) = {
+            let mut shared = self.write();
+            if cq.if_not_exists
+                && (shared.query_streams.contains_key(&name)
+                    || shared.backfilling.contains_key(&name))
+            {
+                return Ok(StatementResult::Command(tag));
             }
-            if shared.catalog.name_taken(&name) {
+            if shared.catalog.name_taken(&name) || shared.backfilling.contains_key(&name) {
                 return Err(Error::duplicate("relation", &name));
             }
-            let plan = self.plan_query(&shared, cq)?;
+            let plan = self.plan_query(&shared, &cq)?;
             if plan.union.is_some() {
                 return Err(Error::NotSupported(
                     "WITH (start = ...) over a UNION ALL is not supported yet: backfill each \
@@ -650,25 +671,61 @@ impl Engine {
                 .get(&plan.stream.name)
                 .cloned()
                 .ok_or_else(|| Error::undefined("stream", &plan.stream.name))?;
-            let hub = hub.lock();
-            Backfill::begin(&hub, &name, cq, &plan)?
+            let (mut run, scan) = Backfill::begin(&hub.lock(), &name, &cq, &plan)?;
+            run.give_way_to(self.ingest.clone());
+            shared
+                .backfilling
+                .insert(name.clone(), run.progress().clone());
+            (run, scan, hub)
         };
-        let (mut run, scan) = prepared;
-        run.feed(&scan)?;
-        let mut shared = self.write();
-        shared
-            .backfills
-            .insert(name.clone(), BackfillSlot::Prepared(Box::new(run.into())));
-        let created = self.ddl(&mut shared, Statement::CreateQuery(cq.clone()), true);
-        let slot = shared.backfills.remove(&name);
-        created?;
-        let tag = "CREATE CONTINUOUS QUERY".to_string();
-        Ok(match slot {
-            Some(BackfillSlot::Done(notice)) => {
-                crate::runtime::engine::StatementResult::CommandWithNotice { tag, notice }
-            }
-            _ => crate::runtime::engine::StatementResult::Command(tag),
+        // The statement logged says where the backfill started, whatever arrives meanwhile.
+        cq.start = Some(BackfillStart::At(run.start()));
+        let stop = CancelOnDrop(run.progress().clone());
+        let engine = self.clone();
+        let done = off_async(move || {
+            let created = engine.backfill_and_create(&name, cq, run, scan, &hub);
+            engine.write().backfilling.remove(&name);
+            created
         })
+        .await;
+        drop(stop);
+        let notice = done?;
+        Ok(StatementResult::CommandWithNotice { tag, notice })
+    }
+
+    /// The body of [`Engine::create_backfilled`], on a thread of its own: the history read
+    /// so far, then what arrived meanwhile until little is left (no lock held), then the
+    /// CREATE itself, which reads the last rows under the stream's lock.
+    fn backfill_and_create(
+        &self,
+        name: &str,
+        cq: CreateQuery,
+        mut run: Backfill,
+        scan: HistoryScan,
+        hub: &StreamHub,
+    ) -> Result<String> {
+        run.feed(&scan)?;
+        loop {
+            let Some(scan) = hub.lock().history.as_ref().map(History::scan) else {
+                break;
+            };
+            if run.behind(&scan) <= CATCH_UP_ROWS {
+                break;
+            }
+            run.feed(&scan)?;
+        }
+        let mut shared = self.write();
+        shared.backfills.insert(
+            name.to_string(),
+            BackfillSlot::Prepared(Box::new(run.into())),
+        );
+        let created = self.ddl(&mut shared, Statement::CreateQuery(cq), true);
+        let slot = shared.backfills.remove(name);
+        created?;
+        match slot {
+            Some(BackfillSlot::Done(notice)) => Ok(notice),
+            _ => Err(Error::Internal("a backfill left no notice".into())),
+        }
     }
 
     /// Creates a query over a `UNION ALL`: a hub of its own, fed by a tap on each stream of

@@ -161,7 +161,8 @@ pub(in crate::runtime) fn show_streams(shared: &Shared) -> StatementResult {
     )
 }
 
-/// `SHOW QUERIES`: each query's stream, status, counters and subscribers, by name.
+/// `SHOW QUERIES`: each query's stream, status, counters and subscribers, by name; a query
+/// being created `WITH (start = ...)` is `backfilling`, with how far it is in its status.
 pub(in crate::runtime) fn show_queries(shared: &Shared) -> StatementResult {
     let mut names = Vec::new();
     let mut streams = Vec::new();
@@ -176,7 +177,32 @@ pub(in crate::runtime) fn show_queries(shared: &Shared) -> StatementResult {
     let mut suppressed = Vec::new();
     let mut state_bytes = Vec::new();
     let mut shed = Vec::new();
-    for (name, stream) in &shared.query_streams {
+    let mut all: Vec<&String> = shared
+        .query_streams
+        .keys()
+        .chain(shared.backfilling.keys())
+        .collect();
+    all.sort();
+    all.dedup();
+    for name in all {
+        let Some(stream) = shared.query_streams.get(name) else {
+            // A query being created WITH (start = ...): how far its backfill is.
+            let progress = &shared.backfilling[name];
+            names.push(name.clone());
+            streams.push(progress.stream.clone());
+            status.push(progress.status());
+            rows_in.push(progress.fed());
+            rows_out.push(QueryOutput::lock(&progress.output).rows_out());
+            late.push(0);
+            watermarks.push(progress.watermark().to_string());
+            subscribers.push(0);
+            cut_off.push(0);
+            suppressed.push(0);
+            state_bytes.push(0);
+            shed.push(0);
+            defs.push(progress.definition.clone());
+            continue;
+        };
         let Some(hub) = shared.hub_of_query(name) else {
             continue;
         };

@@ -42,20 +42,39 @@ function rate(kind, name, field, now, row) {
   return fmt(Math.max(0, (row[field] - before[field]) / dt));
 }
 
+// A query being created WITH (start = ...) has the status "backfilling: 45% (12345 of 27000
+// history rows), event time reached 2026-01-01 00:10:00"; null for any other status.
+function backfillProgress(status) {
+  const m = /^backfilling: (\d+)% \((\d+) of (\d+) history rows\), event time reached (.*)$/.exec(status);
+  return m && { percent: Number(m[1]), read: Number(m[2]), total: Number(m[3]), reached: m[4] };
+}
+
 function renderTables(overview, now) {
   const qbody = document.querySelector("#queries tbody");
   qbody.replaceChildren();
   for (const q of overview.queries) {
     const tr = el("tr", { "data-query": q.name });
     if (charts.has(q.name)) tr.classList.add("pinned");
-    if (q.status !== "running") tr.classList.add("failed");
+    const backfill = backfillProgress(q.status);
+    if (backfill) tr.classList.add("backfilling");
+    else if (q.status !== "running") tr.classList.add("failed");
     const cells = [
       [q.name], [q.stream], [q.status],
       [fmt(q.rows_in), "n"], [rate("queries", q.name, "rows_in", now, q), "n"],
       [fmt(q.rows_out), "n"], [fmt(q.subscribers), "n"], [fmt(q.state_bytes), "n"],
     ];
     for (const [text, cls] of cells) tr.append(el("td", cls ? { class: cls } : {}, text));
-    tr.addEventListener("click", () => toggleChart(q.name));
+    if (backfill) {
+      // The status cell: a bar for the share of history read, the event time reached below.
+      const cell = tr.children[2];
+      cell.replaceChildren(
+        el("progress", { max: backfill.total || 1, value: backfill.read }),
+        el("span", {}, ` backfilling ${backfill.percent}%`),
+        el("div", { class: "hint" }, `${fmt(backfill.read)} of ${fmt(backfill.total)} rows, at ${backfill.reached}`),
+      );
+      cell.title = q.status;
+    }
+    tr.addEventListener("click", () => backfill || toggleChart(q.name));
     qbody.append(tr);
   }
   const sbody = document.querySelector("#streams tbody");
@@ -80,7 +99,9 @@ async function poll() {
     const overview = await res.json();
     const now = Date.now();
     for (const q of overview.queries) {
-      if (q.rows_out > 0 && !charts.has(q.name) && !unpinned.has(q.name) && charts.size < MAX_CHARTS) {
+      // A backfilling query cannot be subscribed to until its backfill ends.
+      const ready = !backfillProgress(q.status);
+      if (ready && q.rows_out > 0 && !charts.has(q.name) && !unpinned.has(q.name) && charts.size < MAX_CHARTS) {
         openChart(q.name);
       }
     }
