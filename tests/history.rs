@@ -3,6 +3,11 @@
 //! checkpoint that never completed leaves no row twice, and a time predicate skips segments'
 //! row groups (EXPLAIN ANALYZE shows it).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test starts its own threads and tasks"
+)]
+
 use crate::adhoc;
 
 use adhoc::rows;
