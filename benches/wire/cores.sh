@@ -5,7 +5,8 @@
 # (benches/wire/proc_events.py) timed from psql's start to its end; then two streams fed at
 # once (proc_events and a copy of it, proc_events_b, with the same 13 queries renamed), both
 # COPYs timed together. Every case runs against a fresh server and data directory, the cases
-# in turn, RUNS times; the table gives medians, rows/s and the ratio of 2 workers to 1.
+# in turn, RUNS times; the table gives medians, rows/s, the ratio of 2 workers to 1 and the
+# server's peak resident set (VmHWM).
 # HISTORY (default: the server's default, 7 days) is passed as --history: `HISTORY=off`
 # measures the same without retained history, `CASES="w1 w1-nohist"` compares the two.
 #
@@ -113,8 +114,9 @@ for run in $(seq "$runs"); do
       copy proc_events
     fi
     end=$(date +%s.%N)
-    echo "$case $run $start $end $rows" | tee -a "$results" | awk \
-      '{ printf "%-18s run %s: %6.2f s, %10.0f rows/s\n", $1, $2, $4 - $3, $5 / ($4 - $3) }'
+    peak=$(awk '$1 == "VmHWM:" { print $2 }' "/proc/$saql_pid/status")
+    echo "$case $run $start $end $rows $peak" | tee -a "$results" | awk \
+      '{ printf "%-18s run %s: %6.2f s, %10.0f rows/s, server peak RSS %d MiB\n", $1, $2, $4 - $3, $5 / ($4 - $3), $6 / 1024 }'
     stop_saql
   done
 done
@@ -123,13 +125,14 @@ python3 - "$results" <<'PY'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    case, _, start, end, rows = line.split()
-    runs.setdefault(case, []).append((float(end) - float(start), int(rows)))
-med = {c: statistics.median(s for s, _ in v) for c, v in runs.items()}
-print("\n| case | rows | median s | rows/s | vs 1 worker | all runs (s) |\n|---|---:|---:|---:|---:|---|")
+    case, _, start, end, rows, peak = line.split()
+    runs.setdefault(case, []).append((float(end) - float(start), int(rows), int(peak) / 1024))
+med = {c: statistics.median(s for s, _, _ in v) for c, v in runs.items()}
+print("\n| case | rows | median s | rows/s | vs 1 worker | peak RSS (MiB) | all runs (s) |\n|---|---:|---:|---:|---:|---:|---|")
 for c, v in runs.items():
     base = c.replace("w2", "w1", 1)
     ratio = f"{med[base] / med[c]:.2f}x" if base in med else ""
-    print(f"| {c} | {v[0][1]:,} | {med[c]:.2f} | {v[0][1] / med[c]:,.0f} | {ratio} | "
-          + ", ".join(f"{s:.2f}" for s, _ in v) + " |")
+    peak = max(p for _, _, p in v)
+    print(f"| {c} | {v[0][1]:,} | {med[c]:.2f} | {v[0][1] / med[c]:,.0f} | {ratio} | {peak:.0f} | "
+          + ", ".join(f"{s:.2f}" for s, _, _ in v) + " |")
 PY
