@@ -297,8 +297,7 @@ impl Manifest {
 }
 
 fn write_synced(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
     let mut f = std::fs::File::create(path)?;
-    f.write_all(data)?;
+    super::wal::write_in_pieces(&mut f, data)?;
     f.sync_all()
 }
