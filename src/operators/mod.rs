@@ -23,6 +23,7 @@ pub(crate) mod snapshot;
 #[cfg(test)]
 mod state_size;
 pub mod suppress;
+pub mod temporal_join;
 #[cfg(test)]
 mod test_run;
 pub mod union;
@@ -95,6 +96,13 @@ pub trait Operator: Send {
                 snapshot.len()
             )))
         }
+    }
+    /// Reference table `table` changed: one statement's change, delivered in the stream's
+    /// log order (between the batches and watermarks logged before and after it). Only an
+    /// operator that keeps versions of a table (the temporal join) acts on it; by default
+    /// it is ignored.
+    fn table_change(&mut self, _table: &str, _change: &lookup::TableChange) -> Result<()> {
+        Ok(())
     }
     /// Rows dropped because they arrived after their window was emitted.
     fn late_rows(&self) -> u64 {

@@ -166,11 +166,33 @@ fn lookup_join(s: &LookupJoinSpec) -> ExplainNode {
         LookupKind::Anti { null_aware: true } => "anti (NOT IN)",
         LookupKind::Anti { null_aware: false } => "anti (NOT EXISTS)",
     };
-    let mut node = ExplainNode::new("LookupJoin")
+    let name = match s.temporal {
+        Some(_) => "TemporalJoin",
+        None => "LookupJoin",
+    };
+    let mut node = ExplainNode::new(name)
         .with("table", s.table_name.clone())
         .with("kind", kind);
     if let Some(c) = &s.condition {
         node = node.with("condition", show(c, &s.relation));
+    }
+    if let Some(t) = &s.temporal {
+        let time = s.input.field(t.time).name();
+        let version = match t.version_time {
+            Some(c) => format!(
+                "its {} (not before the watermark when it changes)",
+                s.table.schema().field(c).name()
+            ),
+            None => "the watermark when it changes".to_string(),
+        };
+        return node
+            .with("as of", time.clone())
+            .with("version starts", version)
+            .with(
+                "state",
+                "the table's versions until the watermark passes the next one, and the rows \
+                 until the watermark passes them",
+            );
     }
     node.with(
         "state",

@@ -88,6 +88,7 @@ pub(super) fn plan_join(
         schema: joined,
         condition: conjunction(conjuncts),
         relation: relation.to_string(),
+        temporal: None,
     }))
 }
 
@@ -202,6 +203,7 @@ pub(super) fn plan_subquery(
         schema,
         condition: conjunction(conjuncts),
         relation: relation.to_string(),
+        temporal: None,
     })))
 }
 

@@ -31,6 +31,7 @@ pub mod retention;
 pub mod rollup;
 pub mod spec;
 pub mod table_def;
+mod temporal;
 mod topn;
 pub mod union;
 mod window_join;

@@ -56,6 +56,26 @@ impl QueryPlan {
         self.specs.iter().map(OperatorSpec::build).collect()
     }
 
+    /// Whether it joins table `table` `FOR SYSTEM_TIME AS OF` (keeps versions of it).
+    pub fn versions_table(&self, table: &str) -> bool {
+        self.specs.iter().any(|s| {
+            matches!(s, OperatorSpec::LookupJoin(l) if l.temporal.is_some() && l.table_name == table)
+        })
+    }
+
+    /// The tables it joins `FOR SYSTEM_TIME AS OF`.
+    pub fn versioned_tables(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for s in &self.specs {
+            if let OperatorSpec::LookupJoin(l) = s {
+                if l.temporal.is_some() && !out.contains(&l.table_name) {
+                    out.push(l.table_name.clone());
+                }
+            }
+        }
+        out
+    }
+
     /// EXPLAIN as indented text.
     pub fn explain_text(&self) -> String {
         explain::explain_text(
@@ -154,6 +174,9 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         }
         return plan_union(query, catalog);
     }
+    if let SetExpr::Select(select) = query.body.as_ref() {
+        super::temporal::check_versions(select, catalog)?;
+    }
     if let Some(streams) = super::interval_join::joined_streams(query, catalog) {
         if clauses != &Clauses::default() {
             return Err(Error::NotSupported(
@@ -192,6 +215,8 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
     }
     let (stream, window, pattern, upstream) =
         resolve_from(&mut select.from[0].relation, clauses, catalog)?;
+    let reads_merge = upstream.as_ref().is_some_and(|u| u.union.is_some());
+    let temporal = super::temporal::take_temporal(select, &stream, window, reads_merge)?;
     evidence::rewrite(&mut query, &stream, window.is_some() && pattern.is_none())?;
     let scan_schema = match (&pattern, window) {
         (Some(p), _) => p.schema.clone(),
@@ -231,6 +256,7 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         aggregated: false,
         assigned: false,
         specs: Vec::new(),
+        temporal,
     };
     if let Some(p) = pattern {
         nodes.specs.push(OperatorSpec::Pattern(Box::new(p.spec)));
@@ -313,9 +339,34 @@ struct ChainPlanner<'a> {
     aggregated: bool,
     assigned: bool,
     specs: Vec<OperatorSpec>,
+    /// The tables joined `FOR SYSTEM_TIME AS OF` the stream's event time.
+    temporal: Vec<String>,
 }
 
 impl ChainPlanner<'_> {
+    /// What makes the join with `s.table_name` temporal: the stream's event-time column in
+    /// its input, and the table's version-time column.
+    fn temporal_spec(&self, s: &super::spec::LookupJoinSpec) -> Result<super::spec::TemporalSpec> {
+        let et = self
+            .stream
+            .event_time
+            .as_ref()
+            .map(|e| self.stream.schema.field(e.column).name().clone())
+            .unwrap_or_default();
+        let time = s.input.index_of(&et).map_err(|_| {
+            Error::NotSupported(format!(
+                "the temporal join with \"{}\" reads the stream's event-time column \"{et}\", \
+                 which no longer reaches it",
+                s.table_name
+            ))
+        })?;
+        let version_time = self
+            .catalog
+            .table(&s.table_name)
+            .and_then(|t| t.version_time);
+        Ok(super::spec::TemporalSpec { time, version_time })
+    }
+
     /// Plans one node; `above` are the nodes that follow it.
     fn node(&mut self, node: &LogicalPlan, above: &[&LogicalPlan]) -> Result<()> {
         let input = node.inputs()[0].schema().clone();
@@ -337,8 +388,11 @@ impl ChainPlanner<'_> {
                             .into(),
                     ));
                 }
-                let spec = lookup::plan_join(self.ctx, j, self.catalog, &self.stream.name)?;
-                if let OperatorSpec::LookupJoin(s) = &spec {
+                let mut spec = lookup::plan_join(self.ctx, j, self.catalog, &self.stream.name)?;
+                if let OperatorSpec::LookupJoin(s) = &mut spec {
+                    if self.temporal.contains(&s.table_name) {
+                        s.temporal = Some(self.temporal_spec(s)?);
+                    }
                     self.tables.push(s.table_name.clone());
                     self.schema = s.schema.clone();
                 }

@@ -35,6 +35,7 @@ use crate::operators::lookup::{LookupJoin, LookupKind, TableStore};
 use crate::operators::outlier::OutlierMethod;
 use crate::operators::pattern::PatternSpec;
 use crate::operators::session_window::GroupColumn;
+use crate::operators::temporal_join::{TemporalJoin, TemporalJoinConfig};
 use crate::operators::window_aggregate::{WindowAssigner, WindowedInput};
 use crate::operators::window_rank::Numbering;
 use crate::operators::{
@@ -154,6 +155,18 @@ pub struct LookupJoinSpec {
     pub condition: Option<LExpr>,
     /// The relation that qualifies the stream's columns in `condition`.
     pub relation: String,
+    /// `FOR SYSTEM_TIME AS OF`: a temporal join, reading the version valid at each row's
+    /// event time instead of the table as it is.
+    pub temporal: Option<TemporalSpec>,
+}
+
+/// What makes a [`LookupJoinSpec`] a temporal join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TemporalSpec {
+    /// The input's event-time column (the stream's, named in `AS OF`).
+    pub time: usize,
+    /// The table's declared version-time column, if it has one.
+    pub version_time: Option<usize>,
 }
 
 impl PartialEq for LookupJoinSpec {
@@ -172,6 +185,7 @@ impl PartialEq for LookupJoinSpec {
             && self.schema == other.schema
             && self.condition == other.condition
             && self.relation == other.relation
+            && self.temporal == other.temporal
     }
 }
 
@@ -187,6 +201,7 @@ impl Hash for LookupJoinSpec {
         }
         self.schema.hash(state);
         self.condition.hash(state);
+        self.temporal.hash(state);
     }
 }
 
@@ -558,6 +573,20 @@ impl OperatorSpec {
                 s.time_column,
                 s.schema.clone(),
             )?),
+            OperatorSpec::LookupJoin(
+                s @ LookupJoinSpec {
+                    temporal: Some(t), ..
+                },
+            ) => Box::new(TemporalJoin::try_new(TemporalJoinConfig {
+                table: s.table.clone(),
+                kind: s.kind,
+                probe: s.probe.clone(),
+                residual: s.residual.clone(),
+                input: s.input.clone(),
+                time: t.time,
+                version_time: t.version_time,
+                joined: s.joined.clone(),
+            })?),
             OperatorSpec::LookupJoin(s) => Box::new(LookupJoin::new(
                 s.table.clone(),
                 s.kind,
@@ -598,7 +627,7 @@ impl OperatorSpec {
             OperatorSpec::Filter(_)
                 | OperatorSpec::Project(_)
                 | OperatorSpec::WindowAssign(_)
-                | OperatorSpec::LookupJoin(_)
+                | OperatorSpec::LookupJoin(LookupJoinSpec { temporal: None, .. })
         )
     }
 
@@ -617,6 +646,7 @@ impl OperatorSpec {
             OperatorSpec::Outlier(_) => "Outlier",
             OperatorSpec::Suppress(_) => "Suppress",
             OperatorSpec::Sharded(s) => s.inner.name(),
+            OperatorSpec::LookupJoin(s) if s.temporal.is_some() => "TemporalJoin",
             OperatorSpec::LookupJoin(_) => "LookupJoin",
             OperatorSpec::IntervalJoin(_) => "IntervalJoin",
         }

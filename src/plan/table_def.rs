@@ -1,5 +1,6 @@
 //! Reference tables in the catalog: `CREATE TABLE name (cols..., PRIMARY KEY (k)) [WITH
-//! (max_rows = N, max_bytes = N)]`. A table is keyed by its primary key (every lookup join
+//! (max_rows = N, max_bytes = N, version_time = 'col')]` (`version_time`: the TIMESTAMP
+//! column from which a row's version is valid, for temporal joins). A table is keyed by its primary key (every lookup join
 //! reads it by that key), its key columns are NOT NULL, and its rows live in a shared
 //! [`TableStore`] that the catalog entry holds, so the queries planned against it read the
 //! same rows that INSERT, UPDATE, DELETE and COPY change.
@@ -24,6 +25,10 @@ pub struct TableDef {
     pub max_rows: usize,
     /// Most bytes its rows may take.
     pub max_bytes: usize,
+    /// The column whose time a row's version is valid from (`WITH (version_time = 'col')`):
+    /// a temporal join starts the row's version then, if that is after the stream's
+    /// watermark when the row changes.
+    pub version_time: Option<usize>,
     /// The statement that created it, for persistence.
     pub ddl: sq::CreateTable,
 }
@@ -36,7 +41,7 @@ impl TableDef {
             Err(Error::NotSupported(format!(
                 "CREATE TABLE ... {what} is not supported; a table is declared as \
                  CREATE TABLE name (column type, ..., PRIMARY KEY (columns)) \
-                 [WITH (max_rows = n, max_bytes = n)]"
+                 [WITH (max_rows = n, max_bytes = n, version_time = 'column')]"
             )))
         };
         if ddl.query.is_some() {
@@ -156,7 +161,32 @@ impl TableDef {
             crate::limits::DEFAULT_TABLE_MAX_ROWS,
             crate::limits::DEFAULT_TABLE_MAX_BYTES,
         );
+        let mut version_time = None;
         for (k, v) in options(&ddl.table_options)? {
+            if k == "version_time" {
+                let col = v.to_lowercase();
+                let Some(i) = names.iter().position(|n| *n == col) else {
+                    return Err(Error::plan(
+                        sqlstate::UNDEFINED_COLUMN,
+                        format!("version_time column \"{col}\" does not exist in table \"{name}\""),
+                    ));
+                };
+                if !matches!(
+                    fields[i].data_type(),
+                    datafusion::arrow::datatypes::DataType::Timestamp(_, _)
+                ) {
+                    return Err(Error::plan(
+                        sqlstate::DATATYPE_MISMATCH,
+                        format!(
+                            "version_time column \"{col}\" of table \"{name}\" is {}, not a \
+                             timestamp",
+                            crate::sources::value::type_name(fields[i].data_type())
+                        ),
+                    ));
+                }
+                version_time = Some(i);
+                continue;
+            }
             let n = v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
                 Error::plan(
                     sqlstate::INVALID_PARAMETER_VALUE,
@@ -169,7 +199,10 @@ impl TableDef {
                 other => {
                     return Err(Error::plan(
                         sqlstate::SYNTAX_ERROR,
-                        format!("unknown table option \"{other}\"; known: max_rows, max_bytes"),
+                        format!(
+                            "unknown table option \"{other}\"; known: max_rows, max_bytes, \
+                             version_time"
+                        ),
                     ))
                 }
             }
@@ -180,6 +213,7 @@ impl TableDef {
             store: Arc::new(store),
             max_rows,
             max_bytes,
+            version_time,
             ddl: ddl.clone(),
         })
     }

@@ -182,6 +182,11 @@ impl Dialect for SaqlDialect {
         self.0.supports_comment_on()
     }
 
+    /// `JOIN t FOR SYSTEM_TIME AS OF s.ts` (temporal joins).
+    fn supports_table_versioning(&self) -> bool {
+        true
+    }
+
     fn supports_load_extension(&self) -> bool {
         self.0.supports_load_extension()
     }

@@ -82,6 +82,50 @@ fn event_time_of(stream: &StreamDef) -> Option<String> {
         .map(|et| stream.schema.field(et.column).name().clone())
 }
 
+/// The join in `s`'s FROM, named as its refusal names it: saql's joins (interval, window,
+/// temporal, lookup) are not translated yet.
+fn join_refusal(s: &sq::Select, ctx: &Ctx) -> Error {
+    let [from] = s.from.as_slice() else {
+        return refuse("a comma-separated FROM list");
+    };
+    let Some(join) = from.joins.first() else {
+        return refuse("a join");
+    };
+    let outer = match &join.join_operator {
+        sq::JoinOperator::Left(_) | sq::JoinOperator::LeftOuter(_) => "LEFT ",
+        sq::JoinOperator::Right(_) | sq::JoinOperator::RightOuter(_) => "RIGHT ",
+        sq::JoinOperator::FullOuter(_) => "FULL ",
+        _ => "",
+    };
+    if let TableFactor::Table {
+        version: Some(_), ..
+    } = &join.relation
+    {
+        return refuse(format!("a {outer}temporal join (FOR SYSTEM_TIME AS OF)"));
+    }
+    if let TableFactor::Table {
+        name, args: None, ..
+    } = &join.relation
+    {
+        let table = normalize_object(name);
+        if ctx.catalog.table(&table).is_some() {
+            return refuse(format!("a {outer}lookup join with table \"{table}\""));
+        }
+    }
+    let windowed = |r: &TableFactor| match r {
+        TableFactor::Table { args, .. } => args.is_some(),
+        TableFactor::Derived { subquery, .. } => subquery.to_string().contains("window_start"),
+        _ => false,
+    };
+    if windowed(&from.relation) && windowed(&join.relation) {
+        return refuse(format!("a {outer}window join"));
+    }
+    match outer {
+        "" => refuse("an interval join"),
+        _ => refuse(format!("a {outer}interval join")),
+    }
+}
+
 fn check_select(s: &sq::Select) -> Result<()> {
     if s.distinct.is_some() || s.top.is_some() || s.into.is_some() {
         return Err(refuse("DISTINCT, TOP or INTO"));
@@ -112,6 +156,9 @@ fn key_name(e: &Expr) -> Option<String> {
 }
 
 fn select_sql(s: &sq::Select, ctx: &Ctx, window_time: bool) -> Result<Translated> {
+    if s.from.len() != 1 || !s.from[0].joins.is_empty() {
+        return Err(join_refusal(s, ctx));
+    }
     check_select(s)?;
     let keys = group_keys(s)?;
     let relation = &s.from[0].relation;

@@ -365,7 +365,48 @@ fn joins_of_streams_are_refused_by_name() {
         "CREATE CONTINUOUS QUERY q AS SELECT e.host, m.cpu FROM ev e JOIN m ON e.host = m.host \
          AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '5' SECOND",
     );
-    assert!(join.contains("a join has no Flink translation"), "{join}");
+    assert!(
+        join.contains("an interval join has no Flink translation"),
+        "{join}"
+    );
+    let full = refusal(
+        "CREATE CONTINUOUS QUERY q AS SELECT e.host, m.cpu FROM ev e FULL JOIN m ON e.host = \
+         m.host AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '5' SECOND",
+    );
+    assert!(full.contains("a FULL interval join has no Flink"), "{full}");
+    let window = refusal(
+        "CREATE CONTINUOUS QUERY q AS SELECT l.host FROM TUMBLE(ev, ts, INTERVAL '1' MINUTE) l \
+         JOIN TUMBLE(m, ts, INTERVAL '1' MINUTE) r ON l.host = r.host \
+         AND l.window_start = r.window_start AND l.window_end = r.window_end",
+    );
+    assert!(window.contains("a window join has no Flink"), "{window}");
+}
+
+#[test]
+fn temporal_joins_are_refused_by_name() {
+    let mut catalog = Catalog::from_sql(STREAMS).unwrap();
+    let Statement::CreateTable(ct) =
+        parse_one("CREATE TABLE owners (host TEXT, owner TEXT, PRIMARY KEY (host))").unwrap()
+    else {
+        panic!("not a table")
+    };
+    catalog
+        .add_table(crate::plan::TableDef::try_new(&ct).unwrap())
+        .unwrap();
+    let Statement::CreateQuery(q) = parse_one(
+        "CREATE CONTINUOUS QUERY q AS SELECT e.host, o.owner FROM ev e \
+         JOIN owners FOR SYSTEM_TIME AS OF e.ts AS o ON e.host = o.host",
+    )
+    .unwrap() else {
+        panic!("not a query")
+    };
+    let e = compile_query(&q, &catalog).unwrap_err();
+    assert_eq!(e.sqlstate(), "0A000", "{e}");
+    assert!(
+        e.to_string()
+            .contains("a temporal join (FOR SYSTEM_TIME AS OF) has no Flink translation"),
+        "{e}"
+    );
     let absence = refusal(
         "CREATE CONTINUOUS QUERY q AS SELECT e.host FROM ev e WHERE NOT EXISTS (SELECT 1 FROM m \
          WHERE m.host = e.host AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '5' SECOND)",

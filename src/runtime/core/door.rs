@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::Result;
+use crate::operators::lookup::TableChange;
 use crate::runtime::core::hub::{Hub, StreamHub};
 use crate::runtime::durability::wal::Record;
 use crate::runtime::engine::{Engine, Inserted};
@@ -29,6 +30,12 @@ pub(in crate::runtime) enum Change {
     },
     /// The watermark moved by processing time.
     Watermark(Watermark),
+    /// A reference table that a query of the stream joins `FOR SYSTEM_TIME AS OF` changed:
+    /// its versions change at this point of the stream's log.
+    Table {
+        table: String,
+        change: Arc<TableChange>,
+    },
 }
 
 /// A hub's changes waiting for their frames to be durable, by log sequence number, and what
@@ -92,12 +99,17 @@ impl Hub {
                 self.advance(wm);
                 None
             }
+            Change::Table { table, change } => {
+                self.graph.table_change(&table, &change);
+                self.check_state_bytes();
+                None
+            }
         }
     }
 
     /// After the log failed: the changes not durable are dropped (their writers get the
     /// log's error), the durable ones applied.
-    fn discard_undurable(&mut self, durable: u64) {
+    pub(in crate::runtime) fn discard_undurable(&mut self, durable: u64) {
         self.apply_durable(durable);
         self.pending.waiting.clear();
     }

@@ -20,6 +20,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
 use crate::operators::filter;
+use crate::operators::lookup::TableChange;
 use crate::operators::Operator;
 use crate::plan::rollup::rollup;
 use crate::plan::OperatorSpec;
@@ -526,6 +527,22 @@ impl Nodes {
         }
         for child in self.node(id).children.clone() {
             self.advance_node(child, watermark);
+        }
+    }
+
+    /// Reference table `table` changed: the operators that keep its versions take the
+    /// change (the others ignore it); one that fails fails its queries.
+    pub fn table_change(&mut self, table: &str, change: &TableChange) {
+        for id in 0..self.nodes.len() {
+            let Some(node) = self.nodes[id].as_mut() else {
+                continue;
+            };
+            if node.failed {
+                continue;
+            }
+            if let Err(e) = node.op.table_change(table, change) {
+                self.fail(id, e);
+            }
         }
     }
 

@@ -507,9 +507,21 @@ impl Engine {
                         }
                     }
                 }
-                Record::Table { table, change }
-                    if seq > manifest.as_ref().map_or(0, |m| m.table_position(&table)) =>
-                {
+                Record::Table { table, change } => {
+                    // Its temporal joins take it after the rows their checkpoint holds.
+                    let change = Arc::new(change);
+                    for hub in crate::runtime::statements::table::versioning_hubs(&shared, &table) {
+                        let mut hub = hub.lock();
+                        if seq > position(&hub.stream.def.name) {
+                            hub.apply_change(crate::runtime::core::door::Change::Table {
+                                table: table.clone(),
+                                change: change.clone(),
+                            });
+                        }
+                    }
+                    if seq <= manifest.as_ref().map_or(0, |m| m.table_position(&table)) {
+                        return Ok(());
+                    }
                     if let Some(def) = shared.catalog.table(&table) {
                         if let Err(e) = def.store.apply(&change, seq) {
                             tracing::warn!(

@@ -8,6 +8,7 @@
 
 use crate::error::sqlstate;
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
@@ -145,6 +146,7 @@ pub(in crate::runtime) async fn select(
     params: &[Param],
     session: &SessionInfo,
 ) -> Result<RowStream> {
+    refuse_versions(&stmt)?;
     let exists = |t: &str| ctx.table_exist(t).unwrap_or(true);
     let unbound = (!params.is_empty()).then(|| stmt.clone());
     pg::rewrite::rewrite(&mut stmt, exists);
@@ -184,6 +186,34 @@ pub(in crate::runtime) async fn select(
     ))
 }
 
+/// Refuses a version clause (`FOR SYSTEM_TIME AS OF`, ...) in an ad hoc statement: tables
+/// keep no past versions (only a continuous query's temporal join does), and DataFusion would
+/// read the table as it is now.
+fn refuse_versions(stmt: &sq::Statement) -> Result<()> {
+    struct Versions;
+    impl sq::Visitor for Versions {
+        type Break = String;
+        fn pre_visit_table_factor(&mut self, t: &sq::TableFactor) -> ControlFlow<String> {
+            match t {
+                sq::TableFactor::Table {
+                    name,
+                    version: Some(v),
+                    ..
+                } => ControlFlow::Break(format!("{name} {v}")),
+                _ => ControlFlow::Continue(()),
+            }
+        }
+    }
+    match sq::Visit::visit(stmt, &mut Versions) {
+        ControlFlow::Break(what) => Err(Error::NotSupported(format!(
+            "{what} is not supported in an ad hoc SELECT: tables keep no past versions; a \
+             continuous query reads them so in a temporal join (FROM s JOIN t FOR SYSTEM_TIME \
+             AS OF s.ts ...)"
+        ))),
+        ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
 /// The result schema of a `SELECT` and the types of its `$1`, `$2`, ... as DataFusion
 /// infers them from their places (`ts > $1`: a timestamp), TEXT where nothing says, without
 /// running it.
@@ -191,6 +221,7 @@ pub(in crate::runtime) async fn describe_select(
     ctx: SessionContext,
     stmt: &sq::Statement,
 ) -> Result<(SchemaRef, Vec<DataType>)> {
+    refuse_versions(stmt)?;
     let mut stmt = stmt.clone();
     pg::rewrite::rewrite(&mut stmt, |t| ctx.table_exist(t).unwrap_or(true));
     alias_beside_wildcard(&mut stmt);

@@ -161,6 +161,22 @@ impl Engine {
                     .get(&stream)
                     .cloned()
                     .ok_or_else(|| Error::undefined("stream", &stream))?;
+                // A temporal join starts from its tables' rows: their writers wait meanwhile,
+                // so that every later change reaches it (see `change_table`).
+                let versioned = plan.versioned_tables();
+                if !versioned.is_empty() && cq.start.is_some() {
+                    return Err(Error::NotSupported(format!(
+                        "a query with a temporal join (FOR SYSTEM_TIME AS OF) cannot start in \
+                         the past: the past versions of \"{}\" are not kept; create it without \
+                         WITH (start = ...)",
+                        versioned[0]
+                    )));
+                }
+                let stores: Vec<_> = versioned
+                    .iter()
+                    .filter_map(|t| shared.catalog.table(t).map(|d| d.store.clone()))
+                    .collect();
+                let _writers: Vec<_> = stores.iter().map(|s| s.writer()).collect();
                 // Attach first (it can be undone), log, then make it visible in the catalog.
                 let mut hub = hub.lock();
                 match cq.start {

@@ -6,7 +6,8 @@
 //! right held, appended to the ingest log as one frame, applied once durable, and only then
 //! acknowledged; so a crash keeps a statement's change whole or not at all, and changes are
 //! applied in log order. The queries that join the table read it as it is when each of
-//! their rows is processed; a change never re-emits results already sent.
+//! their rows is processed (a temporal join: as it was at the row's event time, see
+//! [`crate::operators::temporal_join`]); a change never re-emits results already sent.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -22,6 +23,8 @@ use crate::operators::lookup::store::TableRows;
 use crate::operators::lookup::TableChange;
 use crate::plan::catalog::{normalize, normalize_object};
 use crate::plan::TableDef;
+use crate::runtime::core::door::Change;
+use crate::runtime::core::hub::StreamHub;
 use crate::runtime::durability::wal::Record;
 use crate::runtime::engine::{Engine, Shared, StatementResult};
 use crate::runtime::statements::ddl::{derived_readers, quoted, writers};
@@ -29,6 +32,24 @@ use crate::runtime::statements::show::{int_column, rows_result, text_column};
 use crate::sources::insert;
 use crate::sources::param::Param;
 use crate::sql::Statement;
+
+/// The hubs of the streams whose queries join table `table` `FOR SYSTEM_TIME AS OF`, in the
+/// order of their streams' names (the order hubs are held in together).
+pub(in crate::runtime) fn versioning_hubs(shared: &Shared, table: &str) -> Vec<Arc<StreamHub>> {
+    let mut names: Vec<&String> = shared.hubs.keys().collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| &shared.hubs[n])
+        .filter(|hub| {
+            hub.lock()
+                .queries
+                .values()
+                .any(|q| q.plan.versions_table(table))
+        })
+        .cloned()
+        .collect()
+}
 
 impl Engine {
     /// `CREATE TABLE`: a keyed table with no rows.
@@ -112,12 +133,21 @@ impl Engine {
     /// Checks, logs and applies one statement's change to a table: `make` builds it from the
     /// rows as they are, with the table's writer right held until it is applied. Returns
     /// what `make` counted (the rows the statement affected).
+    ///
+    /// The streams whose queries join the table `FOR SYSTEM_TIME AS OF` take the change too,
+    /// at its place in their log order: it waits among their changes until durable, as their
+    /// rows do (their hubs are held while it is logged, so it is queued in sequence order).
     pub(in crate::runtime) fn change_table(
         &self,
         def: &TableDef,
         make: impl FnOnce(&TableRows) -> Result<(TableChange, usize)>,
     ) -> Result<usize> {
+        // The catalog before the writer right (as DDL takes them): a query created later
+        // starts from the rows as this change leaves them.
+        let shared = self.read();
         let _writer = def.store.writer();
+        let readers = versioning_hubs(&shared, &def.name);
+        drop(shared);
         let (change, count) = {
             let rows = def.store.read();
             let (change, count) = make(&rows)?;
@@ -131,8 +161,37 @@ impl Engine {
             table: def.name.clone(),
             change,
         };
-        let seq = self.log(&record)?;
-        self.durable(seq)?;
+        let seq = {
+            let mut held: Vec<_> = readers.iter().map(|h| h.lock()).collect();
+            let seq = self.log(&record)?;
+            let Record::Table { change, .. } = &record else {
+                unreachable!("built above")
+            };
+            let change = Arc::new(change.clone());
+            for hub in &mut held {
+                let table = Change::Table {
+                    table: def.name.clone(),
+                    change: change.clone(),
+                };
+                match seq {
+                    Some(seq) => hub.pending.push(seq, table),
+                    None => {
+                        hub.apply_change(table);
+                    }
+                }
+            }
+            seq
+        };
+        let durable = self.durable(seq);
+        let through = self.durable_through();
+        for hub in &readers {
+            let mut hub = hub.lock();
+            match &durable {
+                Ok(()) => hub.apply_durable(through),
+                Err(_) => hub.discard_undurable(through),
+            }
+        }
+        durable?;
         let Record::Table { change, .. } = record else {
             unreachable!("built above")
         };
