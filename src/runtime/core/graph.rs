@@ -277,6 +277,22 @@ impl OperatorGraph {
         }
     }
 
+    /// Reference table `table` changed: the operators that keep its versions take the
+    /// change (the others ignore it); one that fails fails its queries.
+    pub fn table_change(&mut self, table: &str, change: &TableChange) {
+        for id in 0..self.nodes.0.len() {
+            let Some(node) = self.nodes.0[id].as_mut() else {
+                continue;
+            };
+            if node.failed {
+                continue;
+            }
+            if let Err(e) = node.op.table_change(table, change) {
+                self.nodes.fail(id, e);
+            }
+        }
+    }
+
     /// Threads the queries' operators may run on at once (1 unless set).
     pub fn set_workers(&mut self, workers: usize) {
         self.workers = workers.max(1);
@@ -527,22 +543,6 @@ impl Nodes {
         }
         for child in self.node(id).children.clone() {
             self.advance_node(child, watermark);
-        }
-    }
-
-    /// Reference table `table` changed: the operators that keep its versions take the
-    /// change (the others ignore it); one that fails fails its queries.
-    pub fn table_change(&mut self, table: &str, change: &TableChange) {
-        for id in 0..self.nodes.len() {
-            let Some(node) = self.nodes[id].as_mut() else {
-                continue;
-            };
-            if node.failed {
-                continue;
-            }
-            if let Err(e) = node.op.table_change(table, change) {
-                self.fail(id, e);
-            }
         }
     }
 
