@@ -8,6 +8,7 @@ use crate::error::sqlstate;
 use crate::runtime::durability::history::HistoryScan;
 use crate::runtime::engine::{off_async, BackfillSlot, Engine, Shared, StatementResult};
 use crate::runtime::statements::backfill::{Backfill, BackfillProgress};
+use datafusion::arrow::record_batch::RecordBatch;
 use std::sync::Arc;
 
 /// A backfill reads the rows that arrived while it ran, with no lock held, until at most
@@ -540,7 +541,8 @@ impl Engine {
         let attached = hub.attach_with(&staging, cq.clone(), plan, output, None);
         let fresh = attached.and_then(|()| {
             let new_path = hub.queries[&staging].path.clone();
-            match hub.graph.first_fresh_stateful(&new_path) {
+            let carried = carry_state(&mut hub, &old.path, &new_path)?;
+            match hub.graph.first_fresh_stateful(&new_path, &carried) {
                 Some(op) => Err(Error::NotSupported(format!(
                     "ALTER would start the {op} of query \"{name}\" empty (its definition \
                      changed): keep it as it is, or DROP the query and CREATE it WITH (start = \
@@ -780,6 +782,108 @@ impl Engine {
         }
         Ok(plan)
     }
+}
+
+/// For an altered query whose old path is `old` and new path `new`: gives each new
+/// operator whose state means the same as an old one's (an INVARIANT behind a changed select
+/// list, see [`crate::plan::carry`]) that state. Returns the nodes that took one.
+fn carry_state(
+    hub: &mut crate::runtime::core::hub::Hub,
+    old: &[usize],
+    new: &[usize],
+) -> Result<Vec<usize>> {
+    let shared = old.iter().zip(new).take_while(|(a, b)| a == b).count();
+    let input = match shared.checked_sub(1) {
+        Some(last) => hub.graph.output_schema(new[last]),
+        None => hub.stream.def.schema.clone(),
+    };
+    let specs = |hub: &crate::runtime::core::hub::Hub, path: &[usize]| -> Vec<OperatorSpec> {
+        path.iter().map(|&id| hub.graph.spec(id).clone()).collect()
+    };
+    let (old_specs, new_specs) = (specs(hub, &old[shared..]), specs(hub, &new[shared..]));
+    let carries = crate::plan::carry::carries(
+        &input,
+        &old_specs.iter().collect::<Vec<_>>(),
+        &new_specs.iter().collect::<Vec<_>>(),
+    );
+    let mut carried = Vec::new();
+    for c in carries {
+        let (from, to) = (old[shared + c.old], new[shared + c.new]);
+        // The stateless operators from the stream to the new one (shared, then new).
+        let before = specs(hub, &new[..shared + c.new]);
+        let stream = &hub.stream;
+        let convert = |held: &[RecordBatch]| -> Result<Vec<RecordBatch>> {
+            if held.iter().all(|b| b.num_rows() == 0) {
+                return Ok(Vec::new());
+            }
+            if let Some(map) = &c.rows {
+                return held.iter().map(|b| map.apply(b)).collect();
+            }
+            rows_past_watermark(stream, &before, held)
+        };
+        hub.graph.carry_state(from, to, &convert).map_err(|e| {
+            Error::NotSupported(format!(
+                "ALTER cannot keep what the {} of the query learned: {e}; DROP the query and \
+                 CREATE it WITH (start = ...) to rebuild it from history",
+                new_specs[c.new].name()
+            ))
+        })?;
+        carried.push(to);
+    }
+    Ok(carried)
+}
+
+/// The rows an operator after the stateless operators `before` holds until the watermark
+/// passes them, rebuilt in its new columns from the stream's recent rows past the watermark;
+/// `held` are the rows it held in its old columns (as many, or the recent rows did not reach
+/// back far enough).
+fn rows_past_watermark(
+    stream: &crate::runtime::core::stream::StreamRuntime,
+    before: &[OperatorSpec],
+    held: &[RecordBatch],
+) -> Result<Vec<RecordBatch>> {
+    let unavailable = || {
+        Error::NotSupported(
+            "the rows it holds until the watermark passes them are not all among the stream's \
+             recent rows, and the new query computes columns from some the old one dropped"
+                .into(),
+        )
+    };
+    let time = stream
+        .def
+        .event_time
+        .as_ref()
+        .ok_or_else(unavailable)?
+        .column;
+    if before.iter().any(|s| !s.is_stateless()) {
+        return Err(unavailable());
+    }
+    let mut operators = before
+        .iter()
+        .map(OperatorSpec::build)
+        .collect::<Result<Vec<_>>>()?;
+    let after =
+        datafusion::arrow::array::TimestampNanosecondArray::new_scalar(stream.watermark.0.nanos());
+    let mut rows = Vec::new();
+    for batch in stream.recent.batches() {
+        let past = datafusion::arrow::compute::kernels::cmp::gt(batch.column(time), &after)?;
+        let mut batches = vec![datafusion::arrow::compute::filter_record_batch(
+            &batch, &past,
+        )?];
+        for op in &mut operators {
+            let mut out = Vec::new();
+            for b in batches {
+                out.extend(op.process_batch(b)?);
+            }
+            batches = out;
+        }
+        rows.extend(batches);
+    }
+    let count = |b: &[RecordBatch]| b.iter().map(RecordBatch::num_rows).sum::<usize>();
+    if count(&rows) != count(held) {
+        return Err(unavailable());
+    }
+    Ok(rows)
 }
 
 /// The queries and views whose plans `reads` (directly or through others), in the order

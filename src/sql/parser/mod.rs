@@ -97,7 +97,7 @@ fn parse_statements(
         let mine = withins.iter().take_while(|w| w.at < parser.index()).count();
         for w in withins.drain(..mine) {
             let clauses = match &mut stmt {
-                Statement::CreateQuery(cq) => Some(&mut cq.clauses),
+                Statement::CreateQuery(cq) | Statement::AlterQuery(cq) => Some(&mut cq.clauses),
                 Statement::Explain {
                     target: ExplainTarget::Create(cq),
                     ..
@@ -171,7 +171,7 @@ fn attach_patterns(
         .at(Some(second.at)));
     }
     let clauses = match stmt {
-        Statement::CreateQuery(cq) => &mut cq.clauses,
+        Statement::CreateQuery(cq) | Statement::AlterQuery(cq) => &mut cq.clauses,
         Statement::Explain {
             target: ExplainTarget::Create(cq),
             ..
