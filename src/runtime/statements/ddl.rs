@@ -5,25 +5,9 @@
 //! order.
 
 use crate::error::sqlstate;
-use crate::runtime::durability::history::HistoryScan;
-use crate::runtime::engine::{off_async, BackfillSlot, Engine, Shared, StatementResult};
-use crate::runtime::statements::backfill::{Backfill, BackfillProgress};
-use datafusion::arrow::record_batch::RecordBatch;
+use crate::runtime::engine::{BackfillSlot, Engine, Shared};
+use crate::runtime::statements::backfill::Backfill;
 use std::sync::Arc;
-
-/// A backfill reads the rows that arrived while it ran, with no lock held, until at most
-/// this many are left for the moment it holds the stream.
-const CATCH_UP_ROWS: u64 = 8192;
-
-/// Stops a backfill when its statement's future is dropped (canceled, timed out, client
-/// gone) before it ends.
-struct CancelOnDrop(Arc<BackfillProgress>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.cancel();
-    }
-}
 
 use crate::error::{Error, Result};
 use crate::plan::catalog::{normalize, normalize_object};
@@ -38,7 +22,7 @@ use crate::runtime::durability::history::{history_dir_name, History};
 use crate::runtime::durability::wal::Record;
 use crate::sinks::spec::{SinkSpec, SinkTarget};
 use crate::sources::spec::{Connector, SourceSpec};
-use crate::sql::{BackfillStart, CreateQuery, Statement};
+use crate::sql::{CreateQuery, Statement};
 
 impl Engine {
     /// The history a new stream keeps, under the data directory: as its `history` option
@@ -170,7 +154,9 @@ impl Engine {
                                 run.into_inner().unwrap_or_else(|p| p.into_inner())
                             }
                             _ => {
-                                let (mut run, scan) = Backfill::begin(&hub, &name, &cq, &plan)?;
+                                let output = hub.new_output(&name, &plan);
+                                let (mut run, scan) =
+                                    Backfill::begin(&hub, &name, &cq, &plan, output)?;
                                 run.feed(&scan)?;
                                 run
                             }
@@ -487,92 +473,6 @@ impl Engine {
         Ok(())
     }
 
-    /// `ALTER CONTINUOUS QUERY q AS SELECT ...`: the new query joins the stream's graph as any
-    /// query does, sharing the operators whose specs are unchanged, which keep their state
-    /// (a changed HAVING or select list keeps the windows, a changed threshold of an
-    /// INVARIANT keeps what it learned if its spec is unchanged); then the old one leaves.
-    /// An operator that keeps state across rows and would start empty is refused (0A000,
-    /// naming it). With the same columns, results go on to the same subscribers with the same
-    /// sequence numbers; with other columns, numbering goes on but subscribers are ended.
-    fn alter_query(&self, shared: &mut Shared, cq: CreateQuery, log: bool) -> Result<Option<u64>> {
-        let name = normalize(&cq.name);
-        let Some(stream) = shared.query_streams.get(&name).cloned() else {
-            return Err(Error::undefined("query", &name));
-        };
-        let readers = derived_readers(shared, |p| p.queries.contains(&name));
-        if !readers.is_empty() {
-            return Err(Error::Catalog {
-                sqlstate: sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
-                message: format!(
-                    "cannot alter query \"{name}\" because queries or views {} read it",
-                    readers.join(", ")
-                ),
-                location: None,
-            });
-        }
-        let plan = self.plan_query(shared, &cq)?;
-        if plan.stream.name != stream || plan.union.is_some() {
-            return Err(Error::NotSupported(format!(
-                "ALTER keeps a query on its stream: \"{name}\" reads \"{stream}\", the new \
-                 query reads \"{}\"; create a new query instead",
-                plan.stream.name
-            )));
-        }
-        let hub = shared
-            .hubs
-            .get(&stream)
-            .cloned()
-            .ok_or_else(|| Error::undefined("stream", &stream))?;
-        let mut hub = hub.lock();
-        let old = hub
-            .queries
-            .remove(&name)
-            .ok_or_else(|| Error::undefined("query", &name))?;
-        let same_columns = old.plan.schema.fields() == plan.schema.fields();
-        let output = if same_columns {
-            old.output.clone()
-        } else {
-            let output = hub.new_output(&name, &plan);
-            let rows_out = crate::runtime::core::output::QueryOutput::lock(&old.output).rows_out();
-            crate::runtime::core::output::QueryOutput::lock(&output).restore(rows_out, &[]);
-            output
-        };
-        let staging = format!("{name}\u{0}altered");
-        let attached = hub.attach_with(&staging, cq.clone(), plan, output, None);
-        let fresh = attached.and_then(|()| {
-            let new_path = hub.queries[&staging].path.clone();
-            let carried = carry_state(&mut hub, &old.path, &new_path)?;
-            match hub.graph.first_fresh_stateful(&new_path, &carried) {
-                Some(op) => Err(Error::NotSupported(format!(
-                    "ALTER would start the {op} of query \"{name}\" empty (its definition \
-                     changed): keep it as it is, or DROP the query and CREATE it WITH (start = \
-                     ...) to rebuild it from history"
-                ))),
-                None => Ok(()),
-            }
-        });
-        let logged = fresh
-            .and_then(|()| self.log_catalog(Statement::AlterQuery(cq.clone()).to_string(), log));
-        match logged {
-            Ok(seq) => {
-                hub.graph.detach(&name, &old.path);
-                let mut rt = hub.queries.remove(&staging).expect("just attached");
-                hub.graph.rename_sink(&rt.path, &staging, &name);
-                rt.def = cq.clone();
-                rt.rows_in = old.rows_in;
-                hub.queries.insert(name.clone(), rt);
-                drop(hub);
-                shared.catalog.replace_query(&name, cq);
-                Ok(seq)
-            }
-            Err(e) => {
-                hub.detach(&staging);
-                hub.queries.insert(name, old);
-                Err(e)
-            }
-        }
-    }
-
     /// `ALTER STREAM s SET (history = ...)`: history kept from now on, for a different span,
     /// or no longer (its segments deleted). Other options cannot change (0A000).
     fn alter_stream(
@@ -637,98 +537,6 @@ impl Engine {
         Ok(seq)
     }
 
-    /// `CREATE CONTINUOUS QUERY ... WITH (start = ...)`: reads the history with no lock
-    /// held, off the async runtime's workers (its progress in `SHOW QUERIES`), then creates
-    /// the query, which reads the rest and hands over to live rows; the client is told what
-    /// was backfilled. Dropping the returned future (a canceled statement, a timeout, a
-    /// client gone) stops the backfill, and nothing is created.
-    pub(in crate::runtime) async fn create_backfilled(
-        &self,
-        mut cq: CreateQuery,
-    ) -> Result<StatementResult> {
-        let name = normalize(&cq.name);
-        let tag = "CREATE CONTINUOUS QUERY".to_string();
-        let (run, scan, hub) = {
-            let mut shared = self.write();
-            if cq.if_not_exists
-                && (shared.query_streams.contains_key(&name)
-                    || shared.backfilling.contains_key(&name))
-            {
-                return Ok(StatementResult::Command(tag));
-            }
-            if shared.catalog.name_taken(&name) || shared.backfilling.contains_key(&name) {
-                return Err(Error::duplicate("relation", &name));
-            }
-            let plan = self.plan_query(&shared, &cq)?;
-            if plan.union.is_some() {
-                return Err(Error::NotSupported(
-                    "WITH (start = ...) over a UNION ALL is not supported yet: backfill each \
-                     stream's query, or create the union without a start"
-                        .into(),
-                ));
-            }
-            let hub = shared
-                .hubs
-                .get(&plan.stream.name)
-                .cloned()
-                .ok_or_else(|| Error::undefined("stream", &plan.stream.name))?;
-            let (mut run, scan) = Backfill::begin(&hub.lock(), &name, &cq, &plan)?;
-            run.give_way_to(self.ingest.clone());
-            shared
-                .backfilling
-                .insert(name.clone(), run.progress().clone());
-            (run, scan, hub)
-        };
-        // The statement logged says where the backfill started, whatever arrives meanwhile.
-        cq.start = Some(BackfillStart::At(run.start()));
-        let stop = CancelOnDrop(run.progress().clone());
-        let engine = self.clone();
-        let done = off_async(move || {
-            let created = engine.backfill_and_create(&name, cq, run, scan, &hub);
-            engine.write().backfilling.remove(&name);
-            created
-        })
-        .await;
-        drop(stop);
-        let notice = done?;
-        Ok(StatementResult::CommandWithNotice { tag, notice })
-    }
-
-    /// The body of [`Engine::create_backfilled`], on a thread of its own: the history read
-    /// so far, then what arrived meanwhile until little is left (no lock held), then the
-    /// CREATE itself, which reads the last rows under the stream's lock.
-    fn backfill_and_create(
-        &self,
-        name: &str,
-        cq: CreateQuery,
-        mut run: Backfill,
-        scan: HistoryScan,
-        hub: &StreamHub,
-    ) -> Result<String> {
-        run.feed(&scan)?;
-        loop {
-            let Some(scan) = hub.lock().history.as_ref().map(History::scan) else {
-                break;
-            };
-            if run.behind(&scan) <= CATCH_UP_ROWS {
-                break;
-            }
-            run.feed(&scan)?;
-        }
-        let mut shared = self.write();
-        shared.backfills.insert(
-            name.to_string(),
-            BackfillSlot::Prepared(Box::new(run.into())),
-        );
-        let created = self.ddl(&mut shared, Statement::CreateQuery(cq), true);
-        let slot = shared.backfills.remove(name);
-        created?;
-        match slot {
-            Some(BackfillSlot::Done(notice)) => Ok(notice),
-            _ => Err(Error::Internal("a backfill left no notice".into())),
-        }
-    }
-
     /// Creates a query over a `UNION ALL`: a hub of its own, fed by a tap on each stream of
     /// the union. The taps go in last, each under its stream's lock, so no row reaches a
     /// half-built union; each tells the union where its stream's watermark already is.
@@ -775,115 +583,17 @@ impl Engine {
         Ok(seq)
     }
 
-    fn plan_query(&self, shared: &Shared, cq: &CreateQuery) -> Result<QueryPlan> {
+    pub(in crate::runtime) fn plan_query(
+        &self,
+        shared: &Shared,
+        cq: &CreateQuery,
+    ) -> Result<QueryPlan> {
         let mut plan = plan_continuous(&cq.query, &cq.clauses, &shared.catalog)?;
         if self.config.workers > 1 {
             shard(&mut plan, self.config.workers)?;
         }
         Ok(plan)
     }
-}
-
-/// For an altered query whose old path is `old` and new path `new`: gives each new
-/// operator whose state means the same as an old one's (an INVARIANT behind a changed select
-/// list, see [`crate::plan::carry`]) that state. Returns the nodes that took one.
-fn carry_state(
-    hub: &mut crate::runtime::core::hub::Hub,
-    old: &[usize],
-    new: &[usize],
-) -> Result<Vec<usize>> {
-    let shared = old.iter().zip(new).take_while(|(a, b)| a == b).count();
-    let input = match shared.checked_sub(1) {
-        Some(last) => hub.graph.output_schema(new[last]),
-        None => hub.stream.def.schema.clone(),
-    };
-    let specs = |hub: &crate::runtime::core::hub::Hub, path: &[usize]| -> Vec<OperatorSpec> {
-        path.iter().map(|&id| hub.graph.spec(id).clone()).collect()
-    };
-    let (old_specs, new_specs) = (specs(hub, &old[shared..]), specs(hub, &new[shared..]));
-    let carries = crate::plan::carry::carries(
-        &input,
-        &old_specs.iter().collect::<Vec<_>>(),
-        &new_specs.iter().collect::<Vec<_>>(),
-    );
-    let mut carried = Vec::new();
-    for c in carries {
-        let (from, to) = (old[shared + c.old], new[shared + c.new]);
-        // The stateless operators from the stream to the new one (shared, then new).
-        let before = specs(hub, &new[..shared + c.new]);
-        let stream = &hub.stream;
-        let convert = |held: &[RecordBatch]| -> Result<Vec<RecordBatch>> {
-            if held.iter().all(|b| b.num_rows() == 0) {
-                return Ok(Vec::new());
-            }
-            if let Some(map) = &c.rows {
-                return held.iter().map(|b| map.apply(b)).collect();
-            }
-            rows_past_watermark(stream, &before, held)
-        };
-        hub.graph.carry_state(from, to, &convert).map_err(|e| {
-            Error::NotSupported(format!(
-                "ALTER cannot keep what the {} of the query learned: {e}; DROP the query and \
-                 CREATE it WITH (start = ...) to rebuild it from history",
-                new_specs[c.new].name()
-            ))
-        })?;
-        carried.push(to);
-    }
-    Ok(carried)
-}
-
-/// The rows an operator after the stateless operators `before` holds until the watermark
-/// passes them, rebuilt in its new columns from the stream's recent rows past the watermark;
-/// `held` are the rows it held in its old columns (as many, or the recent rows did not reach
-/// back far enough).
-fn rows_past_watermark(
-    stream: &crate::runtime::core::stream::StreamRuntime,
-    before: &[OperatorSpec],
-    held: &[RecordBatch],
-) -> Result<Vec<RecordBatch>> {
-    let unavailable = || {
-        Error::NotSupported(
-            "the rows it holds until the watermark passes them are not all among the stream's \
-             recent rows, and the new query computes columns from some the old one dropped"
-                .into(),
-        )
-    };
-    let time = stream
-        .def
-        .event_time
-        .as_ref()
-        .ok_or_else(unavailable)?
-        .column;
-    if before.iter().any(|s| !s.is_stateless()) {
-        return Err(unavailable());
-    }
-    let mut operators = before
-        .iter()
-        .map(OperatorSpec::build)
-        .collect::<Result<Vec<_>>>()?;
-    let after =
-        datafusion::arrow::array::TimestampNanosecondArray::new_scalar(stream.watermark.0.nanos());
-    let mut rows = Vec::new();
-    for batch in stream.recent.batches() {
-        let past = datafusion::arrow::compute::kernels::cmp::gt(batch.column(time), &after)?;
-        let mut batches = vec![datafusion::arrow::compute::filter_record_batch(
-            &batch, &past,
-        )?];
-        for op in &mut operators {
-            let mut out = Vec::new();
-            for b in batches {
-                out.extend(op.process_batch(b)?);
-            }
-            batches = out;
-        }
-        rows.extend(batches);
-    }
-    let count = |b: &[RecordBatch]| b.iter().map(RecordBatch::num_rows).sum::<usize>();
-    if count(&rows) != count(held) {
-        return Err(unavailable());
-    }
-    Ok(rows)
 }
 
 /// The queries and views whose plans `reads` (directly or through others), in the order

@@ -297,11 +297,9 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         parser.next_token();
         parser.next_token();
         let altered = parse_create_query(parser)?;
-        if altered.start.is_some() || altered.if_not_exists {
+        if altered.if_not_exists {
             return Err(Error::NotSupported(
-                "ALTER CONTINUOUS QUERY takes neither IF NOT EXISTS nor WITH (start = ...): to \
-                 rebuild a query's state from history, DROP it and CREATE it WITH (start = ...)"
-                    .into(),
+                "ALTER CONTINUOUS QUERY takes no IF NOT EXISTS".into(),
             ));
         }
         return Ok(Statement::AlterQuery(altered));
