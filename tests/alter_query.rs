@@ -442,7 +442,10 @@ async fn alter_with_start_rebuilds_from_history() {
     let saql::StatementResult::CommandWithNotice { notice, .. } = &altered[0] else {
         panic!("no notice");
     };
-    assert!(notice.starts_with("rebuilt from 290 rows"), "{notice}");
+    assert!(
+        notice.starts_with("rebuilt the query over 290 rows"),
+        "{notice}"
+    );
     for (i, (from, to)) in [(290, 350), (350, 420), (420, 600)].into_iter().enumerate() {
         insert(&engine, from, to).await;
         insert(&reference, from, to).await;

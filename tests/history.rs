@@ -518,11 +518,39 @@ async fn show_queries_shows_a_backfill_in_progress() {
     assert_eq!(status, "running");
     assert!(fed >= history as u64, "rows fed {fed}");
     insert_fast(&engine, live, live + 100);
+    live += 100;
     assert_eq!(
         count_sum(&engine, "").await.0,
-        (live + 100).to_string(),
+        live.to_string(),
         "every live row accepted"
     );
+    // An ALTER WITH (start = ...): q runs on while its new definition is rebuilt.
+    let alter = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .execute(
+                    "ALTER CONTINUOUS QUERY q WITH (start = TIMESTAMP '2026-01-01 00:00:00') AS \
+                     SELECT host, window_end, count(*) AS c FROM TUMBLE(s, ts, INTERVAL '2' SECOND) \
+                     GROUP BY host, window_start, window_end",
+                )
+                .await
+        })
+    };
+    let mut rebuilding = 0;
+    while !alter.is_finished() {
+        let (status, _, _) = query_status(&engine, "q").await.unwrap();
+        if let Some(progress) = status.strip_prefix("running; rebuilding: ") {
+            assert!(progress.contains("history rows"), "{status}");
+            rebuilding += 1;
+        } else {
+            assert_eq!(status, "running");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    alter.await.unwrap().unwrap();
+    assert!(rebuilding > 0, "SHOW QUERIES never showed the rebuild");
+    assert_eq!(query_status(&engine, "q").await.unwrap().0, "running");
 }
 
 /// A backfill whose statement is given up (canceled, timed out, client gone) stops and

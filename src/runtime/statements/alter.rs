@@ -191,7 +191,7 @@ impl Engine {
             .await?;
         Ok(StatementResult::CommandWithNotice {
             tag: "ALTER CONTINUOUS QUERY".into(),
-            notice: notice.replacen("backfilled", "rebuilt from", 1),
+            notice: notice.replacen("backfilled", "rebuilt the query over", 1),
         })
     }
 }
