@@ -92,6 +92,34 @@ impl Server {
         Server { child: Some(child) }
     }
 
+    /// Waits up to 2 minutes (a loaded machine) until it accepts connections; panics saying
+    /// why if it exits or hangs (with its threads' stacks, where gdb is installed).
+    async fn wait_up(&mut self, addr: SocketAddr) {
+        for _ in 0..2400 {
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+                return;
+            }
+            let child = self.child.as_mut().expect("the server runs");
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("the server exited at start: {status}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let pid = self.child.as_ref().expect("the server runs").id();
+        let stacks = Command::new("gdb")
+            .args([
+                "-p",
+                &pid.to_string(),
+                "-batch",
+                "-ex",
+                "thread apply all bt",
+            ])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        panic!("the server did not come up in 2 minutes; its threads:\n{stacks}");
+    }
+
     fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill(); // SIGKILL
@@ -307,4 +335,217 @@ async fn kill_9_loses_nothing_acknowledged_and_duplicates_no_alert() {
         seed += 1;
     }
     eprintln!("{done} crash points: every query equal to the uninterrupted run");
+}
+
+/// The stream a backfill reads in [`kill_9_during_a_backfill`], and the query created over it.
+const HISTORY_SETUP: &str = "CREATE STREAM h (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, \
+    WATERMARK FOR ts AS ts - INTERVAL '2' SECOND) WITH (history = '30 days')";
+const BACKFILLED: &str =
+    "CREATE CONTINUOUS QUERY q WITH (start = TIMESTAMP '2023-11-14 22:13:20') \
+    AS SELECT k, window_end, COUNT(*) AS n, SUM(v) AS total \
+    FROM TUMBLE(h, ts, INTERVAL '10' SECOND) GROUP BY k, window_start, window_end";
+/// Batches of history written before the backfill, and of live rows written while it runs.
+const HISTORY_BATCHES: usize = 40;
+const LIVE_BATCHES: usize = 60;
+const HISTORY_ROWS: usize = 5000;
+const LIVE_ROWS: usize = 100;
+
+/// Batch `i` of stream `h`: history batches first, then live ones (100 rows a second of event
+/// time); the last batch is far ahead, so every window closes.
+fn h_rows(i: usize) -> Vec<(i64, i64, i64)> {
+    if i == HISTORY_BATCHES + LIVE_BATCHES {
+        return vec![(100_000, 0, 0)];
+    }
+    let (first, n) = if i < HISTORY_BATCHES {
+        (i * HISTORY_ROWS, HISTORY_ROWS)
+    } else {
+        (
+            HISTORY_BATCHES * HISTORY_ROWS + (i - HISTORY_BATCHES) * LIVE_ROWS,
+            LIVE_ROWS,
+        )
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(77 + i as u64);
+    (first..first + n)
+        .map(|j| {
+            (
+                j as i64 / 100 + rng.gen_range(0..2),
+                rng.gen_range(0..4),
+                rng.gen_range(0..100),
+            )
+        })
+        .collect()
+}
+
+/// COPYs batches `from..to` of `h` into the server on `addr`, each exactly once as the server
+/// sees it (a batch whose acknowledgement was lost with a killed server is looked up in
+/// `SHOW STREAMS`), `pause` between batches.
+async fn copy_h(addr: SocketAddr, from: usize, to: usize, pause: Duration) {
+    let mut acked: u64 = (0..from).map(|i| h_rows(i).len() as u64).sum();
+    let mut i = from;
+    while i < to {
+        let batch = h_rows(i);
+        let text: String = batch
+            .iter()
+            .map(|(t, k, v)| format!("{},{k},{v}\n", ts(*t)))
+            .collect();
+        // While the server restarts, wait for it as long as `wait_up` does.
+        let mut client = None;
+        for _ in 0..2400 {
+            let conn = format!("host=127.0.0.1 port={} user=saql dbname=saql", addr.port());
+            if let Ok((c, connection)) = tokio_postgres::connect(&conn, tokio_postgres::NoTls).await
+            {
+                tokio::spawn(connection);
+                client = Some(c);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let client = client.expect("the server comes back");
+        let sent = async {
+            let sink = client.copy_in("COPY h FROM STDIN (FORMAT csv)").await?;
+            futures::pin_mut!(sink);
+            sink.send(bytes::Bytes::from(text)).await?;
+            sink.finish().await
+        }
+        .await;
+        if sent.is_err() {
+            let now = rows_in(addr, "h").await;
+            if now == acked {
+                continue;
+            }
+            assert_eq!(now, acked + batch.len() as u64, "h: a partial batch");
+        }
+        acked += batch.len() as u64;
+        i += 1;
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// Whether query `q` exists (SHOW QUERIES), waiting for the server to answer.
+async fn query_exists(addr: SocketAddr, name: &str) -> bool {
+    loop {
+        if let Ok(m) = connect(addr).await.simple_query("SHOW QUERIES").await {
+            return rows_of(&m).iter().any(|r| r[0] == name);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The rows of `q` in the order it gave them.
+async fn results_of(addr: SocketAddr, name: &str) -> Vec<Vec<String>> {
+    let client = connect(addr).await;
+    rows_of(
+        &client
+            .simple_query(&format!("SELECT * FROM {name}"))
+            .await
+            .unwrap(),
+    )
+}
+
+/// A backfill over history while live rows arrive, the server killed `after` into it (never,
+/// with None); returns whether the CREATE was acknowledged, whether q exists after the
+/// restart, and q's results once all input is in (q created anew if it does not exist).
+async fn backfill_scenario(after: Option<Duration>) -> (bool, bool, Vec<Vec<String>>, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = binary::free_addr();
+    let mut server = Server::start(dir.path(), addr);
+    connect(addr)
+        .await
+        .batch_execute(HISTORY_SETUP)
+        .await
+        .unwrap();
+    copy_h(addr, 0, HISTORY_BATCHES / 2, Duration::ZERO).await;
+    // Half the history in segments, half in memory (and the log).
+    connect(addr)
+        .await
+        .batch_execute("CHECKPOINT")
+        .await
+        .unwrap();
+    copy_h(addr, HISTORY_BATCHES / 2, HISTORY_BATCHES, Duration::ZERO).await;
+    let live = tokio::spawn(copy_h(
+        addr,
+        HISTORY_BATCHES,
+        HISTORY_BATCHES + LIVE_BATCHES,
+        Duration::from_millis(20),
+    ));
+    let started = std::time::Instant::now();
+    let create = tokio::spawn(async move {
+        let client = connect(addr).await;
+        let acked = client.batch_execute(BACKFILLED).await.is_ok();
+        (acked, started.elapsed())
+    });
+    let (acked, took) = match after {
+        Some(after) => {
+            tokio::time::sleep(after).await;
+            server.kill();
+            let (acked, took) = create.await.unwrap();
+            eprintln!(
+                "killed {after:?} after the CREATE began: {}",
+                if acked {
+                    "it was acknowledged"
+                } else {
+                    "no acknowledgement"
+                }
+            );
+            server = Server::start(dir.path(), addr);
+            server.wait_up(addr).await;
+            (acked, took)
+        }
+        None => create.await.unwrap(),
+    };
+    let exists = query_exists(addr, "q").await;
+    live.await.unwrap();
+    copy_h(
+        addr,
+        HISTORY_BATCHES + LIVE_BATCHES,
+        HISTORY_BATCHES + LIVE_BATCHES + 1,
+        Duration::ZERO,
+    )
+    .await;
+    if !exists {
+        connect(addr).await.batch_execute(BACKFILLED).await.unwrap();
+    }
+    let results = results_of(addr, "q").await;
+    server.kill();
+    (acked, exists, results, took)
+}
+
+/// `kill -9` while `CREATE CONTINUOUS QUERY q WITH (start = ...)` backfills (live rows
+/// arriving meanwhile): after the restart the catalog is consistent. Either the query exists,
+/// and its results equal those of an uninterrupted run (backfill, then live), or the CREATE
+/// was not acknowledged and the query does not exist (and can be created again). A CREATE
+/// that was acknowledged always exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_a_backfill() {
+    let points: usize = std::env::var("SAQL_CRASH_POINTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let (acked, exists, expected, took) = backfill_scenario(None).await;
+    assert!(acked && exists, "the uninterrupted run creates q");
+    assert!(expected.len() > 100, "{} results", expected.len());
+    eprintln!(
+        "uninterrupted: the CREATE took {took:?}, {} results",
+        expected.len()
+    );
+    let mut rng = rand::rngs::StdRng::seed_from_u64(27);
+    for point in 0..points {
+        // Mostly inside the backfill, sometimes just after it.
+        let after = took.mul_f64(rng.gen_range(0.0..1.3));
+        let (acked, exists, got, _) = backfill_scenario(Some(after)).await;
+        assert!(
+            exists || !acked,
+            "point {point}: an acknowledged CREATE is lost"
+        );
+        assert_eq!(
+            got,
+            expected,
+            "point {point} ({after:?}, {}): q differs from the uninterrupted run",
+            if exists {
+                "q survived"
+            } else {
+                "q created again"
+            }
+        );
+    }
 }

@@ -541,6 +541,21 @@ impl Operator for Invariant {
         Ok(())
     }
 
+    fn restore_carried(
+        &mut self,
+        snapshot: &[u8],
+        rows: &dyn Fn(&[RecordBatch]) -> Result<Vec<RecordBatch>>,
+    ) -> Result<()> {
+        // The learned values and keys are the same expressions' values, in the same row
+        // format; only the rows waiting for the watermark change columns.
+        self.restore(snapshot)?;
+        self.pending = rows(&self.pending)?
+            .into_iter()
+            .filter(|b| b.num_rows() > 0)
+            .collect();
+        Ok(())
+    }
+
     fn state_bytes(&self) -> usize {
         let slot = std::mem::size_of::<Vec<u8>>() + 8;
         let learned: usize = self

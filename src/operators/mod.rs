@@ -104,6 +104,20 @@ pub trait Operator: Send {
     fn table_change(&mut self, _table: &str, _change: &lookup::TableChange) -> Result<()> {
         Ok(())
     }
+    /// Takes the state of another operator's snapshot whose state means the same as this
+    /// one's would, though its spec differs (an altered query's: see
+    /// [`crate::plan::carry`]); the input rows it holds become this one's by `rows`. By
+    /// default an operator cannot.
+    fn restore_carried(
+        &mut self,
+        _snapshot: &[u8],
+        _rows: &dyn Fn(&[RecordBatch]) -> Result<Vec<RecordBatch>>,
+    ) -> Result<()> {
+        Err(Error::Internal(format!(
+            "{} cannot take another operator's state",
+            self.name()
+        )))
+    }
     /// Rows dropped because they arrived after their window was emitted.
     fn late_rows(&self) -> u64 {
         0

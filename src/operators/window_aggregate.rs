@@ -220,6 +220,9 @@ impl Slot {
     }
 }
 
+/// The snapshot column that marks a slot's live groups.
+const LIVE_COLUMN: &str = "__live";
+
 /// Emptied group tables kept for reuse: their hash tables keep their room, so new panes and
 /// merged windows do not grow theirs from nothing.
 const SPARE_TABLES: usize = 4;
@@ -620,6 +623,9 @@ impl WindowAggregate {
         )?;
         let mut fields: Vec<Field> = base.fields().iter().map(|f| f.as_ref().clone()).collect();
         fields.insert(2, Field::new("__first_seen", DataType::Int64, false));
+        // Whether the partial is the slot's live groups (snapshots of earlier versions lack
+        // the column: all their partials are frozen).
+        fields.push(Field::new(LIVE_COLUMN, DataType::Boolean, false));
         Ok(Arc::new(Schema::new(fields)))
     }
 }
@@ -717,14 +723,24 @@ impl Operator for WindowAggregate {
     }
 
     fn snapshot(&mut self) -> Result<snapshot::StateImage> {
-        // Freezing turns live accumulators into arrays; the batches share them, and the
-        // encoding waits until the stream is unlocked.
+        // The live accumulators are taken out as arrays (the batches share them, and the
+        // encoding waits until the stream is unlocked) and merged straight back: a snapshot
+        // must not change what later rows add up to, and a sum continued in a new table
+        // beside the partial would differ from one continued in place in its last bits (so
+        // would a backfill's, whose state moves by snapshot, from the query run all along).
         let schema = self.state_schema()?;
         let width = self.slot_width();
         let mut batches = Vec::new();
         for (&start, slot) in self.slots.iter_mut() {
-            slot.freeze()?;
-            for p in &slot.frozen {
+            let live = if slot.live.is_empty() {
+                None
+            } else {
+                let partials = slot.live.take_partials()?;
+                slot.live.merge(&partials)?;
+                Some(partials)
+            };
+            let frozen = slot.frozen.iter().map(|p| (p, false));
+            for (p, is_live) in frozen.chain(live.iter().map(|p| (p, true))) {
                 let n = p.first_seen.len();
                 let mut cols: Vec<ArrayRef> = vec![
                     Arc::new(Int64Array::from_value(start, n)),
@@ -735,6 +751,7 @@ impl Operator for WindowAggregate {
                 ];
                 cols.extend(p.keys.iter().cloned());
                 cols.extend(p.state.iter().cloned());
+                cols.push(Arc::new(BooleanArray::from(vec![is_live; n])));
                 batches.push(RecordBatch::try_new(schema.clone(), cols)?);
             }
         }
@@ -771,12 +788,17 @@ impl Operator for WindowAggregate {
             }
             let start = b.column(0).as_primitive::<Int64Type>().value(0);
             let first_seen = b.column(2).as_primitive::<Int64Type>();
+            let live = b.schema().index_of(LIVE_COLUMN).ok();
             let partials = GroupPartials {
                 keys: b.columns()[3..3 + nkeys].to_vec(),
-                state: b.columns()[3 + nkeys..].to_vec(),
+                state: b.columns()[3 + nkeys..live.unwrap_or(b.num_columns())].to_vec(),
                 first_seen: first_seen.values().iter().map(|&s| s as u64).collect(),
             };
-            self.slot_mut(start)?.frozen.push(partials);
+            let slot = self.slot_mut(start)?;
+            match live.is_some_and(|c| b.column(c).as_boolean().value(0)) {
+                true => slot.live.merge(&partials)?,
+                false => slot.frozen.push(partials),
+            }
         }
         Ok(())
     }

@@ -11,6 +11,7 @@
 //! AST's into them, so nothing below this layer reads the AST.
 
 mod aggregate;
+pub mod carry;
 pub mod catalog;
 pub mod chained;
 mod clauses;

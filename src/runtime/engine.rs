@@ -486,6 +486,7 @@ impl Engine {
             Statement::ShowSinks => Ok(show_sinks(&self.read(), session.admin)),
             Statement::CopyTo(c) => self.copy_to(c, session).await,
             Statement::CreateQuery(cq) if cq.start.is_some() => self.create_backfilled(cq).await,
+            Statement::AlterQuery(cq) if cq.start.is_some() => self.alter_backfilled(cq).await,
             other => self.execute_own(other),
         }
     }

@@ -762,9 +762,13 @@ impl fmt::Display for Statement {
             } => drop_sql(f, "TABLE", name, *if_exists, *cascade),
             Statement::ShowTables => f.write_str("SHOW TABLES"),
             Statement::AlterQuery(q) => {
+                let start = match &q.start {
+                    Some(start) => format!(" WITH (start = {start})"),
+                    None => String::new(),
+                };
                 write!(
                     f,
-                    "ALTER CONTINUOUS QUERY {} AS {}",
+                    "ALTER CONTINUOUS QUERY {}{start} AS {}",
                     q.name,
                     query_sql(&q.query, &q.clauses)
                 )

@@ -210,11 +210,35 @@ impl OperatorGraph {
     }
 
     /// The first operator on `path` that keeps state across rows and was built for it alone
-    /// (no other query uses it): for an altered query, an operator that starts empty.
-    pub fn first_fresh_stateful(&self, path: &[usize]) -> Option<&'static str> {
+    /// (no other query uses it), other than those in `carried`: for an altered query, an
+    /// operator that starts empty.
+    pub fn first_fresh_stateful(&self, path: &[usize], carried: &[usize]) -> Option<&'static str> {
         path.iter()
+            .filter(|id| !carried.contains(id))
             .map(|&id| self.node(id))
             .find_map(|n| (n.users == 1 && !n.spec.is_stateless()).then(|| n.spec.name()))
+    }
+
+    /// The spec of node `id`.
+    pub fn spec(&self, id: usize) -> &OperatorSpec {
+        &self.node(id).spec
+    }
+
+    /// The schema of the rows node `id` emits.
+    pub fn output_schema(&self, id: usize) -> datafusion::arrow::datatypes::SchemaRef {
+        self.node(id).op.schema()
+    }
+
+    /// Gives node `to` the state of node `from`, whose state means the same (see
+    /// [`crate::plan::carry`]): the input rows `from` holds become `to`'s by `rows`.
+    pub fn carry_state(
+        &mut self,
+        from: usize,
+        to: usize,
+        rows: &dyn Fn(&[RecordBatch]) -> Result<Vec<RecordBatch>>,
+    ) -> Result<()> {
+        let image = self.node_mut(from).op.snapshot()?.encode()?;
+        self.node_mut(to).op.restore_carried(&image, rows)
     }
 
     /// Delivers the results of query `from` (whose path is `path`) as query `to`'s.

@@ -29,14 +29,18 @@ use datafusion::arrow::datatypes::TimestampNanosecondType;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{sqlstate, Error, Result};
+use crate::plan::catalog::normalize;
 use crate::plan::QueryPlan;
 use crate::runtime::core::graph::OperatorGraph;
-use crate::runtime::core::hub::Hub;
+use crate::runtime::core::hub::{Hub, StreamHub};
 use crate::runtime::core::ingest::IngestBudget;
 use crate::runtime::core::output::OutputHandle;
 use crate::runtime::core::retained::Retained;
 use crate::runtime::core::stream::StreamRuntime;
+use crate::runtime::durability::history::History;
 use crate::runtime::durability::history::{read_segment, HistoryScan};
+use crate::runtime::engine::{off_async, BackfillSlot, Engine, StatementResult};
+use crate::sql::Statement;
 use crate::sql::{timestamp_literal, BackfillStart, CreateQuery};
 use crate::time::{EventTime, Watermark};
 
@@ -77,8 +81,9 @@ impl BackfillProgress {
         }
     }
 
-    /// `SHOW QUERIES`' status: `backfilling: 45% (12345 of 27000 history rows), event time
-    /// reached 2026-01-01 00:10:00`.
+    /// How far it is: `45% (12345 of 27000 history rows), event time reached 2026-01-01
+    /// 00:10:00` (`SHOW QUERIES` puts `backfilling: ` before it, or for an ALTER `running;
+    /// rebuilding: `).
     pub fn status(&self) -> String {
         let read = self.read.load(Ordering::Relaxed);
         let total = self.total.load(Ordering::Relaxed).max(read);
@@ -87,10 +92,7 @@ impl BackfillProgress {
             i64::MIN => "none yet".to_string(),
             t => EventTime(t).to_string(),
         };
-        format!(
-            "backfilling: {percent}% ({read} of {total} history rows), event time reached \
-             {reached}"
-        )
+        format!("{percent}% ({read} of {total} history rows), event time reached {reached}")
     }
 
     /// Rows run through the query so far.
@@ -142,13 +144,15 @@ pub(in crate::runtime) struct Backfill {
 const GIVE_WAY: Duration = Duration::from_millis(2);
 
 impl Backfill {
-    /// Prepares the backfill of `def` (planned as `plan`) on the stream of `hub`, and reads
-    /// what the stream's history holds now (under the hub's lock: only taking the list).
+    /// Prepares the backfill of `def` (planned as `plan`) on the stream of `hub`, its results
+    /// going to `output`, and reads what the stream's history holds now (under the hub's
+    /// lock: only taking the list).
     pub(in crate::runtime) fn begin(
         hub: &Hub,
         name: &str,
         def: &CreateQuery,
         plan: &QueryPlan,
+        output: OutputHandle,
     ) -> Result<(Backfill, HistoryScan)> {
         let stream = &hub.stream.def;
         let Some(start) = def.start else {
@@ -181,7 +185,6 @@ impl Backfill {
                 newest.saturating_sub(crate::time::duration_nanos(span))
             }
         };
-        let output = hub.new_output(name, plan);
         let progress = Arc::new(BackfillProgress::new(
             stream.name.clone(),
             crate::sql::query_sql(&def.query, &def.clauses),
@@ -341,15 +344,9 @@ impl Backfill {
     }
 
     /// Under the hub's lock: reads the rows that arrived since [`Backfill::begin`], brings the
-    /// operators to the stream's watermark and hands them to the stream's graph. Returns what
+    /// operators to the stream's watermark and returns their state (source first) and what
     /// to tell the client.
-    pub(in crate::runtime) fn finish(
-        mut self,
-        hub: &mut Hub,
-        name: &str,
-        def: CreateQuery,
-        plan: QueryPlan,
-    ) -> Result<String> {
+    pub(in crate::runtime) fn hand_over(&mut self, hub: &Hub) -> Result<(Vec<Vec<u8>>, String)> {
         // Writers wait for the stream's lock, held now: nothing to give way to.
         self.ingest = None;
         if let Some(history) = &hub.history {
@@ -363,14 +360,10 @@ impl Backfill {
             .iter()
             .map(|&node| self.graph.snapshot_node(node)?.encode())
             .collect::<Result<Vec<_>>>()?;
-        let stream = hub.stream.def.name.clone();
-        hub.attach_with(name, def, plan, self.output, Some(states))?;
-        if let Some(q) = hub.queries.get_mut(name) {
-            q.rows_in = self.fed;
-        }
         let mut notice = format!(
-            "backfilled {} rows of stream \"{stream}\" from {} in {:.3} s",
+            "backfilled {} rows of stream \"{}\" from {} in {:.3} s",
             self.fed,
+            hub.stream.def.name,
             timestamp_literal(self.start),
             self.started.elapsed().as_secs_f64()
         );
@@ -382,6 +375,153 @@ impl Backfill {
             None => notice.push_str("; its history holds no rows yet"),
             _ => {}
         }
+        Ok((states, notice))
+    }
+
+    /// Under the hub's lock: [`Backfill::hand_over`], then the query joins the stream's
+    /// graph with that state, its results going where the backfill's went. Returns what to
+    /// tell the client.
+    pub(in crate::runtime) fn finish(
+        mut self,
+        hub: &mut Hub,
+        name: &str,
+        def: CreateQuery,
+        plan: QueryPlan,
+    ) -> Result<String> {
+        let (states, notice) = self.hand_over(hub)?;
+        hub.attach_with(name, def, plan, self.output, Some(states))?;
+        if let Some(q) = hub.queries.get_mut(name) {
+            q.rows_in = self.fed;
+        }
         Ok(notice)
+    }
+}
+
+/// A backfill reads the rows that arrived while it ran, with no lock held, until at most
+/// this many are left for the moment it holds the stream.
+const CATCH_UP_ROWS: u64 = 8192;
+
+/// Stops a backfill when its statement's future is dropped (canceled, timed out, client
+/// gone) before it ends.
+struct CancelOnDrop(Arc<BackfillProgress>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+impl Engine {
+    /// `CREATE CONTINUOUS QUERY ... WITH (start = ...)`: reads the history with no lock
+    /// held, off the async runtime's workers (its progress in `SHOW QUERIES`), then creates
+    /// the query, which reads the rest and hands over to live rows; the client is told what
+    /// was backfilled. Dropping the returned future (a canceled statement, a timeout, a
+    /// client gone) stops the backfill, and nothing is created.
+    pub(in crate::runtime) async fn create_backfilled(
+        &self,
+        cq: CreateQuery,
+    ) -> Result<StatementResult> {
+        let name = normalize(&cq.name);
+        let tag = "CREATE CONTINUOUS QUERY".to_string();
+        let (run, scan, hub) = {
+            let mut shared = self.write();
+            if cq.if_not_exists
+                && (shared.query_streams.contains_key(&name)
+                    || shared.backfilling.contains_key(&name))
+            {
+                return Ok(StatementResult::Command(tag));
+            }
+            if shared.catalog.name_taken(&name) || shared.backfilling.contains_key(&name) {
+                return Err(Error::duplicate("relation", &name));
+            }
+            let plan = self.plan_query(&shared, &cq)?;
+            if plan.union.is_some() {
+                return Err(Error::NotSupported(
+                    "WITH (start = ...) over a UNION ALL is not supported yet: backfill each \
+                     stream's query, or create the union without a start"
+                        .into(),
+                ));
+            }
+            let hub = shared
+                .hubs
+                .get(&plan.stream.name)
+                .cloned()
+                .ok_or_else(|| Error::undefined("stream", &plan.stream.name))?;
+            let (run, scan) = {
+                let hub = hub.lock();
+                let output = hub.new_output(&name, &plan);
+                Backfill::begin(&hub, &name, &cq, &plan, output)?
+            };
+            shared
+                .backfilling
+                .insert(name.clone(), run.progress().clone());
+            (run, scan, hub)
+        };
+        let notice = self
+            .backfill_then(name, Statement::CreateQuery(cq), run, scan, hub)
+            .await?;
+        Ok(StatementResult::CommandWithNotice { tag, notice })
+    }
+
+    /// Runs a backfill registered as `name` in `backfilling` off the async runtime's workers,
+    /// giving way to writers: the history read so far, then what arrived meanwhile until
+    /// little is left (no lock held); then `statement` (a CREATE or ALTER of the query, its
+    /// start made a timestamp, so that a replay of the log backfills the same rows), which
+    /// takes the backfill, reads the last rows under the stream's lock and hands over to live
+    /// rows. Returns what to tell the client. Dropping the future stops the backfill, and
+    /// the statement does not run.
+    pub(in crate::runtime) async fn backfill_then(
+        &self,
+        name: String,
+        mut statement: Statement,
+        mut run: Backfill,
+        scan: HistoryScan,
+        hub: Arc<StreamHub>,
+    ) -> Result<String> {
+        if let Statement::CreateQuery(cq) | Statement::AlterQuery(cq) = &mut statement {
+            cq.start = Some(BackfillStart::At(run.start()));
+        }
+        run.give_way_to(self.ingest.clone());
+        let _stop = CancelOnDrop(run.progress().clone());
+        let engine = self.clone();
+        off_async(move || {
+            let done = engine.backfill_in_place(&name, statement, run, scan, &hub);
+            engine.write().backfilling.remove(&name);
+            done
+        })
+        .await
+    }
+
+    /// The body of [`Engine::backfill_then`], on a thread of its own.
+    fn backfill_in_place(
+        &self,
+        name: &str,
+        statement: Statement,
+        mut run: Backfill,
+        scan: HistoryScan,
+        hub: &StreamHub,
+    ) -> Result<String> {
+        run.feed(&scan)?;
+        loop {
+            let Some(scan) = hub.lock().history.as_ref().map(History::scan) else {
+                break;
+            };
+            if run.behind(&scan) <= CATCH_UP_ROWS {
+                break;
+            }
+            run.feed(&scan)?;
+        }
+        let mut shared = self.write();
+        shared.backfills.insert(
+            name.to_string(),
+            BackfillSlot::Prepared(Box::new(run.into())),
+        );
+        let done = self.ddl(&mut shared, statement, true);
+        let slot = shared.backfills.remove(name);
+        done?;
+        match slot {
+            Some(BackfillSlot::Done(notice)) => Ok(notice),
+            _ => Err(Error::Internal("a backfill left no notice".into())),
+        }
     }
 }

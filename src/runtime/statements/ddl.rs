@@ -5,24 +5,9 @@
 //! order.
 
 use crate::error::sqlstate;
-use crate::runtime::durability::history::HistoryScan;
-use crate::runtime::engine::{off_async, BackfillSlot, Engine, Shared, StatementResult};
-use crate::runtime::statements::backfill::{Backfill, BackfillProgress};
+use crate::runtime::engine::{BackfillSlot, Engine, Shared};
+use crate::runtime::statements::backfill::Backfill;
 use std::sync::Arc;
-
-/// A backfill reads the rows that arrived while it ran, with no lock held, until at most
-/// this many are left for the moment it holds the stream.
-const CATCH_UP_ROWS: u64 = 8192;
-
-/// Stops a backfill when its statement's future is dropped (canceled, timed out, client
-/// gone) before it ends.
-struct CancelOnDrop(Arc<BackfillProgress>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.cancel();
-    }
-}
 
 use crate::error::{Error, Result};
 use crate::plan::catalog::{normalize, normalize_object};
@@ -37,7 +22,7 @@ use crate::runtime::durability::history::{history_dir_name, History};
 use crate::runtime::durability::wal::Record;
 use crate::sinks::spec::{SinkSpec, SinkTarget};
 use crate::sources::spec::{Connector, SourceSpec};
-use crate::sql::{BackfillStart, CreateQuery, Statement};
+use crate::sql::{CreateQuery, Statement};
 
 impl Engine {
     /// The history a new stream keeps, under the data directory: as its `history` option
@@ -186,7 +171,9 @@ impl Engine {
                                 run.into_inner().unwrap_or_else(|p| p.into_inner())
                             }
                             _ => {
-                                let (mut run, scan) = Backfill::begin(&hub, &name, &cq, &plan)?;
+                                let output = hub.new_output(&name, &plan);
+                                let (mut run, scan) =
+                                    Backfill::begin(&hub, &name, &cq, &plan, output)?;
                                 run.feed(&scan)?;
                                 run
                             }
@@ -503,91 +490,6 @@ impl Engine {
         Ok(())
     }
 
-    /// `ALTER CONTINUOUS QUERY q AS SELECT ...`: the new query joins the stream's graph as any
-    /// query does, sharing the operators whose specs are unchanged, which keep their state
-    /// (a changed HAVING or select list keeps the windows, a changed threshold of an
-    /// INVARIANT keeps what it learned if its spec is unchanged); then the old one leaves.
-    /// An operator that keeps state across rows and would start empty is refused (0A000,
-    /// naming it). With the same columns, results go on to the same subscribers with the same
-    /// sequence numbers; with other columns, numbering goes on but subscribers are ended.
-    fn alter_query(&self, shared: &mut Shared, cq: CreateQuery, log: bool) -> Result<Option<u64>> {
-        let name = normalize(&cq.name);
-        let Some(stream) = shared.query_streams.get(&name).cloned() else {
-            return Err(Error::undefined("query", &name));
-        };
-        let readers = derived_readers(shared, |p| p.queries.contains(&name));
-        if !readers.is_empty() {
-            return Err(Error::Catalog {
-                sqlstate: sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
-                message: format!(
-                    "cannot alter query \"{name}\" because queries or views {} read it",
-                    readers.join(", ")
-                ),
-                location: None,
-            });
-        }
-        let plan = self.plan_query(shared, &cq)?;
-        if plan.stream.name != stream || plan.union.is_some() {
-            return Err(Error::NotSupported(format!(
-                "ALTER keeps a query on its stream: \"{name}\" reads \"{stream}\", the new \
-                 query reads \"{}\"; create a new query instead",
-                plan.stream.name
-            )));
-        }
-        let hub = shared
-            .hubs
-            .get(&stream)
-            .cloned()
-            .ok_or_else(|| Error::undefined("stream", &stream))?;
-        let mut hub = hub.lock();
-        let old = hub
-            .queries
-            .remove(&name)
-            .ok_or_else(|| Error::undefined("query", &name))?;
-        let same_columns = old.plan.schema.fields() == plan.schema.fields();
-        let output = if same_columns {
-            old.output.clone()
-        } else {
-            let output = hub.new_output(&name, &plan);
-            let rows_out = crate::runtime::core::output::QueryOutput::lock(&old.output).rows_out();
-            crate::runtime::core::output::QueryOutput::lock(&output).restore(rows_out, &[]);
-            output
-        };
-        let staging = format!("{name}\u{0}altered");
-        let attached = hub.attach_with(&staging, cq.clone(), plan, output, None);
-        let fresh = attached.and_then(|()| {
-            let new_path = hub.queries[&staging].path.clone();
-            match hub.graph.first_fresh_stateful(&new_path) {
-                Some(op) => Err(Error::NotSupported(format!(
-                    "ALTER would start the {op} of query \"{name}\" empty (its definition \
-                     changed): keep it as it is, or DROP the query and CREATE it WITH (start = \
-                     ...) to rebuild it from history"
-                ))),
-                None => Ok(()),
-            }
-        });
-        let logged = fresh
-            .and_then(|()| self.log_catalog(Statement::AlterQuery(cq.clone()).to_string(), log));
-        match logged {
-            Ok(seq) => {
-                hub.graph.detach(&name, &old.path);
-                let mut rt = hub.queries.remove(&staging).expect("just attached");
-                hub.graph.rename_sink(&rt.path, &staging, &name);
-                rt.def = cq.clone();
-                rt.rows_in = old.rows_in;
-                hub.queries.insert(name.clone(), rt);
-                drop(hub);
-                shared.catalog.replace_query(&name, cq);
-                Ok(seq)
-            }
-            Err(e) => {
-                hub.detach(&staging);
-                hub.queries.insert(name, old);
-                Err(e)
-            }
-        }
-    }
-
     /// `ALTER STREAM s SET (history = ...)`: history kept from now on, for a different span,
     /// or no longer (its segments deleted). Other options cannot change (0A000).
     fn alter_stream(
@@ -652,98 +554,6 @@ impl Engine {
         Ok(seq)
     }
 
-    /// `CREATE CONTINUOUS QUERY ... WITH (start = ...)`: reads the history with no lock
-    /// held, off the async runtime's workers (its progress in `SHOW QUERIES`), then creates
-    /// the query, which reads the rest and hands over to live rows; the client is told what
-    /// was backfilled. Dropping the returned future (a canceled statement, a timeout, a
-    /// client gone) stops the backfill, and nothing is created.
-    pub(in crate::runtime) async fn create_backfilled(
-        &self,
-        mut cq: CreateQuery,
-    ) -> Result<StatementResult> {
-        let name = normalize(&cq.name);
-        let tag = "CREATE CONTINUOUS QUERY".to_string();
-        let (run, scan, hub) = {
-            let mut shared = self.write();
-            if cq.if_not_exists
-                && (shared.query_streams.contains_key(&name)
-                    || shared.backfilling.contains_key(&name))
-            {
-                return Ok(StatementResult::Command(tag));
-            }
-            if shared.catalog.name_taken(&name) || shared.backfilling.contains_key(&name) {
-                return Err(Error::duplicate("relation", &name));
-            }
-            let plan = self.plan_query(&shared, &cq)?;
-            if plan.union.is_some() {
-                return Err(Error::NotSupported(
-                    "WITH (start = ...) over a UNION ALL is not supported yet: backfill each \
-                     stream's query, or create the union without a start"
-                        .into(),
-                ));
-            }
-            let hub = shared
-                .hubs
-                .get(&plan.stream.name)
-                .cloned()
-                .ok_or_else(|| Error::undefined("stream", &plan.stream.name))?;
-            let (mut run, scan) = Backfill::begin(&hub.lock(), &name, &cq, &plan)?;
-            run.give_way_to(self.ingest.clone());
-            shared
-                .backfilling
-                .insert(name.clone(), run.progress().clone());
-            (run, scan, hub)
-        };
-        // The statement logged says where the backfill started, whatever arrives meanwhile.
-        cq.start = Some(BackfillStart::At(run.start()));
-        let stop = CancelOnDrop(run.progress().clone());
-        let engine = self.clone();
-        let done = off_async(move || {
-            let created = engine.backfill_and_create(&name, cq, run, scan, &hub);
-            engine.write().backfilling.remove(&name);
-            created
-        })
-        .await;
-        drop(stop);
-        let notice = done?;
-        Ok(StatementResult::CommandWithNotice { tag, notice })
-    }
-
-    /// The body of [`Engine::create_backfilled`], on a thread of its own: the history read
-    /// so far, then what arrived meanwhile until little is left (no lock held), then the
-    /// CREATE itself, which reads the last rows under the stream's lock.
-    fn backfill_and_create(
-        &self,
-        name: &str,
-        cq: CreateQuery,
-        mut run: Backfill,
-        scan: HistoryScan,
-        hub: &StreamHub,
-    ) -> Result<String> {
-        run.feed(&scan)?;
-        loop {
-            let Some(scan) = hub.lock().history.as_ref().map(History::scan) else {
-                break;
-            };
-            if run.behind(&scan) <= CATCH_UP_ROWS {
-                break;
-            }
-            run.feed(&scan)?;
-        }
-        let mut shared = self.write();
-        shared.backfills.insert(
-            name.to_string(),
-            BackfillSlot::Prepared(Box::new(run.into())),
-        );
-        let created = self.ddl(&mut shared, Statement::CreateQuery(cq), true);
-        let slot = shared.backfills.remove(name);
-        created?;
-        match slot {
-            Some(BackfillSlot::Done(notice)) => Ok(notice),
-            _ => Err(Error::Internal("a backfill left no notice".into())),
-        }
-    }
-
     /// Creates a query over a `UNION ALL`: a hub of its own, fed by a tap on each stream of
     /// the union. The taps go in last, each under its stream's lock, so no row reaches a
     /// half-built union; each tells the union where its stream's watermark already is.
@@ -790,7 +600,11 @@ impl Engine {
         Ok(seq)
     }
 
-    fn plan_query(&self, shared: &Shared, cq: &CreateQuery) -> Result<QueryPlan> {
+    pub(in crate::runtime) fn plan_query(
+        &self,
+        shared: &Shared,
+        cq: &CreateQuery,
+    ) -> Result<QueryPlan> {
         let mut plan = plan_continuous(&cq.query, &cq.clauses, &shared.catalog)?;
         if self.config.workers > 1 {
             shard(&mut plan, self.config.workers)?;

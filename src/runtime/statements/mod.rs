@@ -3,6 +3,7 @@
 
 pub(crate) mod adhoc;
 pub(crate) mod adhoc_windows;
+pub(crate) mod alter;
 pub(crate) mod backfill;
 pub(crate) mod copy;
 pub(crate) mod ddl;

@@ -162,7 +162,8 @@ pub(in crate::runtime) fn show_streams(shared: &Shared) -> StatementResult {
 }
 
 /// `SHOW QUERIES`: each query's stream, status, counters and subscribers, by name; a query
-/// being created `WITH (start = ...)` is `backfilling`, with how far it is in its status.
+/// being created `WITH (start = ...)` is `backfilling`, one being altered so is `running;
+/// rebuilding`, with how far it is in its status.
 pub(in crate::runtime) fn show_queries(shared: &Shared) -> StatementResult {
     let mut names = Vec::new();
     let mut streams = Vec::new();
@@ -190,7 +191,7 @@ pub(in crate::runtime) fn show_queries(shared: &Shared) -> StatementResult {
             let progress = &shared.backfilling[name];
             names.push(name.clone());
             streams.push(progress.stream.clone());
-            status.push(progress.status());
+            status.push(format!("backfilling: {}", progress.status()));
             rows_in.push(progress.fed());
             rows_out.push(QueryOutput::lock(&progress.output).rows_out());
             late.push(0);
@@ -213,9 +214,11 @@ pub(in crate::runtime) fn show_queries(shared: &Shared) -> StatementResult {
         let mut output = QueryOutput::lock(&q.output);
         names.push(name.clone());
         streams.push(stream.clone());
-        status.push(match output.failed() {
-            None => "running".to_string(),
-            Some(e) => format!("failed: {e}"),
+        status.push(match (output.failed(), shared.backfilling.get(name)) {
+            // ALTER ... WITH (start = ...): the new query being rebuilt from history.
+            (None, Some(progress)) => format!("running; rebuilding: {}", progress.status()),
+            (None, None) => "running".to_string(),
+            (Some(e), _) => format!("failed: {e}"),
         });
         rows_in.push(q.rows_in);
         rows_out.push(output.rows_out());

@@ -43,10 +43,14 @@ function rate(kind, name, field, now, row) {
 }
 
 // A query being created WITH (start = ...) has the status "backfilling: 45% (12345 of 27000
-// history rows), event time reached 2026-01-01 00:10:00"; null for any other status.
+// history rows), event time reached 2026-01-01 00:10:00" (it cannot be subscribed to yet),
+// one being altered WITH (start = ...) "running; rebuilding: 45% (...)"; null for any other.
 function backfillProgress(status) {
-  const m = /^backfilling: (\d+)% \((\d+) of (\d+) history rows\), event time reached (.*)$/.exec(status);
-  return m && { percent: Number(m[1]), read: Number(m[2]), total: Number(m[3]), reached: m[4] };
+  const m = /^(backfilling|running; rebuilding): (\d+)% \((\d+) of (\d+) history rows\), event time reached (.*)$/.exec(status);
+  return m && {
+    creating: m[1] === "backfilling", what: m[1].replace("running; ", ""),
+    percent: Number(m[2]), read: Number(m[3]), total: Number(m[4]), reached: m[5],
+  };
 }
 
 function renderTables(overview, now) {
@@ -69,12 +73,12 @@ function renderTables(overview, now) {
       const cell = tr.children[2];
       cell.replaceChildren(
         el("progress", { max: backfill.total || 1, value: backfill.read }),
-        el("span", {}, ` backfilling ${backfill.percent}%`),
+        el("span", {}, ` ${backfill.what} ${backfill.percent}%`),
         el("div", { class: "hint" }, `${fmt(backfill.read)} of ${fmt(backfill.total)} rows, at ${backfill.reached}`),
       );
       cell.title = q.status;
     }
-    tr.addEventListener("click", () => backfill || toggleChart(q.name));
+    tr.addEventListener("click", () => (backfill && backfill.creating) || toggleChart(q.name));
     qbody.append(tr);
   }
   const sbody = document.querySelector("#streams tbody");
@@ -100,7 +104,8 @@ async function poll() {
     const now = Date.now();
     for (const q of overview.queries) {
       // A backfilling query cannot be subscribed to until its backfill ends.
-      const ready = !backfillProgress(q.status);
+      const progress = backfillProgress(q.status);
+      const ready = !(progress && progress.creating);
       if (ready && q.rows_out > 0 && !charts.has(q.name) && !unpinned.has(q.name) && charts.size < MAX_CHARTS) {
         openChart(q.name);
       }

@@ -97,7 +97,7 @@ fn parse_statements(
         let mine = withins.iter().take_while(|w| w.at < parser.index()).count();
         for w in withins.drain(..mine) {
             let clauses = match &mut stmt {
-                Statement::CreateQuery(cq) => Some(&mut cq.clauses),
+                Statement::CreateQuery(cq) | Statement::AlterQuery(cq) => Some(&mut cq.clauses),
                 Statement::Explain {
                     target: ExplainTarget::Create(cq),
                     ..
@@ -171,7 +171,7 @@ fn attach_patterns(
         .at(Some(second.at)));
     }
     let clauses = match stmt {
-        Statement::CreateQuery(cq) => &mut cq.clauses,
+        Statement::CreateQuery(cq) | Statement::AlterQuery(cq) => &mut cq.clauses,
         Statement::Explain {
             target: ExplainTarget::Create(cq),
             ..
@@ -297,11 +297,9 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement> {
         parser.next_token();
         parser.next_token();
         let altered = parse_create_query(parser)?;
-        if altered.start.is_some() || altered.if_not_exists {
+        if altered.if_not_exists {
             return Err(Error::NotSupported(
-                "ALTER CONTINUOUS QUERY takes neither IF NOT EXISTS nor WITH (start = ...): to \
-                 rebuild a query's state from history, DROP it and CREATE it WITH (start = ...)"
-                    .into(),
+                "ALTER CONTINUOUS QUERY takes no IF NOT EXISTS".into(),
             ));
         }
         return Ok(Statement::AlterQuery(altered));
