@@ -87,7 +87,7 @@ impl BackfillProgress {
     pub fn status(&self) -> String {
         let read = self.read.load(Ordering::Relaxed);
         let total = self.total.load(Ordering::Relaxed).max(read);
-        let percent = if total == 0 { 0 } else { read * 100 / total };
+        let percent = (read * 100).checked_div(total).unwrap_or(0);
         let reached = match self.reached.load(Ordering::Relaxed) {
             i64::MIN => "none yet".to_string(),
             t => EventTime(t).to_string(),
