@@ -38,8 +38,14 @@ const REFUSED: [(&str, &str); 5] = [
     ("brute_force_evidence", "function evidence()"),
     ("brute_force_sources", "SUPPRESS"),
     // Lookup joins with saql's tables have no Flink translation yet.
-    ("hot_critical_hosts", "a join has no Flink translation"),
-    ("threat_intel_hits", "a join has no Flink translation"),
+    (
+        "hot_critical_hosts",
+        "a lookup join with table \"assets\" has no Flink translation",
+    ),
+    (
+        "threat_intel_hits",
+        "a lookup join with table \"threat_intel\" has no Flink translation",
+    ),
 ];
 
 fn queries_dir() -> PathBuf {
