@@ -277,26 +277,13 @@ impl TemporalJoin {
                 matched[i as usize] = Some(j as u32);
             }
         }
-        let left = self.config.kind == LookupKind::Left;
-        let rows: Vec<(u32, Option<u32>)> = matched
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| left || m.is_some())
-            .map(|(i, m)| (i as u32, *m))
-            .collect();
-        if rows.is_empty() {
-            return Ok(vec![]);
-        }
-        let input_idx: UInt32Array = rows.iter().map(|r| Some(r.0)).collect();
-        let table_idx: UInt32Array = rows.iter().map(|r| r.1).collect();
-        let mut out = Vec::with_capacity(self.config.joined.fields().len());
-        for c in batch.columns() {
-            out.push(take(c.as_ref(), &input_idx, None)?);
-        }
-        for c in &table_cols {
-            out.push(take(c.as_ref(), &table_idx, None)?);
-        }
-        Ok(vec![RecordBatch::try_new(self.config.joined.clone(), out)?])
+        super::lookup::joined(
+            batch,
+            &matched,
+            self.config.kind == LookupKind::Left,
+            &table_cols,
+            &self.config.joined,
+        )
     }
 
     /// Removes and returns, in time order, the waiting rows behind `wm`.

@@ -184,30 +184,45 @@ impl Operator for LookupJoin {
                     .collect();
                 super::filter::keep(batch, &mask)
             }
-            LookupKind::Inner | LookupKind::Left => {
-                let left = self.kind == LookupKind::Left;
-                let rows: Vec<(u32, Option<u32>)> = matched
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, m)| left || m.is_some())
-                    .map(|(i, m)| (i as u32, *m))
-                    .collect();
-                if rows.is_empty() {
-                    return Ok(vec![]);
-                }
-                let input_idx: UInt32Array = rows.iter().map(|r| Some(r.0)).collect();
-                let table_idx: UInt32Array = rows.iter().map(|r| r.1).collect();
-                let mut cols = Vec::with_capacity(self.schema.fields().len());
-                for c in batch.columns() {
-                    cols.push(take(c.as_ref(), &input_idx, None)?);
-                }
-                for c in &table_cols {
-                    cols.push(take(c.as_ref(), &table_idx, None)?);
-                }
-                Ok(vec![RecordBatch::try_new(self.schema.clone(), cols)?])
-            }
+            LookupKind::Inner | LookupKind::Left => joined(
+                &batch,
+                &matched,
+                self.kind == LookupKind::Left,
+                &table_cols,
+                &self.schema,
+            ),
         }
     }
+}
+
+/// The rows of a stream–table join: each input row of `batch` with the table row it matched
+/// (`matched`, an index into `table_cols`), and with NULLs where none did when `left`.
+pub(crate) fn joined(
+    batch: &RecordBatch,
+    matched: &[Option<u32>],
+    left: bool,
+    table_cols: &[ArrayRef],
+    schema: &SchemaRef,
+) -> Result<Vec<RecordBatch>> {
+    let rows: Vec<(u32, Option<u32>)> = matched
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| left || m.is_some())
+        .map(|(i, m)| (i as u32, *m))
+        .collect();
+    if rows.is_empty() {
+        return Ok(vec![]);
+    }
+    let input_idx: UInt32Array = rows.iter().map(|r| Some(r.0)).collect();
+    let table_idx: UInt32Array = rows.iter().map(|r| r.1).collect();
+    let mut cols = Vec::with_capacity(schema.fields().len());
+    for c in batch.columns() {
+        cols.push(take(c.as_ref(), &input_idx, None)?);
+    }
+    for c in table_cols {
+        cols.push(take(c.as_ref(), &table_idx, None)?);
+    }
+    Ok(vec![RecordBatch::try_new(schema.clone(), cols)?])
 }
 
 #[cfg(test)]
