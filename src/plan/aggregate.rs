@@ -58,21 +58,19 @@ pub(super) fn window_assign(
     clippy::too_many_arguments,
     reason = "the planner's state for one aggregation, passed as it is"
 )]
+/// `relation` names the input (a stream, or a smaller window's results being rolled up) and
+/// `time_column` is its event time's index in `scan_schema`.
 pub(super) fn plan_aggregate(
     ctx: &PlanContext,
     spec: WindowSpec,
-    stream: &StreamDef,
+    relation: &str,
+    time_column: usize,
     scan_schema: &SchemaRef,
     input: &DFSchema,
     group_expr: &[LExpr],
     aggr_expr: &[LExpr],
     schema: SchemaRef,
 ) -> Result<OperatorSpec> {
-    let time_column = stream
-        .event_time
-        .as_ref()
-        .map(|e| e.column)
-        .ok_or_else(|| Error::Internal("windowed stream without event time".into()))?;
     let windowed = WindowedInput {
         schema: scan_schema.clone(),
         time_column,
@@ -115,7 +113,7 @@ pub(super) fn plan_aggregate(
                 aggregates,
                 schema,
                 keys: written.to_vec(),
-                relation: stream.name.clone(),
+                relation: relation.to_string(),
             }))
         }
         WindowSpec::Session { .. } if !grouping_sets.is_empty() => Err(Error::NotSupported(
@@ -148,7 +146,7 @@ pub(super) fn plan_aggregate(
                 aggregates,
                 schema,
                 group: group_expr.to_vec(),
-                relation: stream.name.clone(),
+                relation: relation.to_string(),
             }))
         }
     }

@@ -481,10 +481,17 @@ impl ChainPlanner<'_> {
                     ));
                 };
                 self.schema = Arc::new(a.schema.as_arrow().clone());
+                let time_column = self
+                    .stream
+                    .event_time
+                    .as_ref()
+                    .map(|e| e.column)
+                    .ok_or_else(|| Error::Internal("windowed stream without event time".into()))?;
                 self.specs.push(plan_aggregate(
                     self.ctx,
                     spec,
-                    self.stream,
+                    &self.stream.name,
+                    time_column,
                     &self.scan_schema,
                     &input,
                     &a.group_expr,

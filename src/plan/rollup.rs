@@ -12,17 +12,20 @@
 //! a running smaller window starts with that window's state as it stands, as any query that
 //! shares a node does.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::Duration;
 
-use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::common::{Column, DFSchema};
+use datafusion::functions_aggregate::expr_fn;
 use datafusion::logical_expr::Expr as LExpr;
 
-use super::catalog::Catalog;
-use super::query::{plan_continuous, WindowSpec};
+use super::aggregate::plan_aggregate;
+use super::context::PlanContext;
+use super::query::WindowSpec;
 use super::spec::{OperatorSpec, WindowAggregateSpec};
-use crate::sql::{self, Clauses};
+
+/// The name the smaller window's result rows go by as the rolled-up aggregate's input.
+const RELATION: &str = "rollup_input";
 
 /// A spec that computes `target`'s output from `base`'s output rows, if `target` is a larger
 /// tumbling window over the same input, keys and aggregates that decompose.
@@ -42,59 +45,77 @@ pub fn rollup(base: &WindowAggregateSpec, target: &WindowAggregateSpec) -> Optio
     {
         return None;
     }
-    let columns = base.schema.fields();
-    let start = columns.iter().position(|f| f.name() == "window_start")?;
-    // The rolled-up query, over the base's output as a stream of its own.
-    let mut ddl = String::from("CREATE STREAM rollup_input (");
-    for (i, f) in columns.iter().enumerate() {
-        write!(ddl, "c{i} {}, ", sql_type(f.data_type())?).ok()?;
-    }
-    write!(ddl, "WATERMARK FOR c{start} AS c{start})").ok()?;
-    let catalog = Catalog::from_sql(&ddl).ok()?;
-    let mut group = Vec::new();
-    for (i, key) in target.keys.iter().enumerate() {
-        group.push(match key {
+    let start = base
+        .schema
+        .fields()
+        .iter()
+        .position(|f| f.name() == "window_start")?;
+    let scan = rollup_input(&base.schema, start);
+    let input = DFSchema::try_from_qualified_schema(RELATION, &scan).ok()?;
+    let column = |name: &str| LExpr::Column(Column::new(Some(RELATION), name));
+    // Group by the same keys, now columns of the base's rows, and the larger window's bounds.
+    let group: Vec<LExpr> = target
+        .keys
+        .iter()
+        .enumerate()
+        .map(|(i, key)| match key {
             LExpr::Column(c) if c.name == "window_start" || c.name == "window_end" => {
-                c.name.clone()
+                column(&c.name)
             }
-            _ => format!("c{i}"),
-        });
-    }
-    let mut select = group.clone();
+            _ => column(&format!("c{i}")),
+        })
+        .collect();
+    // Each aggregate combines the base's partial results of the same aggregate.
+    let mut aggregates = Vec::new();
     for agg in &target.aggregates.exprs {
         let j = base.aggregates.exprs.iter().position(|b| b == agg)?;
-        let combine = combine(agg)?;
-        select.push(format!("{combine}(c{})", target.keys.len() + j));
+        let partial = column(&format!("c{}", target.keys.len() + j));
+        aggregates.push(combine(agg)?(partial));
     }
-    let query = format!(
-        "SELECT {} FROM TUMBLE(rollup_input, c{start}, {}) GROUP BY {}",
-        select.join(", "),
-        interval(large)?,
-        group.join(", ")
-    );
-    let sql::Statement::Sql(stmt) = sql::parse_one(&query).ok()? else {
+    let spec = plan_aggregate(
+        &PlanContext::new(),
+        target.window,
+        RELATION,
+        start,
+        &scan,
+        &input,
+        &group,
+        &aggregates,
+        Arc::clone(&target.schema),
+    )
+    .ok()?;
+    let OperatorSpec::WindowAggregate(spec) = spec else {
         return None;
     };
-    let datafusion::sql::sqlparser::ast::Statement::Query(q) = *stmt else {
-        return None;
-    };
-    let plan = plan_continuous(&q, &Clauses::default(), &catalog).ok()?;
-    let Some(OperatorSpec::WindowAggregate(mut spec)) = plan.specs.into_iter().next() else {
-        return None;
-    };
-    // The rolled-up rows must be the target's, column for column.
-    let types = |s: &datafusion::arrow::datatypes::Schema| -> Vec<DataType> {
-        s.fields().iter().map(|f| f.data_type().clone()).collect()
-    };
-    if spec.window != target.window || types(&spec.schema) != types(&target.schema) {
-        return None;
-    }
-    spec.schema = Arc::clone(&target.schema);
-    Some(OperatorSpec::WindowAggregate(spec))
+    // The combined aggregates must give the target's types (SUM of counts is still BIGINT).
+    let aggregate_fields = &target.schema.fields()[target.keys.len()..];
+    let same_types = spec.aggregates.planned.len() == aggregate_fields.len()
+        && spec
+            .aggregates
+            .planned
+            .iter()
+            .zip(aggregate_fields)
+            .all(|(p, f)| p.expr.field().data_type() == f.data_type());
+    same_types.then_some(OperatorSpec::WindowAggregate(spec))
+}
+
+/// The base's output rows as the rolled-up aggregate reads them: its columns renamed `c0`,
+/// `c1`, ... (event time: its `window_start`, column `start`), then the larger window's bounds.
+fn rollup_input(base: &SchemaRef, start: usize) -> SchemaRef {
+    let mut fields: Vec<Field> = base
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Field::new(format!("c{i}"), f.data_type().clone(), true))
+        .collect();
+    let bound = base.field(start).data_type().clone();
+    fields.push(Field::new("window_start", bound.clone(), false));
+    fields.push(Field::new("window_end", bound, false));
+    Arc::new(Schema::new(fields))
 }
 
 /// The aggregate that combines partial results of `agg` into the result over their union.
-fn combine(agg: &LExpr) -> Option<&'static str> {
+fn combine(agg: &LExpr) -> Option<fn(LExpr) -> LExpr> {
     let LExpr::AggregateFunction(f) = agg else {
         return None;
     };
@@ -102,41 +123,17 @@ fn combine(agg: &LExpr) -> Option<&'static str> {
         return None;
     }
     match f.func.name() {
-        "count" | "sum" => Some("SUM"),
-        "min" => Some("MIN"),
-        "max" => Some("MAX"),
+        "count" | "sum" => Some(expr_fn::sum),
+        "min" => Some(expr_fn::min),
+        "max" => Some(expr_fn::max),
         _ => None,
-    }
-}
-
-fn sql_type(t: &DataType) -> Option<&'static str> {
-    Some(match t {
-        DataType::Boolean => "BOOLEAN",
-        DataType::Int16 => "SMALLINT",
-        DataType::Int32 => "INT",
-        DataType::Int64 => "BIGINT",
-        DataType::Float32 => "REAL",
-        DataType::Float64 => "DOUBLE PRECISION",
-        DataType::Utf8 => "TEXT",
-        DataType::Timestamp(TimeUnit::Nanosecond, None) => "TIMESTAMP",
-        DataType::Timestamp(TimeUnit::Nanosecond, Some(_)) => "TIMESTAMPTZ",
-        _ => return None,
-    })
-}
-
-fn interval(d: Duration) -> Option<String> {
-    if d.subsec_nanos() == 0 {
-        Some(format!("INTERVAL '{}' SECOND", d.as_secs()))
-    } else if d.as_nanos().is_multiple_of(1_000_000) {
-        Some(format!("INTERVAL '{}' MILLISECOND", d.as_millis()))
-    } else {
-        None
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::catalog::Catalog;
 
     fn window_spec(sql: &str) -> WindowAggregateSpec {
         let catalog = Catalog::from_sql(

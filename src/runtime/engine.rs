@@ -19,8 +19,8 @@ use crate::error::{Error, Result};
 use crate::plan::catalog::{normalize, normalize_object};
 use crate::plan::TableDef;
 use crate::plan::{plan_continuous, Catalog};
-use crate::runtime::connectors::sinks::{show_sinks, SinkRuntime};
-use crate::runtime::connectors::sources::{show_sources, SourceRuntime};
+use crate::runtime::connectors::sinks::SinkRuntime;
+use crate::runtime::connectors::sources::SourceRuntime;
 use crate::runtime::core::hub::StreamHub;
 use crate::runtime::core::ingest::IngestBudget;
 use crate::runtime::core::output::{
@@ -483,7 +483,7 @@ impl Engine {
             &session.with_defaults(self.config.max_result_rows, self.config.max_result_bytes);
         match stmt {
             Statement::Sql(s) => self.execute_sql(*s, params, session).await,
-            Statement::ShowSinks => Ok(show_sinks(&self.read(), session.admin)),
+            Statement::ShowSinks => Ok(show::show_sinks(&self.stats().sinks, session.admin)),
             Statement::CopyTo(c) => self.copy_to(c, session).await,
             Statement::CreateQuery(cq) if cq.start.is_some() => self.create_backfilled(cq).await,
             Statement::AlterQuery(cq) if cq.start.is_some() => self.alter_backfilled(cq).await,
@@ -536,11 +536,11 @@ impl Engine {
                 self.checkpoint()?;
                 "CHECKPOINT"
             }
-            Statement::ShowStreams => return Ok(show::show_streams(&self.read())),
+            Statement::ShowStreams => return Ok(show::show_streams(&self.stats().streams)),
             Statement::ShowTables => return Ok(table::show_tables(&self.read())),
-            Statement::ShowQueries => return Ok(show::show_queries(&self.read())),
-            Statement::ShowSources => return Ok(show_sources(&self.read())),
-            Statement::ShowSinks => return Ok(show_sinks(&self.read(), true)),
+            Statement::ShowQueries => return Ok(show::show_queries(&self.stats().queries)),
+            Statement::ShowSources => return Ok(show::show_sources(&self.stats().sources)),
+            Statement::ShowSinks => return Ok(show::show_sinks(&self.stats().sinks, true)),
             Statement::Subscribe(sub) => return self.subscribe(sub),
             Statement::CopyFrom(c) => return self.start_copy(&c),
             Statement::Explain { json, target } => {
@@ -712,11 +712,11 @@ impl Engine {
                 DataType::Utf8,
                 true,
             )]))),
-            Statement::ShowStreams => Some(show::show_streams(&self.read()).schema()),
+            Statement::ShowStreams => Some(show::show_streams(&[]).schema()),
             Statement::ShowTables => Some(table::show_tables(&self.read()).schema()),
-            Statement::ShowQueries => Some(show::show_queries(&self.read()).schema()),
-            Statement::ShowSources => Some(show_sources(&self.read()).schema()),
-            Statement::ShowSinks => Some(show_sinks(&self.read(), true).schema()),
+            Statement::ShowQueries => Some(show::show_queries(&[]).schema()),
+            Statement::ShowSources => Some(show::show_sources(&[]).schema()),
+            Statement::ShowSinks => Some(show::show_sinks(&[], true).schema()),
             Statement::Subscribe(sub) => {
                 let name = normalize(&sub.query);
                 let (hub, _) = self.query_hub(&name)?;

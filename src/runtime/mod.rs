@@ -27,3 +27,6 @@ pub use core::output::{
 pub use core::rows::RowStream;
 pub use durability::wal::FsyncPolicy;
 pub use engine::DEFAULT_MAX_QUERY_STATE_BYTES;
+pub use statements::stats::{
+    EngineStats, HistoryStats, QueryStats, QueryStatus, SinkStats, SourceStats, StreamStats,
+};

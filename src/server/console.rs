@@ -1,7 +1,7 @@
 //! The web console (`saql serve --http 127.0.0.1:PORT`): one page of plain HTML, JavaScript
 //! and CSS built into the binary (`src/server/console/`, no build step, nothing fetched from
-//! elsewhere), a JSON overview of the streams and queries (`/api/overview`, the rows of `SHOW
-//! STREAMS` and `SHOW QUERIES`), and per query a server-sent-events stream of its results
+//! elsewhere), a JSON overview of the streams and queries (`/api/overview`: what `SHOW
+//! STREAMS` and `SHOW QUERIES` tell, from the engine's typed stats), and per query a server-sent-events stream of its results
 //! (`/queries/<name>/events`).
 //!
 //! An event stream is a `SUBSCRIBE <name> WITH (SEQ, SNAPSHOT)`: the same subscription as a
@@ -16,15 +16,13 @@ use crate::error::sqlstate;
 use std::time::Duration;
 
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
-use datafusion::arrow::json::{writer::JsonArray, WriterBuilder};
-use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast::Ident;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::http::{respond, Request, TEXT};
 use crate::error::Error;
-use crate::runtime::SubscriptionEvent;
+use crate::runtime::{QueryStats, StreamStats, SubscriptionEvent};
 use crate::sinks::Delivery;
 use crate::sql::{Statement, Subscribe};
 use crate::{Engine, StatementResult};
@@ -68,34 +66,51 @@ pub async fn page(engine: &Engine, path: &str) -> (&'static str, &'static str, S
     }
 }
 
-/// `{"streams": [...], "queries": [...]}`: the rows of SHOW STREAMS and SHOW QUERIES.
+/// `{"streams": [...], "queries": [...]}`: what SHOW STREAMS and SHOW QUERIES tell, one
+/// object per row with their column names as keys, from [`Engine::stats`].
 async fn overview(engine: &Engine) -> crate::Result<String> {
-    let mut parts = Vec::new();
-    for (key, statement) in [("streams", "SHOW STREAMS"), ("queries", "SHOW QUERIES")] {
-        let rows = match engine.execute(statement).await?.pop() {
-            Some(StatementResult::Rows { batches, .. }) => json_rows(&batches)?,
-            _ => "[]".to_string(),
-        };
-        parts.push(format!("\"{key}\":{rows}"));
-    }
-    Ok(format!("{{{}}}", parts.join(",")))
+    let engine = engine.clone();
+    let stats = crate::spawn::blocking(move || engine.stats())
+        .await
+        .map_err(|e| Error::Internal(format!("the console's overview: {e}")))?;
+    let streams: Vec<serde_json::Value> = stats.streams.iter().map(stream_json).collect();
+    let queries: Vec<serde_json::Value> = stats.queries.iter().map(query_json).collect();
+    Ok(serde_json::json!({"streams": streams, "queries": queries}).to_string())
 }
 
-/// Batches as one JSON array of objects.
-fn json_rows(batches: &[RecordBatch]) -> crate::Result<String> {
-    let mut buf = Vec::new();
-    let mut writer = WriterBuilder::new()
-        .with_explicit_nulls(true)
-        .build::<_, JsonArray>(&mut buf);
-    for b in batches {
-        writer.write(b)?;
-    }
-    writer.finish()?;
-    drop(writer);
-    if buf.is_empty() {
-        return Ok("[]".into());
-    }
-    String::from_utf8(buf).map_err(|e| Error::Internal(format!("JSON of SHOW rows: {e}")))
+fn stream_json(s: &StreamStats) -> serde_json::Value {
+    let history = s.history.as_ref();
+    serde_json::json!({
+        "name": s.name,
+        "columns": s.columns,
+        "watermark": s.watermark.to_string(),
+        "rows_in": s.rows_in,
+        "late_rows": s.late_rows,
+        "definition": s.definition,
+        "shed_rows": s.shed_rows,
+        "ingest_waits": s.ingest_waits,
+        "history": history.map_or("off", |h| h.retention.as_str()),
+        "history_rows": history.map_or(0, |h| h.rows),
+        "history_bytes": history.map_or(0, |h| h.bytes),
+    })
+}
+
+fn query_json(q: &QueryStats) -> serde_json::Value {
+    serde_json::json!({
+        "name": q.name,
+        "stream": q.stream,
+        "status": q.status.to_string(),
+        "rows_in": q.rows_in,
+        "rows_out": q.rows_out,
+        "late_rows": q.late_rows,
+        "watermark": q.watermark.to_string(),
+        "subscribers": q.subscribers,
+        "definition": q.definition,
+        "subscribers_cut_off": q.subscribers_cut_off,
+        "suppressed": q.suppressed,
+        "state_bytes": q.state_bytes,
+        "shed_rows": q.shed_rows,
+    })
 }
 
 fn error_json(e: &Error) -> String {

@@ -18,14 +18,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::runtime::core::output::{QueryOutput, SubscriptionEvents};
-use crate::runtime::engine::{Engine, Shared, StatementResult};
+use crate::runtime::engine::Engine;
 use crate::sinks::spec::SinkSpec;
 
 /// What a sink has delivered, kept in its progress file.
@@ -263,74 +262,4 @@ impl Engine {
             })
         })
     }
-}
-
-/// `SHOW SINKS`: each sink's query, kind, delivered seq and rows, retries, errors, gaps,
-/// state and last error.
-/// `SHOW SINKS`: secrets in the definitions and errors are masked, and only an admin sees
-/// where a sink delivers and what its target answered (others get NULL there).
-pub(in crate::runtime) fn show_sinks(shared: &Shared, admin: bool) -> StatementResult {
-    let text = |name: &str| Field::new(name, DataType::Utf8, true);
-    let int = |name: &str| Field::new(name, DataType::Int64, true);
-    let schema = Arc::new(Schema::new(vec![
-        text("name"),
-        text("query"),
-        text("kind"),
-        int("delivered_seq"),
-        int("delivered_rows"),
-        int("retries"),
-        int("errors"),
-        int("gap_rows"),
-        text("state"),
-        text("last_error"),
-        text("definition"),
-    ]));
-    let mut texts: [Vec<String>; 6] = Default::default();
-    let mut nums: [Vec<i64>; 5] = Default::default();
-    for (name, rt) in &shared.sinks {
-        let st = rt.status();
-        let p = &st.progress;
-        for (col, v) in texts.iter_mut().zip([
-            name.clone(),
-            rt.spec.query.clone(),
-            rt.spec.kind().to_string(),
-            st.state.clone(),
-            st.error
-                .as_deref()
-                .map(|e| crate::sql::sink::mask(e, &rt.spec.ddl.secrets()))
-                .unwrap_or_default(),
-            rt.spec.ddl.redacted(),
-        ]) {
-            col.push(v);
-        }
-        for (col, v) in nums
-            .iter_mut()
-            .zip([p.delivered, p.rows, p.retries, p.errors, p.gap_rows])
-        {
-            col.push(v as i64);
-        }
-    }
-    let t = |i: usize| -> ArrayRef { Arc::new(StringArray::from(texts[i].clone())) };
-    let hidden = |i: usize| -> ArrayRef {
-        let rows = texts[i].iter().map(|v| admin.then_some(v.as_str()));
-        Arc::new(StringArray::from_iter(rows))
-    };
-    let n = |i: usize| -> ArrayRef { Arc::new(Int64Array::from(nums[i].clone())) };
-    let columns = vec![
-        t(0),
-        t(1),
-        t(2),
-        n(0),
-        n(1),
-        n(2),
-        n(3),
-        n(4),
-        t(3),
-        hidden(4),
-        hidden(5),
-    ];
-    let batches = RecordBatch::try_new(schema.clone(), columns)
-        .map(|b| vec![b])
-        .unwrap_or_default();
-    StatementResult::Rows { schema, batches }
 }

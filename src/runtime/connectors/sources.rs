@@ -10,12 +10,10 @@ use crate::error::sqlstate;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
-use crate::runtime::engine::{Engine, Shared, StatementResult, WeakEngine};
-use crate::runtime::statements::show::{int_column, rows_result, text_column};
+use crate::runtime::engine::{Engine, WeakEngine};
 use crate::sources::file::{FileTail, Poll};
 use crate::sources::records::RecordDecoder;
 use crate::sources::spec::{Connector, OnError, SourcePosition, SourceProgress, SourceSpec};
@@ -494,52 +492,4 @@ fn decoder_schema(
     rt: &SourceRuntime,
 ) -> Result<datafusion::arrow::datatypes::SchemaRef> {
     engine.relation_schema(&rt.spec.stream)
-}
-
-/// `SHOW SOURCES`: each source's kind, stream, state, counters, position and last error.
-pub(in crate::runtime) fn show_sources(shared: &Shared) -> StatementResult {
-    let mut text: [Vec<String>; 7] = Default::default();
-    let mut nums: [Vec<u64>; 3] = Default::default();
-    for (name, rt) in &shared.sources {
-        let st = rt.status();
-        let position = st.progress.position.as_ref().map(|p| p.to_string());
-        let row = [
-            name.clone(),
-            rt.spec.kind().into(),
-            rt.spec.stream.clone(),
-            st.state.clone(),
-            position.unwrap_or_default(),
-            st.error.clone().unwrap_or_default(),
-            rt.spec.ddl.to_string(),
-        ];
-        for (col, value) in text.iter_mut().zip(row) {
-            col.push(value);
-        }
-        for (col, value) in
-            nums.iter_mut()
-                .zip([st.progress.rows, st.progress.bytes, st.progress.bad])
-        {
-            col.push(value);
-        }
-    }
-    let [name, kind, stream, state, position, error, definition] = text.map(text_column);
-    let [rows, bytes, bad] = nums.map(int_column);
-    let (t, i) = (DataType::Utf8, DataType::Int64);
-    rows_result(
-        vec![
-            ("name", t.clone()),
-            ("kind", t.clone()),
-            ("stream", t.clone()),
-            ("state", t.clone()),
-            ("rows", i.clone()),
-            ("bytes", i.clone()),
-            ("bad_records", i),
-            ("position", t.clone()),
-            ("error", t.clone()),
-            ("definition", t),
-        ],
-        vec![
-            name, kind, stream, state, rows, bytes, bad, position, error, definition,
-        ],
-    )
 }

@@ -5,7 +5,6 @@ pub(crate) mod door;
 pub(crate) mod graph;
 pub(crate) mod hub;
 pub(crate) mod ingest;
-pub(crate) mod metrics;
 pub(crate) mod output;
 pub(crate) mod predicates;
 pub(crate) mod retained;

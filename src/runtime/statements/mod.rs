@@ -8,6 +8,8 @@ pub(crate) mod backfill;
 pub(crate) mod copy;
 pub(crate) mod ddl;
 pub(crate) mod hunt;
+pub(crate) mod metrics;
 pub(crate) mod show;
+pub mod stats;
 pub(crate) mod subscribe;
 pub(crate) mod table;

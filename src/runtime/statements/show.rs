@@ -8,11 +8,9 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast as sq;
 
-use crate::plan::catalog::normalize;
-use crate::runtime::core::output::QueryOutput;
-use crate::runtime::engine::{Shared, StatementResult};
+use crate::runtime::engine::StatementResult;
 use crate::runtime::pg::functions::SessionInfo;
-use crate::sql;
+use crate::runtime::statements::stats::{QueryStats, SinkStats, SourceStats, StreamStats};
 
 pub(in crate::runtime) fn show_schema(variable: &[sq::Ident]) -> SchemaRef {
     // `SHOW saql.max_result_rows` names its column as PostgreSQL names a dotted setting's.
@@ -96,41 +94,9 @@ pub(in crate::runtime) fn explain_result(
 }
 
 /// `SHOW STREAMS`: each stream's columns, watermark and counters.
-pub(in crate::runtime) fn show_streams(shared: &Shared) -> StatementResult {
-    let mut names = Vec::new();
-    let mut columns = Vec::new();
-    let mut watermarks = Vec::new();
-    let mut rows_in = Vec::new();
-    let mut late = Vec::new();
-    let mut ddl = Vec::new();
-    let mut shed = Vec::new();
-    let mut waits = Vec::new();
-    let mut history = Vec::new();
-    let mut history_rows = Vec::new();
-    let mut history_bytes = Vec::new();
-    for s in shared.catalog.streams() {
-        let hub = shared.hubs.get(&s.name).map(|h| h.lock());
-        let rt = hub.as_ref().map(|h| &h.stream);
-        names.push(s.name.clone());
-        columns.push(
-            s.ddl
-                .columns
-                .iter()
-                .map(|c| format!("{} {}", normalize(&c.name), c.data_type))
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
-        watermarks.push(rt.map(|r| r.watermark.to_string()).unwrap_or_default());
-        rows_in.push(rt.map(|r| r.rows_in).unwrap_or(0));
-        late.push(rt.map(|r| r.late_rows).unwrap_or(0));
-        shed.push(rt.map(|r| r.shed_rows).unwrap_or(0));
-        waits.push(rt.map(|r| r.ingest_waits).unwrap_or(0));
-        let h = hub.as_ref().and_then(|h| h.history.as_ref());
-        history.push(h.map_or_else(|| "off".to_string(), |h| h.retention.to_string()));
-        history_rows.push(h.map_or(0, |h| h.rows()));
-        history_bytes.push(h.map_or(0, |h| h.bytes()));
-        ddl.push(s.ddl.to_string());
-    }
+pub(in crate::runtime) fn show_streams(streams: &[StreamStats]) -> StatementResult {
+    let text = |f: fn(&StreamStats) -> String| text_column(streams.iter().map(f).collect());
+    let int = |f: fn(&StreamStats) -> u64| int_column(streams.iter().map(f).collect());
     rows_result(
         vec![
             ("name", DataType::Utf8),
@@ -146,17 +112,21 @@ pub(in crate::runtime) fn show_streams(shared: &Shared) -> StatementResult {
             ("history_bytes", DataType::Int64),
         ],
         vec![
-            text_column(names),
-            text_column(columns),
-            text_column(watermarks),
-            int_column(rows_in),
-            int_column(late),
-            text_column(ddl),
-            int_column(shed),
-            int_column(waits),
-            text_column(history),
-            int_column(history_rows),
-            int_column(history_bytes),
+            text(|s| s.name.clone()),
+            text(|s| s.columns.clone()),
+            text(|s| s.watermark.to_string()),
+            int(|s| s.rows_in),
+            int(|s| s.late_rows),
+            text(|s| s.definition.clone()),
+            int(|s| s.shed_rows),
+            int(|s| s.ingest_waits),
+            text(|s| {
+                s.history
+                    .as_ref()
+                    .map_or_else(|| "off".to_string(), |h| h.retention.clone())
+            }),
+            int(|s| s.history.as_ref().map_or(0, |h| h.rows)),
+            int(|s| s.history.as_ref().map_or(0, |h| h.bytes)),
         ],
     )
 }
@@ -164,73 +134,9 @@ pub(in crate::runtime) fn show_streams(shared: &Shared) -> StatementResult {
 /// `SHOW QUERIES`: each query's stream, status, counters and subscribers, by name; a query
 /// being created `WITH (start = ...)` is `backfilling`, one being altered so is `running;
 /// rebuilding`, with how far it is in its status.
-pub(in crate::runtime) fn show_queries(shared: &Shared) -> StatementResult {
-    let mut names = Vec::new();
-    let mut streams = Vec::new();
-    let mut status = Vec::new();
-    let mut rows_in = Vec::new();
-    let mut rows_out = Vec::new();
-    let mut late = Vec::new();
-    let mut watermarks = Vec::new();
-    let mut subscribers = Vec::new();
-    let mut defs = Vec::new();
-    let mut cut_off = Vec::new();
-    let mut suppressed = Vec::new();
-    let mut state_bytes = Vec::new();
-    let mut shed = Vec::new();
-    let mut all: Vec<&String> = shared
-        .query_streams
-        .keys()
-        .chain(shared.backfilling.keys())
-        .collect();
-    all.sort();
-    all.dedup();
-    for name in all {
-        let Some(stream) = shared.query_streams.get(name) else {
-            // A query being created WITH (start = ...): how far its backfill is.
-            let progress = &shared.backfilling[name];
-            names.push(name.clone());
-            streams.push(progress.stream.clone());
-            status.push(format!("backfilling: {}", progress.status()));
-            rows_in.push(progress.fed());
-            rows_out.push(QueryOutput::lock(&progress.output).rows_out());
-            late.push(0);
-            watermarks.push(progress.watermark().to_string());
-            subscribers.push(0);
-            cut_off.push(0);
-            suppressed.push(0);
-            state_bytes.push(0);
-            shed.push(0);
-            defs.push(progress.definition.clone());
-            continue;
-        };
-        let Some(hub) = shared.hub_of_query(name) else {
-            continue;
-        };
-        let hub = hub.lock();
-        let Some(q) = hub.queries.get(name) else {
-            continue;
-        };
-        let mut output = QueryOutput::lock(&q.output);
-        names.push(name.clone());
-        streams.push(stream.clone());
-        status.push(match (output.failed(), shared.backfilling.get(name)) {
-            // ALTER ... WITH (start = ...): the new query being rebuilt from history.
-            (None, Some(progress)) => format!("running; rebuilding: {}", progress.status()),
-            (None, None) => "running".to_string(),
-            (Some(e), _) => format!("failed: {e}"),
-        });
-        rows_in.push(q.rows_in);
-        rows_out.push(output.rows_out());
-        late.push(hub.graph.late_rows(&q.path));
-        watermarks.push(hub.stream.watermark.to_string());
-        subscribers.push(output.subscribers() as u64);
-        cut_off.push(output.subscribers_dropped());
-        suppressed.push(hub.graph.suppressed_rows(&q.path));
-        state_bytes.push(q.state_bytes as u64);
-        shed.push(q.shed_rows);
-        defs.push(sql::query_sql(&q.def.query, &q.def.clauses));
-    }
+pub(in crate::runtime) fn show_queries(queries: &[QueryStats]) -> StatementResult {
+    let text = |f: fn(&QueryStats) -> String| text_column(queries.iter().map(f).collect());
+    let int = |f: fn(&QueryStats) -> u64| int_column(queries.iter().map(f).collect());
     rows_result(
         vec![
             ("name", DataType::Utf8),
@@ -248,19 +154,97 @@ pub(in crate::runtime) fn show_queries(shared: &Shared) -> StatementResult {
             ("shed_rows", DataType::Int64),
         ],
         vec![
-            text_column(names),
-            text_column(streams),
-            text_column(status),
-            int_column(rows_in),
-            int_column(rows_out),
-            int_column(late),
-            text_column(watermarks),
-            int_column(subscribers),
-            text_column(defs),
-            int_column(cut_off),
-            int_column(suppressed),
-            int_column(state_bytes),
-            int_column(shed),
+            text(|q| q.name.clone()),
+            text(|q| q.stream.clone()),
+            text(|q| q.status.to_string()),
+            int(|q| q.rows_in),
+            int(|q| q.rows_out),
+            int(|q| q.late_rows),
+            text(|q| q.watermark.to_string()),
+            int(|q| q.subscribers),
+            text(|q| q.definition.clone()),
+            int(|q| q.subscribers_cut_off),
+            int(|q| q.suppressed),
+            int(|q| q.state_bytes),
+            int(|q| q.shed_rows),
+        ],
+    )
+}
+
+/// `SHOW SOURCES`: each source's kind, stream, state, counters, position and last error.
+pub(in crate::runtime) fn show_sources(sources: &[SourceStats]) -> StatementResult {
+    let text = |f: fn(&SourceStats) -> String| text_column(sources.iter().map(f).collect());
+    let int = |f: fn(&SourceStats) -> u64| int_column(sources.iter().map(f).collect());
+    let (t, i) = (DataType::Utf8, DataType::Int64);
+    rows_result(
+        vec![
+            ("name", t.clone()),
+            ("kind", t.clone()),
+            ("stream", t.clone()),
+            ("state", t.clone()),
+            ("rows", i.clone()),
+            ("bytes", i.clone()),
+            ("bad_records", i),
+            ("position", t.clone()),
+            ("error", t.clone()),
+            ("definition", t),
+        ],
+        vec![
+            text(|s| s.name.clone()),
+            text(|s| s.kind.clone()),
+            text(|s| s.stream.clone()),
+            text(|s| s.status.state.clone()),
+            int(|s| s.status.progress.rows),
+            int(|s| s.status.progress.bytes),
+            int(|s| s.status.progress.bad),
+            text(|s| {
+                let position = s.status.progress.position.as_ref();
+                position.map(|p| p.to_string()).unwrap_or_default()
+            }),
+            text(|s| s.status.error.clone().unwrap_or_default()),
+            text(|s| s.definition.clone()),
+        ],
+    )
+}
+
+/// `SHOW SINKS`: each sink's query, kind, delivered seq and rows, retries, errors, gaps,
+/// state and last error. Secrets in the definitions and errors are masked, and only an admin
+/// sees where a sink delivers and what its target answered (others get NULL there).
+pub(in crate::runtime) fn show_sinks(sinks: &[SinkStats], admin: bool) -> StatementResult {
+    let text = |f: fn(&SinkStats) -> String| text_column(sinks.iter().map(f).collect());
+    let int = |f: fn(&SinkStats) -> u64| int_column(sinks.iter().map(f).collect());
+    let hidden = |f: fn(&SinkStats) -> String| -> ArrayRef {
+        Arc::new(StringArray::from_iter(
+            sinks.iter().map(|s| admin.then(|| f(s))),
+        ))
+    };
+    let (t, i) = (DataType::Utf8, DataType::Int64);
+    rows_result(
+        vec![
+            ("name", t.clone()),
+            ("query", t.clone()),
+            ("kind", t.clone()),
+            ("delivered_seq", i.clone()),
+            ("delivered_rows", i.clone()),
+            ("retries", i.clone()),
+            ("errors", i.clone()),
+            ("gap_rows", i),
+            ("state", t.clone()),
+            ("last_error", t.clone()),
+            ("definition", t),
+        ],
+        vec![
+            text(|s| s.name.clone()),
+            text(|s| s.query.clone()),
+            text(|s| s.kind.clone()),
+            int(|s| s.status.progress.delivered),
+            int(|s| s.status.progress.rows),
+            int(|s| s.status.progress.retries),
+            int(|s| s.status.progress.errors),
+            int(|s| s.status.progress.gap_rows),
+            text(|s| s.status.state.clone()),
+            hidden(|s| s.status.error.clone().unwrap_or_default()),
+            hidden(|s| s.definition.clone()),
         ],
     )
 }

@@ -1,11 +1,11 @@
 //! The engine's counters in the Prometheus text exposition format (version 0.0.4): per
-//! stream, per query, per source and per sink, read under the same locks as SHOW STREAMS,
-//! SHOW QUERIES, SHOW SOURCES and SHOW SINKS, so the values agree with them.
+//! stream, per query, per source and per sink, from the same [`Engine::stats`] as SHOW
+//! STREAMS, SHOW QUERIES, SHOW SOURCES and SHOW SINKS, so the values agree with them.
 
 use std::fmt::Write;
 
-use crate::runtime::core::output::QueryOutput;
 use crate::runtime::engine::Engine;
+use crate::runtime::statements::stats::StreamStats;
 use crate::sources::spec::SourcePosition;
 use crate::time::{EventTime, Watermark};
 
@@ -163,13 +163,11 @@ impl Engine {
             "gauge",
             "Bytes of batches waiting to enter their streams or being processed (--max-ingest-bytes).",
         );
-        ingest_bytes.add(vec![], self.ingest.used() as f64);
         let mut ingest_waits = Family::new(
             "saql_ingest_budget_waits_total",
             "counter",
             "Batches that waited for room in the ingest budget (backpressure).",
         );
-        ingest_waits.add(vec![], self.ingest.waits() as f64);
         let mut q_state = Family::new(
             "saql_query_state_bytes",
             "gauge",
@@ -231,91 +229,90 @@ impl Engine {
             "gauge",
             "1 while the sink runs (delivering or retrying), 0 once it failed or stopped.",
         );
-        {
-            let shared = self.read();
-            for (name, rt) in &shared.sinks {
-                let st = rt.status();
-                let labels = || {
-                    vec![
-                        ("sink", name.clone()),
-                        ("query", rt.spec.query.clone()),
-                        ("kind", rt.spec.kind().to_string()),
-                    ]
-                };
-                k_rows.add(labels(), st.progress.rows as f64);
-                k_seq.add(labels(), st.progress.delivered as f64);
-                k_retries.add(labels(), st.progress.retries as f64);
-                k_errors.add(labels(), st.progress.errors as f64);
-                k_gaps.add(labels(), st.progress.gap_rows as f64);
-                let up = matches!(st.state.as_str(), "running" | "starting" | "retrying");
-                k_up.add(labels(), f64::from(u8::from(up)));
+        let stats = self.stats();
+        ingest_bytes.add(vec![], stats.ingest_bytes as f64);
+        ingest_waits.add(vec![], stats.ingest_budget_waits as f64);
+        for k in &stats.sinks {
+            let labels = || {
+                vec![
+                    ("sink", k.name.clone()),
+                    ("query", k.query.clone()),
+                    ("kind", k.kind.clone()),
+                ]
+            };
+            let p = &k.status.progress;
+            k_rows.add(labels(), p.rows as f64);
+            k_seq.add(labels(), p.delivered as f64);
+            k_retries.add(labels(), p.retries as f64);
+            k_errors.add(labels(), p.errors as f64);
+            k_gaps.add(labels(), p.gap_rows as f64);
+            let up = matches!(k.status.state.as_str(), "running" | "starting" | "retrying");
+            k_up.add(labels(), f64::from(u8::from(up)));
+        }
+        let mut streams: Vec<&StreamStats> = stats.streams.iter().collect();
+        streams.sort_by(|a, b| a.name.cmp(&b.name));
+        for s in streams {
+            let label = || vec![("stream", s.name.clone())];
+            rows_in.add(label(), s.rows_in as f64);
+            late.add(label(), s.late_rows as f64);
+            shed.add(label(), s.shed_rows as f64);
+            waits.add(label(), s.ingest_waits as f64);
+            if let Some(h) = &s.history {
+                history_bytes.add(label(), h.bytes as f64);
             }
-            let mut names: Vec<&String> = shared.hubs.keys().collect();
-            names.sort();
-            for name in names {
-                let hub = shared.hubs[name].lock();
-                let label = || vec![("stream", name.clone())];
-                rows_in.add(label(), hub.stream.rows_in as f64);
-                late.add(label(), hub.stream.late_rows as f64);
-                shed.add(label(), hub.stream.shed_rows as f64);
-                waits.add(label(), hub.stream.ingest_waits as f64);
-                if let Some(h) = &hub.history {
-                    history_bytes.add(label(), h.bytes() as f64);
-                }
-                wait_seconds.add(label(), hub.stream.ingest_wait.as_secs_f64());
-                drop_fraction.add(label(), hub.drop_fraction());
-                let wm = hub.stream.watermark;
-                if wm != Watermark::START && wm != Watermark::END {
-                    watermark.add(label(), seconds(wm.0));
-                    lag.add(label(), (seconds(now) - seconds(wm.0)).max(0.0));
-                }
-                for (q, rt) in &hub.queries {
-                    let mut output = QueryOutput::lock(&rt.output);
-                    let labels = || vec![("query", q.clone()), ("stream", name.clone())];
-                    q_in.add(labels(), rt.rows_in as f64);
-                    q_out.add(labels(), output.rows_out() as f64);
-                    q_late.add(labels(), hub.graph.late_rows(&rt.path) as f64);
-                    q_suppressed.add(labels(), hub.graph.suppressed_rows(&rt.path) as f64);
-                    q_subs.add(labels(), output.subscribers() as f64);
-                    q_cut.add(labels(), output.subscribers_dropped() as f64);
-                    q_lag.add(labels(), output.queued_bytes() as f64);
-                    q_failed.add(labels(), f64::from(u8::from(output.failed().is_some())));
-                    q_state.add(labels(), rt.state_bytes as f64);
-                    q_shed.add(labels(), rt.shed_rows as f64);
-                }
+            wait_seconds.add(label(), s.ingest_wait.as_secs_f64());
+            drop_fraction.add(label(), s.drop_fraction);
+            let wm = s.watermark;
+            if wm != Watermark::START && wm != Watermark::END {
+                watermark.add(label(), seconds(wm.0));
+                lag.add(label(), (seconds(now) - seconds(wm.0)).max(0.0));
             }
-            for (name, rt) in &shared.sources {
-                let st = rt.status();
-                let labels = || {
-                    vec![
-                        ("source", name.clone()),
-                        ("stream", rt.spec.stream.clone()),
-                        ("kind", rt.spec.kind().to_string()),
-                    ]
-                };
-                s_rows.add(labels(), st.progress.rows as f64);
-                s_bytes.add(labels(), st.progress.bytes as f64);
-                s_errors.add(labels(), st.progress.bad as f64);
-                let up = matches!(
-                    st.state.as_str(),
-                    "running" | "starting" | "connecting" | "waiting for file"
-                );
-                s_up.add(labels(), f64::from(u8::from(up)));
-                match &st.progress.position {
-                    Some(SourcePosition::File { offset, .. }) => {
+        }
+        // Every query, those over a union or still backfilling included.
+        for q in &stats.queries {
+            let labels = || vec![("query", q.name.clone()), ("stream", q.stream.clone())];
+            q_in.add(labels(), q.rows_in as f64);
+            q_out.add(labels(), q.rows_out as f64);
+            q_late.add(labels(), q.late_rows as f64);
+            q_suppressed.add(labels(), q.suppressed as f64);
+            q_subs.add(labels(), q.subscribers as f64);
+            q_cut.add(labels(), q.subscribers_cut_off as f64);
+            q_lag.add(labels(), q.subscriber_lag_bytes as f64);
+            q_failed.add(labels(), f64::from(u8::from(q.status.failed())));
+            q_state.add(labels(), q.state_bytes as f64);
+            q_shed.add(labels(), q.shed_rows as f64);
+        }
+        for src in &stats.sources {
+            let labels = || {
+                vec![
+                    ("source", src.name.clone()),
+                    ("stream", src.stream.clone()),
+                    ("kind", src.kind.clone()),
+                ]
+            };
+            let p = &src.status.progress;
+            s_rows.add(labels(), p.rows as f64);
+            s_bytes.add(labels(), p.bytes as f64);
+            s_errors.add(labels(), p.bad as f64);
+            let up = matches!(
+                src.status.state.as_str(),
+                "running" | "starting" | "connecting" | "waiting for file"
+            );
+            s_up.add(labels(), f64::from(u8::from(up)));
+            match &p.position {
+                Some(SourcePosition::File { offset, .. }) => {
+                    let mut l = labels();
+                    l.push(("partition", String::new()));
+                    s_offset.add(l, *offset as f64);
+                }
+                Some(SourcePosition::Kafka { offsets }) => {
+                    for (partition, o) in offsets {
                         let mut l = labels();
-                        l.push(("partition", String::new()));
-                        s_offset.add(l, *offset as f64);
+                        l.push(("partition", partition.to_string()));
+                        s_offset.add(l, *o as f64);
                     }
-                    Some(SourcePosition::Kafka { offsets }) => {
-                        for (p, o) in offsets {
-                            let mut l = labels();
-                            l.push(("partition", p.to_string()));
-                            s_offset.add(l, *o as f64);
-                        }
-                    }
-                    None => {}
                 }
+                None => {}
             }
         }
         let mut out = String::new();
