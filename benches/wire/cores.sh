@@ -7,6 +7,9 @@
 # COPYs timed together. Every case runs against a fresh server and data directory, the cases
 # in turn, RUNS times; the table gives medians, rows/s, the ratio of 2 workers to 1 and the
 # server's peak resident set (VmHWM).
+# The case w1-no-queries (or w2-...) declares the streams only: the cost of the COPY itself
+# (decoding, the ingest log, history).
+# THREADS=1 prints the CPU seconds of the server's threads by name after each case.
 # HISTORY (default: the server's default, 7 days) is passed as --history: `HISTORY=off`
 # measures the same without retained history, `CASES="w1 w1-nohist"` compares the two.
 #
@@ -86,6 +89,18 @@ start_saql() { # workers
 stop_saql() {
   kill "$saql_pid"; wait "$saql_pid" || true; saql_pid=""; rm -rf "$tmp/data"
 }
+# CPU seconds the server's threads used so far, summed by thread name (THREADS=1).
+thread_cpu() { # pid
+  local tick
+  tick=$(getconf CLK_TCK)
+  for t in /proc/"$1"/task/*; do
+    # utime and stime are fields 14 and 15; the name (field 2) may hold spaces.
+    echo "$(cat "$t/comm") $(sed 's/.*) //' "$t/stat" | awk '{ print $12 + $13 }')"
+  done | awk -v tick="$tick" '{ n = $NF; $NF = ""; cpu[$0] += n } END {
+    for (k in cpu) if (cpu[k] > 0) printf "    %-24s %7.2f CPU-s\n", k, cpu[k] / tick }' | sort -k2 -rn
+  # The process's total counts threads that already ended (a COPY's helpers) too.
+  sed 's/.*) //' "/proc/$1/stat" | awk -v tick="$tick" '{ printf "    %-24s %7.2f CPU-s\n", "(all threads)", ($12 + $13) / tick }'
+}
 copy() { # stream
   local tag
   tag=$(psql -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U saql -d saql -c "\\copy $1 FROM '$csv' WITH (FORMAT csv, HEADER true)")
@@ -100,7 +115,11 @@ for run in $(seq "$runs"); do
   for case in $cases; do
     workers=${case%%-*}; workers=${workers#w}
     start_saql "$workers"
-    "${psql_saql[@]}" -f "$ddl" >/dev/null
+    if [[ "$case" == *-no-queries ]]; then
+      "${psql_saql[@]}" -f "$repo/queries/00_streams.sql" >/dev/null
+    else
+      "${psql_saql[@]}" -f "$ddl" >/dev/null
+    fi
     rows=$events
     if [[ "$case" == *two-streams ]]; then
       "${psql_saql[@]}" -f "$ddl_b" >/dev/null
@@ -115,6 +134,7 @@ for run in $(seq "$runs"); do
     fi
     end=$(date +%s.%N)
     peak=$(awk '$1 == "VmHWM:" { print $2 }' "/proc/$saql_pid/status")
+    [[ -n "${THREADS:-}" ]] && thread_cpu "$saql_pid"
     echo "$case $run $start $end $rows $peak" | tee -a "$results" | awk \
       '{ printf "%-18s run %s: %6.2f s, %10.0f rows/s, server peak RSS %d MiB\n", $1, $2, $4 - $3, $5 / ($4 - $3), $6 / 1024 }'
     stop_saql

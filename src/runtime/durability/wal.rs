@@ -5,7 +5,8 @@
 //! Files are `wal/seg-<first seq>.log`, each a run of frames
 //! `len u32 | crc32 u32 | seq u64 | kind u8 | stream len u16 | stream | payload`, where `len`
 //! counts the bytes after the CRC and the CRC covers them. Payloads: an Arrow IPC stream of the
-//! rows, a watermark in nanoseconds, or the SQL of a catalog change.
+//! rows (its buffers LZ4-compressed), a watermark in nanoseconds, or the SQL of a catalog
+//! change.
 //!
 //! Durability follows [`FsyncPolicy`]: a writer that must not lose its rows waits for a
 //! background thread that fsyncs on behalf of every writer waiting at that moment (group
@@ -21,7 +22,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use datafusion::arrow::ipc::reader::StreamReader;
-use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::arrow::ipc::writer::{IpcWriteOptions, StreamWriter};
+use datafusion::arrow::ipc::CompressionType;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
@@ -600,45 +602,67 @@ fn describe_frame(body: &[u8]) -> String {
     }
 }
 
+/// Rows as an Arrow IPC stream, each buffer compressed with LZ4: system events compress
+/// several times over, and the bytes not written cost more than compressing them
+/// (benches/README.md, "The server on one core and two"). Readers decompress by themselves,
+/// so logs written before compression read as they did.
+fn write_ipc<'a>(
+    out: &mut Vec<u8>,
+    batches: impl IntoIterator<Item = &'a RecordBatch>,
+) -> Result<()> {
+    let mut batches = batches.into_iter().peekable();
+    let Some(first) = batches.peek() else {
+        return Ok(());
+    };
+    let options = IpcWriteOptions::default().try_with_compression(Some(CompressionType::LZ4_FRAME))?;
+    let mut writer = StreamWriter::try_new_with_options(out, &first.schema(), options)?;
+    for batch in batches {
+        writer.write(batch)?;
+    }
+    writer.finish()?;
+    Ok(())
+}
+
+/// Bytes of a frame before its body: `len` and `crc32`.
+const FRAME_HEAD: usize = 8;
+
+/// The frame of `record`, built in one buffer (a COPY's frame is hundreds of MiB).
 fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
-    let (kind, stream, payload) = match record {
-        Record::Rows { stream, batches } => {
-            let schema = batches
-                .first()
-                .ok_or_else(|| Error::Internal("logging rows without a batch".into()))?
-                .schema();
-            let mut out = Vec::new();
-            let mut writer = StreamWriter::try_new(&mut out, &schema)?;
-            for batch in batches {
-                writer.write(batch)?;
+    let (kind, stream) = match record {
+        Record::Rows { stream, .. } => (KIND_ROWS, stream.as_str()),
+        Record::Watermark { stream, .. } => (KIND_WATERMARK, stream.as_str()),
+        Record::Catalog { .. } => (KIND_CATALOG, ""),
+        Record::Table { table, .. } => (KIND_TABLE, table.as_str()),
+        Record::SourceRows { stream, .. } => (KIND_SOURCE_ROWS, stream.as_str()),
+    };
+    let stream_len = u16::try_from(stream.len()).map_err(|_| {
+        Error::invalid_input(
+            sqlstate::NAME_TOO_LONG,
+            "stream name too long for the ingest log",
+        )
+    })?;
+    let mut frame = vec![0u8; FRAME_HEAD];
+    frame.extend_from_slice(&seq.to_le_bytes());
+    frame.push(kind);
+    frame.extend_from_slice(&stream_len.to_le_bytes());
+    frame.extend_from_slice(stream.as_bytes());
+    match record {
+        Record::Rows { batches, .. } => {
+            if batches.is_empty() {
+                return Err(Error::Internal("logging rows without a batch".into()));
             }
-            writer.finish()?;
-            drop(writer);
-            (KIND_ROWS, stream.as_str(), out)
+            write_ipc(&mut frame, batches)?;
         }
-        Record::Watermark { stream, watermark } => (
-            KIND_WATERMARK,
-            stream.as_str(),
-            watermark.0 .0.to_le_bytes().to_vec(),
-        ),
-        Record::Catalog { sql } => (KIND_CATALOG, "", sql.as_bytes().to_vec()),
-        Record::Table { table, change } => {
-            let mut out = vec![u8::from(change.truncate)];
+        Record::Watermark { watermark, .. } => {
+            frame.extend_from_slice(&watermark.0 .0.to_le_bytes());
+        }
+        Record::Catalog { sql } => frame.extend_from_slice(sql.as_bytes()),
+        Record::Table { change, .. } => {
+            frame.push(u8::from(change.truncate));
             for part in [&change.deletes, &change.upserts] {
-                let bytes = match part.first() {
-                    None => Vec::new(),
-                    Some(first) => {
-                        let mut bytes = Vec::new();
-                        let mut writer = StreamWriter::try_new(&mut bytes, &first.schema())?;
-                        for batch in part.iter() {
-                            writer.write(batch)?;
-                        }
-                        writer.finish()?;
-                        drop(writer);
-                        bytes
-                    }
-                };
-                put_part(&mut out, &bytes).map_err(|_| {
+                let mut bytes = Vec::new();
+                write_ipc(&mut bytes, part.iter())?;
+                put_part(&mut frame, &bytes).map_err(|_| {
                     Error::limit(
                         sqlstate::PROGRAM_LIMIT_EXCEEDED,
                         "a table change over 4 GiB cannot be logged: split it",
@@ -651,49 +675,30 @@ fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
                 .as_ref()
                 .map_or(("", ""), |(n, p)| (n.as_str(), p.as_str()));
             for part in [name, progress] {
-                put_part(&mut out, part.as_bytes())?;
+                put_part(&mut frame, part.as_bytes())?;
             }
-            (KIND_TABLE, table.as_str(), out)
         }
         Record::SourceRows {
-            stream,
             source,
             progress,
             batch,
+            ..
         } => {
-            let mut out = Vec::new();
             for part in [source.as_bytes(), progress.as_bytes()] {
-                put_part(&mut out, part)?;
+                put_part(&mut frame, part)?;
             }
-            let mut writer = StreamWriter::try_new(&mut out, &batch.schema())?;
-            writer.write(batch)?;
-            writer.finish()?;
-            drop(writer);
-            (KIND_SOURCE_ROWS, stream.as_str(), out)
+            write_ipc(&mut frame, [batch])?;
         }
-    };
-    let stream_len = u16::try_from(stream.len()).map_err(|_| {
-        Error::invalid_input(
-            sqlstate::NAME_TOO_LONG,
-            "stream name too long for the ingest log",
-        )
-    })?;
-    let mut body = Vec::with_capacity(11 + stream.len() + payload.len());
-    body.extend_from_slice(&seq.to_le_bytes());
-    body.push(kind);
-    body.extend_from_slice(&stream_len.to_le_bytes());
-    body.extend_from_slice(stream.as_bytes());
-    body.extend_from_slice(&payload);
-    let len = u32::try_from(body.len()).map_err(|_| {
+    }
+    let len = u32::try_from(frame.len() - FRAME_HEAD).map_err(|_| {
         Error::limit(
             sqlstate::PROGRAM_LIMIT_EXCEEDED,
             "a single batch over 4 GiB cannot be logged: split the COPY",
         )
     })?;
-    let mut frame = Vec::with_capacity(8 + body.len());
-    frame.extend_from_slice(&len.to_le_bytes());
-    frame.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    frame.extend_from_slice(&body);
+    let crc = crc32fast::hash(&frame[FRAME_HEAD..]);
+    frame[..4].copy_from_slice(&len.to_le_bytes());
+    frame[4..FRAME_HEAD].copy_from_slice(&crc.to_le_bytes());
     Ok(frame)
 }
 
