@@ -50,9 +50,10 @@ pub struct EngineConfig {
     pub data_dir: Option<PathBuf>,
     /// Recent rows kept per stream and per query for ad hoc SELECT.
     pub retain_rows: usize,
-    /// Threads a keyed operator (session window, pattern) is spread over,
-    /// by the hash of its key, when only stateless operators follow it. 1 runs every query
-    /// on the calling thread, in the order a single operator would emit its rows.
+    /// Threads a stream's queries are spread over (those that share no operator, by their
+    /// measured cost), a keyed operator (session window, pattern) is spread over by the hash
+    /// of its key when only stateless operators follow it, and a COPY's text or csv data is
+    /// decoded on. 1 does all of it on the calling thread.
     pub workers: usize,
     /// When accepted rows reach the disk (with a data directory).
     pub fsync: FsyncPolicy,

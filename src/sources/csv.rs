@@ -23,6 +23,8 @@ use crate::sources::columns::{utf8, PendingRecords};
 use crate::sources::copy_binary::BinaryCopy;
 use crate::sources::value::BatchBuilder;
 
+#[path = "csv/parallel.rs"]
+mod parallel;
 #[path = "csv/split.rs"]
 mod split;
 use split::{split_csv, split_text, Span};
@@ -191,6 +193,17 @@ pub struct CopyDecoder {
     skip_blank: bool,
     /// The state of a binary COPY (`FORMAT binary`).
     binary: Option<BinaryCopy>,
+    /// Threads that decode text and csv records ([`CopyDecoder::with_threads`]).
+    threads: usize,
+    /// With more than one thread: the end in `buf` of the complete records found so far.
+    cut: usize,
+    /// With more than one thread: pieces of `buf` cut for decoding, each with the lines it
+    /// starts and ends at.
+    pieces: Vec<(std::ops::Range<usize>, u64, u64)>,
+    /// With more than one thread: the line of the first record in `buf`.
+    piece_line: u64,
+    /// With more than one thread: bytes of records one thread decodes in a go.
+    piece_bytes: usize,
 }
 
 /// Where the search for a record's end stopped, so a chunk boundary never rescans.
@@ -263,6 +276,11 @@ impl CopyDecoder {
             skipped: Vec::new(),
             skip_blank: false,
             binary: (options_format == CopyFormat::Binary).then(BinaryCopy::default),
+            threads: 1,
+            cut: 0,
+            pieces: Vec::new(),
+            piece_line: 1,
+            piece_bytes: parallel::PIECE_BYTES,
         })
     }
 
@@ -294,9 +312,17 @@ impl CopyDecoder {
         self
     }
 
+    /// Decodes text and csv records on `threads` threads (the calling one among them) once
+    /// a few MiB have arrived: the same batches, errors and line numbers, sooner.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
     /// Numbers input lines from `line` (the data follows a header read elsewhere).
     pub fn with_first_line(mut self, line: u64) -> Self {
         self.line = line;
+        self.piece_line = line;
         self
     }
 
@@ -333,6 +359,9 @@ impl CopyDecoder {
         }
         if let Some(binary) = &mut self.binary {
             return binary.feed(chunk, &mut self.builder, &self.columns, &self.unlisted);
+        }
+        if self.threads > 1 {
+            return self.feed_in_pieces(chunk);
         }
         self.buf.extend_from_slice(chunk);
         let mut start = 0;
@@ -405,6 +434,9 @@ impl CopyDecoder {
             self.decoded_rows += batch.num_rows();
             self.batches.push_back(batch);
             return Ok(());
+        }
+        if self.threads > 1 {
+            return self.end_input_in_pieces();
         }
         if !self.ended && !self.buf.is_empty() {
             let end = match self.buf.last() {

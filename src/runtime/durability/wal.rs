@@ -614,7 +614,8 @@ fn write_ipc<'a>(
     let Some(first) = batches.peek() else {
         return Ok(());
     };
-    let options = IpcWriteOptions::default().try_with_compression(Some(CompressionType::LZ4_FRAME))?;
+    let options =
+        IpcWriteOptions::default().try_with_compression(Some(CompressionType::LZ4_FRAME))?;
     let mut writer = StreamWriter::try_new_with_options(out, &first.schema(), options)?;
     for batch in batches {
         writer.write(batch)?;

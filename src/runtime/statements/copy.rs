@@ -99,7 +99,8 @@ impl Engine {
             columns: n,
             binary: c.binary,
             decoder: CopyDecoder::new(schema, columns, options)?
-                .with_limits(self.config.max_copy_line_bytes, self.config.max_copy_bytes),
+                .with_limits(self.config.max_copy_line_bytes, self.config.max_copy_bytes)
+                .with_threads(self.config.workers),
         })))
     }
 

@@ -519,6 +519,113 @@ proptest! {
     }
 }
 
+/// Decodes `chunks` on `threads` threads in pieces of `piece_bytes`: the one batch, or the
+/// error, and the errors of the records skipped.
+fn decode_threaded(
+    schema: SchemaRef,
+    options: CopyOptions,
+    skip_bad: bool,
+    (threads, piece_bytes): (usize, usize),
+    chunks: &[&[u8]],
+) -> (String, Vec<String>) {
+    let columns = (0..schema.fields().len()).collect();
+    let mut decoder = CopyDecoder::new(schema.clone(), columns, options)
+        .unwrap()
+        .with_batch_rows(3)
+        .with_first_line(7)
+        .with_threads(threads);
+    decoder.piece_bytes = piece_bytes;
+    if skip_bad {
+        decoder = decoder.skipping_bad_records();
+    }
+    let mut result = chunks.iter().try_for_each(|chunk| decoder.feed(chunk));
+    if result.is_ok() {
+        result = decoder.end_input();
+    }
+    let skipped = decoder
+        .take_skipped()
+        .iter()
+        .map(|e| format!("{e:?}"))
+        .collect();
+    let marker = decoder.saw_end_marker();
+    let batches: Vec<RecordBatch> = std::iter::from_fn(|| decoder.take_batch()).collect();
+    let outcome = result.and_then(|()| {
+        Ok(datafusion::arrow::compute::concat_batches(
+            &schema, &batches,
+        )?)
+    });
+    // Whether the end marker was seen matters only when the decode succeeds.
+    let marker = outcome.is_ok() && marker;
+    (format!("{outcome:?} {marker}"), skipped)
+}
+
+proptest! {
+    #[test]
+    fn threads_decode_what_one_thread_decodes(
+        data in prop::collection::vec(
+            prop::sample::select(b",\t\"\n\n\n\r\\.N1x\xff".to_vec()), 0..200),
+        points in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
+        threads in 2usize..4,
+        piece_bytes in 1usize..24,
+        header: bool,
+        skip_bad: bool,
+    ) {
+        let s = schema(&[("a", DataType::Utf8, true), ("b", DataType::Int32, false)]);
+        for mut options in [CopyOptions::text(), CopyOptions::csv()] {
+            options.header = header && options.format == CopyFormat::Csv;
+            let chunks = cut(&data, &points);
+            let one = decode_threaded(s.clone(), options.clone(), skip_bad, (1, 1), &[&data]);
+            let many =
+                decode_threaded(s.clone(), options, skip_bad, (threads, piece_bytes), &chunks);
+            prop_assert_eq!(one, many);
+        }
+    }
+}
+
+#[test]
+fn threads_decode_large_input_in_line_order() {
+    // 3,000 rows in pieces of ~100 bytes on 3 threads; line 2,500 is bad.
+    let s = schema(&[("n", DataType::Int64, false), ("t", DataType::Utf8, true)]);
+    let mut data = String::from("n,t\n");
+    for i in 0..3000 {
+        match i {
+            2498 => data.push_str("oops,\"x\n y\"\n"),
+            _ => data.push_str(&format!("{i},\"a\nb\"\n")),
+        }
+    }
+    let mut options = CopyOptions::csv();
+    options.header = true;
+    let (outcome, _) = decode_threaded(
+        s.clone(),
+        options.clone(),
+        false,
+        (3, 100),
+        &[data.as_bytes()],
+    );
+    // Line 7 is the header; each row takes two lines.
+    assert!(outcome.contains("line: Some(5004)"), "{outcome}");
+    let (one, _) = decode_threaded(
+        s.clone(),
+        options.clone(),
+        false,
+        (1, 1),
+        &[data.as_bytes()],
+    );
+    assert_eq!(one, outcome);
+    let (many, skipped) = decode_threaded(
+        s.clone(),
+        options.clone(),
+        true,
+        (3, 100),
+        &[data.as_bytes()],
+    );
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(
+        (many, skipped),
+        decode_threaded(s, options, true, (1, 1), &[data.as_bytes()])
+    );
+}
+
 #[test]
 fn long_lines_and_large_copies_fail_with_54000_naming_the_line() {
     let limited = || {
