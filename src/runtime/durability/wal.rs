@@ -294,9 +294,12 @@ impl IngestLog {
     /// appended if this fails (a partial frame is cut off again).
     pub fn append(&self, record: &Record) -> Result<u64> {
         self.failed()?;
+        // Encoding (compressing a COPY's rows) holds no lock; the frame gets its sequence
+        // number and checksum once it has its place.
+        let (mut frame, rest) = encode(record)?;
         let mut w = self.lock_writer();
         let seq = w.last_seq + 1;
-        let frame = encode(seq, record)?;
+        seal(&mut frame, seq, rest);
         if w.size > 0 && w.size + frame.len() as u64 > SEGMENT_BYTES {
             self.roll(&mut w, seq)?;
         }
@@ -627,8 +630,10 @@ fn write_ipc<'a>(
 /// Bytes of a frame before its body: `len` and `crc32`.
 const FRAME_HEAD: usize = 8;
 
-/// The frame of `record`, built in one buffer (a COPY's frame is hundreds of MiB).
-fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
+/// The frame of `record`, built in one buffer (a COPY's frame is hundreds of MiB), with
+/// its sequence number and checksum left for [`seal`], and the checksum of what follows the
+/// sequence number.
+fn encode(record: &Record) -> Result<(Vec<u8>, crc32fast::Hasher)> {
     let (kind, stream) = match record {
         Record::Rows { stream, .. } => (KIND_ROWS, stream.as_str()),
         Record::Watermark { stream, .. } => (KIND_WATERMARK, stream.as_str()),
@@ -642,8 +647,7 @@ fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
             "stream name too long for the ingest log",
         )
     })?;
-    let mut frame = vec![0u8; FRAME_HEAD];
-    frame.extend_from_slice(&seq.to_le_bytes());
+    let mut frame = vec![0u8; FRAME_HEAD + 8];
     frame.push(kind);
     frame.extend_from_slice(&stream_len.to_le_bytes());
     frame.extend_from_slice(stream.as_bytes());
@@ -697,10 +701,20 @@ fn encode(seq: u64, record: &Record) -> Result<Vec<u8>> {
             "a single batch over 4 GiB cannot be logged: split the COPY",
         )
     })?;
-    let crc = crc32fast::hash(&frame[FRAME_HEAD..]);
     frame[..4].copy_from_slice(&len.to_le_bytes());
-    frame[4..FRAME_HEAD].copy_from_slice(&crc.to_le_bytes());
-    Ok(frame)
+    let mut rest = crc32fast::Hasher::new();
+    rest.update(&frame[FRAME_HEAD + 8..]);
+    Ok((frame, rest))
+}
+
+/// Gives an encoded frame its sequence number, then its checksum (over the sequence number
+/// and `rest`, the checksum of the bytes after it).
+fn seal(frame: &mut [u8], seq: u64, rest: crc32fast::Hasher) {
+    frame[FRAME_HEAD..FRAME_HEAD + 8].copy_from_slice(&seq.to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&seq.to_le_bytes());
+    crc.combine(&rest);
+    frame[4..FRAME_HEAD].copy_from_slice(&crc.finalize().to_le_bytes());
 }
 
 fn decode(body: &[u8]) -> Result<Record> {
