@@ -1,4 +1,4 @@
-//! The body of a sink's thread: a small single-threaded tokio runtime that attaches to the
+//! The body of a sink: a task on the server's tokio runtime that attaches to the
 //! query (retained rows after the delivered seq, then live rows), cuts the rows into
 //! batches of at most `batch_size`, and delivers each until it is acknowledged, retrying with
 //! exponential backoff (doubling from `retry_initial_ms` up to `retry_max_ms`, each delay
@@ -18,26 +18,47 @@ use crate::error::{Error, Result};
 use crate::runtime::connectors::sinks::SinkRuntime;
 use crate::runtime::engine::WeakEngine;
 
-/// Starts a sink's thread.
+/// Starts a sink: a task on the caller's runtime (the server's), or, for a library caller
+/// with no runtime, a thread with a small one of its own.
 #[cfg(feature = "server")]
 pub(in crate::runtime) fn spawn(weak: WeakEngine, rt: Arc<SinkRuntime>) -> Result<()> {
-    crate::spawn::thread(
-        format!("saql-sink-{}", rt.spec.name.replace('\0', "")),
-        move || {
-            let result = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| Error::io("starting a sink's runtime", e))
-                .and_then(|runtime| runtime.block_on(run(&weak, &rt)));
-            if let Err(e) = result {
-                if !rt.stopped() {
-                    rt.fail(&e);
-                }
+    let name = format!("saql-sink-{}", rt.spec.name.replace('\0', ""));
+    let sink = Arc::clone(&rt);
+    let deliver = async move {
+        if let Err(e) = run(&weak, &rt).await {
+            if !rt.stopped() {
+                rt.fail(&e);
             }
+        }
+    };
+    if tokio::runtime::Handle::try_current().is_ok() {
+        crate::spawn::task(deliver);
+        return Ok(());
+    }
+    crate::spawn::thread(
+        name,
+        move || match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(deliver),
+            Err(e) => sink.fail(&Error::io("starting a sink's runtime", e)),
         },
     )
     .map_err(|e| Error::io("starting a sink thread", e))?;
     Ok(())
+}
+
+/// Records `p` as delivered, off the async workers (it fsyncs).
+#[cfg(feature = "server")]
+async fn save(
+    rt: &Arc<SinkRuntime>,
+    p: &crate::runtime::connectors::sinks::SinkProgress,
+) -> Result<()> {
+    let (rt, p) = (Arc::clone(rt), p.clone());
+    crate::spawn::blocking(move || rt.save(&p))
+        .await
+        .map_err(|e| Error::Internal(format!("saving a sink's progress: {e}")))?
 }
 
 /// Without the server feature there is no async runtime to deliver with.
@@ -84,7 +105,7 @@ async fn run(weak: &WeakEngine, rt: &Arc<SinkRuntime>) -> Result<()> {
             rt.update(|s| s.error = Some(note));
         }
         p.delivered = p.delivered.max(attached.from);
-        rt.save(&p)?;
+        save(rt, &p).await?;
         let schema = attached.schema;
         let mut events = attached.events;
         let mut pending: VecDeque<_> = attached.backlog.into();
@@ -166,7 +187,7 @@ async fn run(weak: &WeakEngine, rt: &Arc<SinkRuntime>) -> Result<()> {
             if weak.upgrade().is_none() {
                 return Ok(());
             }
-            rt.save(&p)?;
+            save(rt, &p).await?;
             rt.update(|s| s.state = "running".into());
         }
     }

@@ -14,7 +14,7 @@ use super::{CopyDecoder, Scan};
 use crate::error::{Error, Result};
 
 /// Bytes of complete records one thread decodes in a go.
-pub(super) const PIECE_BYTES: usize = 1 << 20;
+pub(super) const PIECE_BYTES: usize = 4 << 20;
 
 /// What a thread's decoder made of its pieces.
 type Decoded = Result<(Vec<RecordBatch>, Vec<Error>)>;
