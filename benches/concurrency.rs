@@ -4,7 +4,9 @@
 //!
 //! `cargo bench --bench concurrency`; `SAQL_BENCH_EVENTS` (default 2,000,000),
 //! `SAQL_BENCH_RUNS` (3), `SAQL_BENCH_QUERIES` (`1,10,100,1000`) and `SAQL_BENCH_WORKERS` (the
-//! engine's `workers`, default 1 as in the library and `saql run`) override the defaults. Each
+//! engine's `workers`, default 1 as in the library and `saql run`) override the defaults;
+//! `SAQL_BENCH_SHARING=1` also runs every distinct query of the mixes of 100 and more alone
+//! and prints each mix's cost against the sum of theirs (sharing measured as sharing). Each
 //! run is a child process of this one (the same binary, told which case to run by
 //! `SAQL_CONCURRENCY_CASE`), so that its resident set size starts from a clean heap: the child
 //! generates the input (untimed), reads RSS from `/proc/self/statm`, opens an engine, registers
@@ -437,6 +439,9 @@ fn parent() -> BenchResult<bool> {
             all_runs(c)
         );
     }
+    if std::env::var("SAQL_BENCH_SHARING").is_ok_and(|v| v == "1") {
+        all_right &= sharing(&exe, &cases, events)?;
+    }
     if let Some(t1) = one {
         for c in cases.iter().filter(|c| c[0].queries == 100) {
             let t100 = median(c.iter().map(|m| m.seconds));
@@ -446,6 +451,52 @@ fn parent() -> BenchResult<bool> {
                 t100 / (25.0 * solo_sum)
             );
         }
+    }
+    Ok(all_right)
+}
+
+/// Sharing measured as sharing (`SAQL_BENCH_SHARING=1`): for each mix of 100 or more
+/// queries, its cost against the sum of the costs of each of its distinct queries run alone
+/// (one child each, one run: the sum averages their noise), and its cost per distinct query.
+/// Returns whether every solo run's results were right.
+fn sharing(exe: &std::path::Path, cases: &[Vec<Measured>], events: usize) -> BenchResult<bool> {
+    let mut all_right = true;
+    let mut alone: HashMap<Spec, f64> = HashMap::new();
+    println!(
+        "\n| queries | distinct | together s | sum of each distinct alone s | together / alone \
+         | together per distinct query (ms) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for c in cases.iter().filter(|c| c[0].queries >= 100) {
+        let n = c[0].queries;
+        let mut firsts: Vec<usize> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..n {
+            if seen.insert(Spec::of(i)) {
+                firsts.push(i);
+            }
+        }
+        let mut sum = 0.0;
+        for &i in &firsts {
+            let spec = Spec::of(i);
+            let seconds = match alone.get(&spec) {
+                Some(s) => *s,
+                None => {
+                    let (m, right) = run_child(exe, &format!("solo:{i}"), events)?;
+                    all_right &= right;
+                    alone.insert(spec, m.seconds);
+                    m.seconds
+                }
+            };
+            sum += seconds;
+        }
+        let together = median(c.iter().map(|m| m.seconds));
+        println!(
+            "| {n} | {} | {together:.3} | {sum:.3} | {:.3} | {:.2} |",
+            firsts.len(),
+            together / sum,
+            together * 1000.0 / firsts.len() as f64
+        );
     }
     Ok(all_right)
 }
