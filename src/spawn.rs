@@ -4,6 +4,7 @@
 //! allowed, expressions recurse: [`THREAD_STACK_BYTES`], committed only as it is touched);
 //! every task runs on the runtime of its caller (the server's).
 
+use std::cell::Cell;
 use std::io;
 use std::thread::{JoinHandle, Scope, ScopedJoinHandle};
 
@@ -33,6 +34,30 @@ pub fn scoped<'scope, T: Send + 'scope>(
         .name(name.into())
         .stack_size(THREAD_STACK_BYTES)
         .spawn_scoped(scope, work)
+}
+
+thread_local! {
+    /// Whether this thread runs a share of work already spread over the cores.
+    static IN_PARALLEL_SECTION: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `work` as a share of work spread over the cores: what it calls sees
+/// [`in_parallel_section`] and does not spread again (the cores are busy already).
+pub fn parallel_section<T>(work: impl FnOnce() -> T) -> T {
+    /// Restores the flag as it was, also when `work` panics.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IN_PARALLEL_SECTION.with(|p| p.set(self.0));
+        }
+    }
+    let _restore = Restore(IN_PARALLEL_SECTION.with(|p| p.replace(true)));
+    work()
+}
+
+/// Whether this thread runs inside [`parallel_section`].
+pub fn in_parallel_section() -> bool {
+    IN_PARALLEL_SECTION.with(Cell::get)
 }
 
 /// Runs `future` as a task of the current runtime.

@@ -88,8 +88,10 @@ fn in_order(batches: &[RecordBatch], column: usize) -> Result<RecordBatch> {
     Ok(take_record_batch(&all, &UInt32Array::from(order))?)
 }
 
-/// Runs `work` on each replica with its input (one thread each when `parallel`), and returns
-/// their output batches, replica by replica.
+/// Runs `work` on each replica with its input (one thread each when `parallel`, the first
+/// on the calling thread), and returns their output batches, replica by replica. Inside a
+/// parallel section (the stream's queries already spread over the cores) every replica runs
+/// on the calling thread: more threads would only take turns.
 fn run_each<T: Send>(
     replicas: &mut [Box<dyn Operator>],
     inputs: Vec<T>,
@@ -97,23 +99,32 @@ fn run_each<T: Send>(
     work: impl Fn(&mut Box<dyn Operator>, T) -> Result<Vec<RecordBatch>> + Sync,
 ) -> Result<Vec<RecordBatch>> {
     let work = &work;
-    let results: Vec<Result<Vec<RecordBatch>>> = if parallel {
+    let results: Vec<Result<Vec<RecordBatch>>> = if parallel && !crate::spawn::in_parallel_section()
+    {
         std::thread::scope(|s| {
+            let mut pairs = replicas.iter_mut().zip(inputs);
+            let first = pairs.next();
             // Deep (but allowed) expressions recurse while they are evaluated.
-            let handles: Vec<_> = replicas
-                .iter_mut()
-                .zip(inputs)
-                .map(|(op, input)| crate::spawn::scoped(s, "saql-shard", move || work(op, input)))
+            let handles: Vec<_> = pairs
+                .map(|(op, input)| {
+                    crate::spawn::scoped(s, "saql-shard", move || {
+                        crate::spawn::parallel_section(|| work(op, input))
+                    })
+                })
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| match h {
+            let mut results = Vec::with_capacity(handles.len() + 1);
+            if let Some((op, input)) = first {
+                results.push(crate::spawn::parallel_section(|| work(op, input)));
+            }
+            results.extend(handles.into_iter().map(|h| {
+                match h {
                     Ok(h) => h
                         .join()
                         .unwrap_or_else(|_| Err(Error::Internal("a worker panicked".into()))),
                     Err(e) => Err(Error::Internal(format!("starting a worker thread: {e}"))),
-                })
-                .collect()
+                }
+            }));
+            results
         })
     } else {
         replicas

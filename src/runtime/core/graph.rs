@@ -433,12 +433,14 @@ fn each_root(
         })
         .collect();
     let run = |part: &mut (Nodes, Vec<usize>)| {
-        for &root in &part.1 {
-            let started = Instant::now();
-            work(&mut part.0, root);
-            let spent = started.elapsed().as_nanos() as f64;
-            learn(&mut part.0.node_mut(root).cost, spent);
-        }
+        crate::spawn::parallel_section(|| {
+            for &root in &part.1 {
+                let started = Instant::now();
+                work(&mut part.0, root);
+                let spent = started.elapsed().as_nanos() as f64;
+                learn(&mut part.0.node_mut(root).cost, spent);
+            }
+        })
     };
     let run = &run;
     let (first, rest) = parts.split_first_mut().expect("two parts or more");
