@@ -493,7 +493,7 @@ fn compile_locates_refusals_and_writes_one_program() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("5 query(ies) cannot run on Flink"),
+        stderr.contains("9 query(ies) cannot run on Flink"),
         "{stderr}"
     );
 
@@ -511,7 +511,7 @@ fn compile_locates_refusals_and_writes_one_program() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = std::fs::read_to_string(&program).unwrap();
-    assert_eq!(text.matches("\"insert\": r\"\"\"INSERT INTO ").count(), 10);
+    assert_eq!(text.matches("\"insert\": r\"\"\"INSERT INTO ").count(), 12);
     for (query, _) in REFUSED {
         assert!(
             !text.contains(&format!("INSERT INTO {query}__sink")),
