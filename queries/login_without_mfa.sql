@@ -2,8 +2,8 @@
 -- MFA service (10.0.0.9, port 443) within seconds of accepting the first factor; the network
 -- sensor sees that call. A login (proc_events) with no such connection from the same host
 -- and sshd pid in the 30 seconds after it (net_events) is a login that skipped MFA: a stolen
--- key, or a host whose PAM setup was changed. An anti join (NOT EXISTS): each login waits
--- until the watermark is 30 s past it.
+-- key, or a host whose PAM setup was changed. An anti join (NOT EXISTS): each login (only
+-- logins are kept) waits until the watermark is 30 s past it.
 --
 -- test: a login without the MFA call fires, one with it stays silent
 -- input proc_events:
@@ -39,8 +39,8 @@
 --   2024-01-01 00:00:00,web-01,deploy,198.51.100.99
 CREATE CONTINUOUS QUERY login_without_mfa AS
 SELECT l.ts, l.host, l.user_name, l.dst_ip AS client
-FROM proc_events l
-WHERE l.op = 'login' AND NOT EXISTS (
+FROM (SELECT ts, host, pid, user_name, dst_ip FROM proc_events WHERE op = 'login') l
+WHERE NOT EXISTS (
   SELECT 1 FROM net_events m
   WHERE m.host = l.host AND m.pid = l.pid AND m.dst_ip = '10.0.0.9' AND m.dst_port = 443
     AND m.ts BETWEEN l.ts AND l.ts + INTERVAL '30' SECOND);

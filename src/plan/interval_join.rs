@@ -119,15 +119,8 @@ pub(super) fn plan_stream_join(
     catalog: &Catalog,
 ) -> Result<QueryPlan> {
     if l == r {
-        let joins = matches!(query.body.as_ref(), SetExpr::Select(s)
-            if s.from.first().is_some_and(|f| !f.joins.is_empty()));
-        if joins {
-            // Each side read under its alias.
-            return super::window_join::plan_input_join(query, catalog);
-        }
-        return Err(Error::NotSupported(format!(
-            "a NOT EXISTS over stream \"{l}\" itself is not supported yet"
-        )));
+        // Each side read under its alias.
+        return super::window_join::plan_input_join(query, catalog);
     }
     let (ls, rs) = (catalog.require_stream(&l)?, catalog.require_stream(&r)?);
     let mut ctx = PlanContext::new();
