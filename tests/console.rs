@@ -503,15 +503,25 @@ async fn headless_chromium_shows_the_demo_queries_and_an_alert_on_a_chart() {
 
     // Every demo query is listed.
     let expected = [
+        "alerts",
         "apt_chain",
+        "apt_chain_evidence",
         "big_senders",
+        "brute_force_evidence",
         "brute_force_sources",
         "cmd_starts_osql",
         "cpu_hot",
         "cpu_spike",
         "exfil_outlier",
+        "external_logins",
         "failed_logins",
+        "hot_critical_hosts",
+        "incidents",
+        "login_without_mfa",
         "send_surge",
+        "start_then_connect",
+        "threat_intel_hits",
+        "tool_connections",
         "web_children",
         "web_shell_tree",
     ];
@@ -531,7 +541,7 @@ async fn headless_chromium_shows_the_demo_queries_and_an_alert_on_a_chart() {
         );
     }
 
-    // The demo injects its first attack 20 s in; an alert marker must reach a chart.
+    // The demo injects its first attack 5 s in; an alert marker must reach a chart.
     let markers = "[...document.querySelectorAll('circle.alert')].map(c => c.dataset.query)";
     let mut marked = Value::Null;
     while started.elapsed() < Duration::from_secs(120) {

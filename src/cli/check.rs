@@ -8,6 +8,7 @@ use saql::error::Location;
 use saql::plan::{plan_continuous, Catalog, StreamDef, TableDef};
 use saql::sql::{self, Statement};
 
+use super::query_files::in_dependency_order;
 use super::source::{describe, locate, split_statements, Problem, SourceStatement};
 
 /// Checks `files`; prints problems to stderr and a summary to stdout.
@@ -59,16 +60,36 @@ pub fn run(files: &[PathBuf]) -> ExitCode {
     }
     let mut names = std::collections::HashSet::new();
     let mut checked = 0;
+    // Queries next, each added to the catalog once planned, so that queries may read
+    // queries (in any order of the files).
+    let mut creates = Vec::new();
+    for (file, text, s, stmt) in &parsed {
+        if let Statement::CreateQuery(cq) = stmt {
+            let name = saql::plan::catalog::normalize(&cq.name);
+            if catalog.name_taken(&name) || !names.insert(name.clone()) {
+                let e = saql::Error::duplicate("relation", &name);
+                problems.push(problem(file, text, s.start, &describe(&e)));
+            }
+            creates.push((file, text, s, name, cq));
+        }
+    }
+    let results = in_dependency_order(creates.len(), |i| {
+        let (_, _, _, name, cq) = &creates[i];
+        plan_continuous(&cq.query, &cq.clauses, &catalog)?;
+        if catalog.query(name).is_none() {
+            catalog.add_query(name.clone(), (*cq).clone())?;
+        }
+        Ok(())
+    });
+    for ((file, text, s, _, _), result) in creates.iter().zip(results) {
+        checked += 1;
+        if let Err(e) = result {
+            problems.push(problem(file, text, locate(&e, s), &describe(&e)));
+        }
+    }
     for (file, text, s, stmt) in &parsed {
         let query: Option<(&Box<_>, &sql::Clauses)> = match stmt {
-            Statement::CreateQuery(cq) => {
-                let name = saql::plan::catalog::normalize(&cq.name);
-                if catalog.name_taken(&name) || !names.insert(name.clone()) {
-                    let e = saql::Error::duplicate("relation", &name);
-                    problems.push(problem(file, text, s.start, &describe(&e)));
-                }
-                Some((&cq.query, &cq.clauses))
-            }
+            Statement::CreateQuery(_) => continue,
             Statement::Explain {
                 target: sql::ExplainTarget::Create(cq),
                 ..

@@ -27,8 +27,9 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use saql::compile::flink::{compile_query, FlinkProgram, FlinkQuery};
+use saql::plan::plan_continuous;
 
-use super::query_files::{expand, QueryFiles};
+use super::query_files::{expand, in_dependency_order, QueryFiles};
 use super::source::{describe, locate, Problem};
 
 /// Compiles the files' queries; prints refusals (errors, or warnings when skipping).
@@ -47,10 +48,17 @@ fn compile(paths: &[PathBuf], what: &str, skip_unsupported: bool) -> Option<Stri
             return None;
         }
     };
+    // The files' queries too, so that a query over a query is planned (and refused as such).
+    let mut catalog = files.catalog.clone();
+    in_dependency_order(files.queries.len(), |i| {
+        let q = &files.queries[i];
+        plan_continuous(&q.create.query, &q.create.clauses, &catalog)?;
+        catalog.add_query(q.name.clone(), q.create.clone())
+    });
     let mut compiled: Vec<FlinkQuery> = Vec::new();
     let mut refused = 0;
     for q in &files.queries {
-        match compile_query(&q.create, &files.catalog) {
+        match compile_query(&q.create, &catalog) {
             Ok(c) => compiled.push(c),
             Err(e) => {
                 refused += 1;

@@ -3,9 +3,11 @@
 //! parse or planning error, is reported as `saql check` reports it: `file:line:col: message
 //! [SQLSTATE]`, the source line and a caret.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use datafusion::sql::sqlparser::ast as sq;
+use saql::error::sqlstate::UNDEFINED_TABLE;
 use saql::error::Location;
 use saql::plan::catalog::normalize;
 use saql::plan::{Catalog, StreamDef, TableDef};
@@ -214,11 +216,15 @@ impl QueryFiles {
                 problems.push(self.problem(s.file, &s.source, &e));
             }
         }
-        for (i, q) in self.queries.iter().enumerate() {
-            if !chosen(i) {
-                continue;
-            }
-            if let Err(e) = execute(Statement::CreateQuery(q.create.clone())) {
+        let wanted = self.with_upstream(chosen);
+        let results = in_dependency_order(wanted.len(), |i| {
+            execute(Statement::CreateQuery(
+                self.queries[wanted[i]].create.clone(),
+            ))
+        });
+        for (&i, result) in wanted.iter().zip(results) {
+            if let Err(e) = result {
+                let q = &self.queries[i];
                 problems.push(self.problem(q.file, &q.source, &e));
             }
         }
@@ -227,6 +233,26 @@ impl QueryFiles {
         } else {
             Err(problems)
         }
+    }
+
+    /// The queries `chosen` picks and those they read, directly or not (a query whose name
+    /// appears as a word in the text of one read), in file order.
+    fn with_upstream(&self, chosen: impl Fn(usize) -> bool) -> Vec<usize> {
+        let mut wanted: Vec<bool> = (0..self.queries.len()).map(chosen).collect();
+        let mut todo: Vec<usize> = (0..wanted.len()).filter(|&i| wanted[i]).collect();
+        while let Some(i) = todo.pop() {
+            let text = self.queries[i].source.text.to_lowercase();
+            let words: HashSet<&str> = text
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .collect();
+            for (j, q) in self.queries.iter().enumerate() {
+                if !wanted[j] && words.contains(q.name.as_str()) {
+                    wanted[j] = true;
+                    todo.push(j);
+                }
+            }
+        }
+        (0..wanted.len()).filter(|&i| wanted[i]).collect()
     }
 
     /// Where each statement of file `file` ends (line and column of its last character),
@@ -271,6 +297,34 @@ fn end_of(s: &SourceStatement) -> Location {
             column: chars.max(1),
         }
     }
+}
+
+/// Runs `attempt` on items `0..n` so that queries may read queries defined after them: an
+/// item that fails with 42P01 (it reads something not there yet) is tried again after the
+/// others, for as long as a pass makes progress. Returns each item's last result.
+pub fn in_dependency_order(
+    n: usize,
+    mut attempt: impl FnMut(usize) -> saql::Result<()>,
+) -> Vec<saql::Result<()>> {
+    let mut results: Vec<Option<saql::Result<()>>> = (0..n).map(|_| None).collect();
+    let mut pending: Vec<usize> = (0..n).collect();
+    loop {
+        let before = pending.len();
+        let mut waiting = Vec::new();
+        for i in pending {
+            let result = attempt(i);
+            let undefined = matches!(&result, Err(e) if e.sqlstate() == UNDEFINED_TABLE);
+            if undefined {
+                waiting.push(i);
+            }
+            results[i] = Some(result);
+        }
+        if waiting.is_empty() || waiting.len() == before {
+            break;
+        }
+        pending = waiting;
+    }
+    results.into_iter().map(|r| r.unwrap_or(Ok(()))).collect()
 }
 
 /// A path as messages show it.

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use saql::error::sqlstate;
 use saql::server::auth::{check_listen, Users, UsersFile};
 use saql::server::http::{ConsoleAccess, HttpOptions};
 use saql::server::{tls, Security, ServerConfig};
@@ -381,6 +382,7 @@ const BUILT_IN_QUERIES: &[(&str, &str)] = &[
         include_str!("../../queries/00_streams.sql"),
     ),
     ("01_tables.sql", include_str!("../../queries/01_tables.sql")),
+    ("alerts.sql", include_str!("../../queries/alerts.sql")),
     ("apt_chain.sql", include_str!("../../queries/apt_chain.sql")),
     (
         "apt_chain_evidence.sql",
@@ -409,6 +411,10 @@ const BUILT_IN_QUERIES: &[(&str, &str)] = &[
         include_str!("../../queries/exfil_outlier.sql"),
     ),
     (
+        "external_logins.sql",
+        include_str!("../../queries/external_logins.sql"),
+    ),
+    (
         "failed_logins.sql",
         include_str!("../../queries/failed_logins.sql"),
     ),
@@ -416,13 +422,26 @@ const BUILT_IN_QUERIES: &[(&str, &str)] = &[
         "hot_critical_hosts.sql",
         include_str!("../../queries/hot_critical_hosts.sql"),
     ),
+    ("incidents.sql", include_str!("../../queries/incidents.sql")),
+    (
+        "login_without_mfa.sql",
+        include_str!("../../queries/login_without_mfa.sql"),
+    ),
     (
         "send_surge.sql",
         include_str!("../../queries/send_surge.sql"),
     ),
     (
+        "start_then_connect.sql",
+        include_str!("../../queries/start_then_connect.sql"),
+    ),
+    (
         "threat_intel_hits.sql",
         include_str!("../../queries/threat_intel_hits.sql"),
+    ),
+    (
+        "tool_connections.sql",
+        include_str!("../../queries/tool_connections.sql"),
     ),
     (
         "web_children.sql",
@@ -436,7 +455,8 @@ const BUILT_IN_QUERIES: &[(&str, &str)] = &[
 
 /// Declares the demo streams, registers the queries found in `dir` (or the built-in ones when
 /// there is no such directory), and feeds the streams
-/// with generated host activity in real time, injecting an attack every 20 seconds.
+/// with generated host activity in real time, injecting an attack 5 seconds in and every 20
+/// seconds after.
 async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     for ddl in DemoGenerator::streams_ddl().split(';') {
         if ddl.trim().is_empty() {
@@ -467,23 +487,40 @@ async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::erro
                 .collect()
         }
     };
-    for (file, text) in files {
-        let text = text
-            .replace(
-                "CREATE CONTINUOUS QUERY ",
-                "CREATE CONTINUOUS QUERY IF NOT EXISTS ",
-            )
-            .replace("CREATE STREAM ", "CREATE STREAM IF NOT EXISTS ")
-            .replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ");
-        match engine.execute(&text).await {
-            Ok(_) => tracing::info!("registered {file}"),
-            Err(e) => tracing::warn!("skipping {file}: {e}"),
+    // A file that reads a query of a later file (42P01) is tried again after the others.
+    let mut pending = files;
+    loop {
+        let before = pending.len();
+        let mut waiting = Vec::new();
+        for (file, text) in pending {
+            let sql = text
+                .replace(
+                    "CREATE CONTINUOUS QUERY ",
+                    "CREATE CONTINUOUS QUERY IF NOT EXISTS ",
+                )
+                .replace("CREATE STREAM ", "CREATE STREAM IF NOT EXISTS ")
+                .replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ");
+            match engine.execute(&sql).await {
+                Ok(_) => tracing::info!("registered {file}"),
+                Err(e) if e.sqlstate() == sqlstate::UNDEFINED_TABLE => {
+                    waiting.push((file, text, e))
+                }
+                Err(e) => tracing::warn!("skipping {file}: {e}"),
+            }
         }
+        if waiting.is_empty() || waiting.len() == before {
+            for (file, _, e) in waiting {
+                tracing::warn!("skipping {file}: {e}");
+            }
+            break;
+        }
+        pending = waiting.into_iter().map(|(f, t, _)| (f, t)).collect();
     }
     let engine = engine.clone();
     saql::spawn::task(async move {
         let mut generator = DemoGenerator::new(42, 6);
         let attacks = [
+            Attack::StolenKey,
             Attack::BruteForce,
             Attack::CpuSpike,
             Attack::NetworkOutlier,
@@ -498,7 +535,8 @@ async fn start_demo(engine: &Engine, dir: &Path) -> Result<(), Box<dyn std::erro
             interval.tick().await;
             ticks += 1;
             let to = EventTime::now();
-            if ticks.is_multiple_of(40) {
+            // The first 5 s in, then every 20 s.
+            if ticks % 40 == 10 {
                 generator.inject(
                     attacks[next_attack % attacks.len()],
                     to.plus(Duration::from_millis(100)),

@@ -36,8 +36,8 @@
 //!   ignored, duplicates count. `expect: nothing` means the query produces no row.
 //!
 //! Streams come from the CREATE STREAM statements of all the files given (a directory
-//! stands for its `*.sql` files). Each case runs in a fresh engine with those streams and
-//! its query alone; the end of input closes every window. One line is printed per case,
+//! stands for its `*.sql` files). Each case runs in a fresh engine with those streams, its
+//! query and the queries it reads (in any file order); the end of input closes every window. One line is printed per case,
 //! `ok   <file>: <query>: <case>` or `FAIL <file>: <query>: <case>` followed by indented
 //! lines with the missing and unexpected rows or the error, and at the end a line
 //! `N passed, N failed`. The exit status is 1 if anything failed, or if a file has errors

@@ -119,15 +119,8 @@ pub(super) fn plan_stream_join(
     catalog: &Catalog,
 ) -> Result<QueryPlan> {
     if l == r {
-        let joins = matches!(query.body.as_ref(), SetExpr::Select(s)
-            if s.from.first().is_some_and(|f| !f.joins.is_empty()));
-        if joins {
-            // Each side read under its alias.
-            return super::window_join::plan_input_join(query, catalog);
-        }
-        return Err(Error::NotSupported(format!(
-            "a NOT EXISTS over stream \"{l}\" itself is not supported yet"
-        )));
+        // Each side read under its alias.
+        return super::window_join::plan_input_join(query, catalog);
     }
     let (ls, rs) = (catalog.require_stream(&l)?, catalog.require_stream(&r)?);
     let mut ctx = PlanContext::new();
@@ -142,7 +135,7 @@ pub(super) fn plan_stream_join(
 pub(super) fn plan_join(
     ctx: &PlanContext,
     query: &sq::Query,
-    inputs: [JoinInput; 2],
+    mut inputs: [JoinInput; 2],
 ) -> Result<QueryPlan> {
     let planner = SqlToRel::new(ctx);
     let plan = planner.sql_statement_to_plan(sq::Statement::Query(Box::new(query.clone())))?;
@@ -235,6 +228,11 @@ pub(super) fn plan_join(
                 )))
             }
         }
+    };
+    let conjuncts = if kind == IntervalKind::Anti {
+        absent_rows_filter(ctx, conjuncts, &right_schema, &mut inputs[1])?
+    } else {
+        conjuncts
     };
     let bounds = Bounds::of(&conjuncts, &left_schema, &right_schema, &inputs)?;
     // The merged rows.
@@ -355,6 +353,31 @@ fn has_exists(e: &LExpr) -> bool {
     use datafusion::common::tree_node::TreeNode;
     e.exists(|e| Ok(matches!(e, LExpr::Exists(_))))
         .unwrap_or(false)
+}
+
+/// A `NOT EXISTS` subquery's conditions on its own stream alone (`m.dst_port = 443`) choose
+/// which of its rows count: they become a filter of that stream's branch, before the merge
+/// (the same rows are absent either way, and fewer are kept). Returns the other conditions.
+fn absent_rows_filter(
+    ctx: &PlanContext,
+    conjuncts: Vec<LExpr>,
+    schema: &DFSchema,
+    input: &mut JoinInput,
+) -> Result<Vec<LExpr>> {
+    let own = |e: &LExpr| {
+        let cols = e.column_refs();
+        !cols.is_empty() && cols.iter().all(|c| schema.index_of_column(c).is_ok())
+    };
+    let (own, rest): (Vec<LExpr>, Vec<LExpr>) = conjuncts.into_iter().partition(own);
+    if let Some(condition) = datafusion::logical_expr::utils::conjunction(own) {
+        input.specs.push(OperatorSpec::Filter(FilterSpec {
+            predicate: physical(ctx, &condition, schema)?,
+            schema: input.schema.clone(),
+            condition,
+            relation: input.name.clone(),
+        }));
+    }
+    Ok(rest)
 }
 
 /// The conditions of a `NOT EXISTS` subquery over a stream (outer references read as the

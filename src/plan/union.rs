@@ -101,6 +101,21 @@ pub(super) fn plan_union(query: &sq::Query, catalog: &Catalog) -> Result<QueryPl
         .collect();
     let schema: SchemaRef = Arc::new(Schema::new(fields));
     let names: Vec<String> = planned.iter().map(|(p, _)| p.stream.name.clone()).collect();
+    // What the branches read besides their streams (queries read as streams), so that the
+    // union's readers depend on them.
+    let (mut tables, mut queries) = (Vec::new(), Vec::new());
+    for (plan, _) in &planned {
+        for t in &plan.tables {
+            if !tables.contains(t) {
+                tables.push(t.clone());
+            }
+        }
+        for q in &plan.queries {
+            if !queries.contains(q) {
+                queries.push(q.clone());
+            }
+        }
+    }
     for (plan, _) in planned {
         branches.push(UnionBranch {
             stream: plan.stream.name.clone(),
@@ -114,8 +129,8 @@ pub(super) fn plan_union(query: &sq::Query, catalog: &Catalog) -> Result<QueryPl
         window: None,
         specs: Vec::new(),
         schema: schema.clone(),
-        tables: Vec::new(),
-        queries: Vec::new(),
+        tables,
+        queries,
         union: Some(Arc::new(UnionPlan {
             branches,
             schema,

@@ -9,7 +9,8 @@
 //! it ([`super::interval_join::plan_join`]), where its rows are timed at their window's last
 //! instant: a window's rows of both inputs meet when the watermark passes the window's end,
 //! and a window's pairs (and LEFT's unmatched rows) are emitted then, once. State is each
-//! open window's rows or groups, bounded by the watermark.
+//! open window's rows or groups, bounded by the watermark. The anti join (`NOT EXISTS`) takes
+//! such inputs too, a stream under two aliases included.
 
 use std::sync::Arc;
 
@@ -38,8 +39,13 @@ pub(super) fn joins_inputs(query: &sq::Query, catalog: &Catalog) -> bool {
     let [from] = select.from.as_slice() else {
         return false;
     };
-    let [join] = from.joins.as_slice() else {
-        return false;
+    let right = match from.joins.as_slice() {
+        [join] => join.relation.clone(),
+        [] => match absent_relation(select) {
+            Some(r) => r,
+            None => return false,
+        },
+        _ => return false,
     };
     let input = |r: &TableFactor| match r {
         TableFactor::Table {
@@ -55,7 +61,53 @@ pub(super) fn joins_inputs(query: &sq::Query, catalog: &Catalog) -> bool {
         TableFactor::Derived { subquery, .. } => !super::union::is_set_operation(subquery),
         _ => false,
     };
-    input(&from.relation) && input(&join.relation)
+    input(&from.relation) && input(&right)
+}
+
+/// The relation read by the `NOT EXISTS (SELECT ... FROM r ...)` of `select`'s WHERE, if it
+/// has one.
+fn absent_relation(select: &sq::Select) -> Option<TableFactor> {
+    let mut found = None;
+    let _ = sq::visit_expressions(select.selection.as_ref()?, |e| {
+        if let Some(r) = exists_relation(e) {
+            found = Some(r.clone());
+            return std::ops::ControlFlow::Break(());
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    found
+}
+
+/// The relation of `e` if it is `EXISTS (SELECT ... FROM r ...)` (negated or not).
+fn exists_relation(e: &sq::Expr) -> Option<&TableFactor> {
+    let sq::Expr::Exists { subquery, .. } = e else {
+        return None;
+    };
+    let SetExpr::Select(inner) = subquery.body.as_ref() else {
+        return None;
+    };
+    match inner.from.as_slice() {
+        [f] if f.joins.is_empty() => Some(&f.relation),
+        _ => None,
+    }
+}
+
+/// Points the `NOT EXISTS` subquery of `select` at the input table named `name`.
+fn read_absent_from(select: &mut sq::Select, name: &str) {
+    let Some(selection) = select.selection.as_mut() else {
+        return;
+    };
+    let _ = sq::visit_expressions_mut(selection, |e| {
+        if exists_relation(e).is_some() {
+            if let sq::Expr::Exists { subquery, .. } = e {
+                if let SetExpr::Select(inner) = subquery.body.as_mut() {
+                    inner.from[0].relation = table(name);
+                }
+            }
+            return std::ops::ControlFlow::Break(());
+        }
+        std::ops::ControlFlow::Continue(())
+    });
 }
 
 /// Plans a query joining two inputs (see the module docs).
@@ -64,27 +116,34 @@ pub(super) fn plan_input_join(query: &sq::Query, catalog: &Catalog) -> Result<Qu
     let SetExpr::Select(select) = query.body.as_mut() else {
         return Err(Error::Internal("a join that is no SELECT".into()));
     };
-    let from = &mut select.from[0];
-    let left = join_input(&from.relation, catalog)?;
-    let right = join_input(&from.joins[0].relation, catalog)?;
+    let anti = select.from[0].joins.is_empty();
+    let right = if anti {
+        absent_relation(select)
+            .ok_or_else(|| Error::Internal("an anti join with no NOT EXISTS".into()))?
+    } else {
+        select.from[0].joins[0].relation.clone()
+    };
+    let left = join_input(&select.from[0].relation, catalog)?;
+    let right = join_input(&right, catalog)?;
     if left.name == right.name {
         return Err(Error::plan(
             sqlstate::DUPLICATE_ALIAS,
             format!(
                 "both inputs of the join are named \"{}\": give them aliases (FROM ... l JOIN \
-                 ... r)",
+                 ... r, or FROM ... l WHERE NOT EXISTS (SELECT ... FROM ... r ...))",
                 left.name
             ),
         ));
     }
     // Each input is read as a table of its rows, under the name the query gives it.
     let mut ctx = PlanContext::new();
-    for (relation, input) in [
-        (&mut from.relation, &left),
-        (&mut from.joins[0].relation, &right),
-    ] {
-        ctx.add_table(&input.name, input.schema.clone())?;
-        *relation = table(&input.name);
+    ctx.add_table(&left.name, left.schema.clone())?;
+    ctx.add_table(&right.name, right.schema.clone())?;
+    select.from[0].relation = table(&left.name);
+    if anti {
+        read_absent_from(select, &right.name);
+    } else {
+        select.from[0].joins[0].relation = table(&right.name);
     }
     plan_join(&ctx, &query, [left, right])
 }

@@ -125,6 +125,14 @@ pub fn compile_query(create: &CreateQuery, catalog: &Catalog) -> Result<FlinkQue
         ));
     }
     let plan = plan_continuous(&create.query, clauses, catalog)?;
+    if let Some(upstream) = plan.queries.first() {
+        return Err(in_query(
+            &name,
+            Error::NotSupported(format!(
+                "reading the results of query or view \"{upstream}\" has no Flink translation"
+            )),
+        ));
+    }
     let ctx = select::Ctx { catalog, clauses };
     let model = model::model_query(create, &plan, &ctx, &name).map_err(|e| in_query(&name, e))?;
     let insert = match &model {

@@ -16,6 +16,8 @@ pub(super) const EXFIL_IP: &str = "203.0.113.66";
 pub(super) const OUTLIER_IP: &str = "203.0.113.7";
 pub(super) const DOWNLOAD_IP: &str = "203.0.113.9";
 pub(super) const BRUTE_FORCE_IP: &str = "203.0.113.23";
+pub(super) const INTRUDER_IP: &str = "198.51.100.99";
+pub(super) const STAGER_IP: &str = "203.0.113.45";
 
 /// An injected attack, expanded into its events when injected.
 pub(super) struct Staged {
@@ -43,16 +45,21 @@ pub enum Attack {
     BruteForce,
     /// host_metrics cpu jumps to ~99 for 30 s on one host.
     CpuSpike,
+    /// A stolen key: an ssh login as `deploy` from an outside address (198.51.100.99) whose
+    /// second factor is never checked (sshd makes no call to the MFA service); the session's
+    /// shell starts /usr/bin/curl, which connects out to 203.0.113.45 and saves a script.
+    StolenKey,
 }
 
 impl Attack {
     /// Every attack, in declaration order.
-    pub const ALL: [Attack; 5] = [
+    pub const ALL: [Attack; 6] = [
         Attack::DataExfiltration,
         Attack::NetworkOutlier,
         Attack::UnusualChild,
         Attack::BruteForce,
         Attack::CpuSpike,
+        Attack::StolenKey,
     ];
 
     /// The attack's name in snake case, e.g. `data_exfiltration`.
@@ -63,6 +70,7 @@ impl Attack {
             Attack::UnusualChild => "unusual_child",
             Attack::BruteForce => "brute_force",
             Attack::CpuSpike => "cpu_spike",
+            Attack::StolenKey => "stolen_key",
         }
     }
 
@@ -70,7 +78,7 @@ impl Attack {
         match self {
             Attack::DataExfiltration => host.service("sqlservr.exe").is_some(),
             Attack::UnusualChild => host.web_server().is_some(),
-            Attack::BruteForce => host.service("/sshd").is_some(),
+            Attack::BruteForce | Attack::StolenKey => host.service("/sshd").is_some(),
             Attack::NetworkOutlier | Attack::CpuSpike => true,
         }
     }
@@ -171,6 +179,25 @@ impl DemoGenerator {
                 events.push(sshd.login(ms(50_000), Op::Login, "admin", BRUTE_FORCE_IP));
             }
             Attack::CpuSpike => cpu_spike = Some((h, at, ms(30_000))),
+            Attack::StolenKey => {
+                let sshd = host.actor(host.service("/sshd"));
+                let session = Actor {
+                    user: "deploy",
+                    ..sshd
+                };
+                let shell = session.child(host.child_pid(rng), "/bin/bash");
+                let curl = shell.child(host.child_pid(rng), "/usr/bin/curl");
+                let script = "/tmp/.x/update.sh";
+                events.extend([
+                    sshd.login(ms(0), Op::Login, "deploy", INTRUDER_IP),
+                    session.start(ms(800), &shell),
+                    shell.start(ms(2_000), &curl),
+                    curl.at(ms(2_300), Op::Connect, Obj::Ip(STAGER_IP), Some(412)),
+                    curl.at(ms(2_900), Op::Write, Obj::File(script), Some(8_192)),
+                    curl.exit(ms(3_000)),
+                    shell.at(ms(4_000), Op::Read, Obj::File(script), Some(8_192)),
+                ]);
+            }
         }
         let end = events
             .iter()

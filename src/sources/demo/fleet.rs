@@ -5,9 +5,10 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::net::MFA_IP;
 use super::{
     exponential, log_uniform, mix, pick, DemoGenerator, FAILED_LOGINS_PER_HOUR, LOGINS_PER_HOUR,
-    MS, NANOS, TAG_EVENTS, TAG_FLEET,
+    MS, NANOS, TAG_EVENTS, TAG_FLEET, TAG_MFA,
 };
 
 /// A long-running service and what it does in normal operation. The lists hold `|`-separated
@@ -410,8 +411,8 @@ impl Host {
 }
 
 impl DemoGenerator {
-    /// The background events of host `h` that start in one second (a started child's exit may
-    /// fall in the next second).
+    /// The background events of host `h` that start in one second (a started child's exit, or
+    /// the second-factor check of a login, may fall in the next second).
     pub(super) fn background_second(&self, h: usize, second: i64, out: &mut Vec<Event>) {
         let host = &self.hosts[h];
         let mut rng = StdRng::seed_from_u64(mix(&[self.seed, TAG_EVENTS, h as u64, second as u64]));
@@ -435,6 +436,15 @@ impl DemoGenerator {
                 let account = pick(&mut rng, &["deploy", "alice", "ops"]);
                 let ts = start + rng.gen_range(0..NANOS);
                 out.push(sshd.actor.login(ts, Op::Login, account, "10.0.0.5"));
+                // Its second factor, checked within a second (drawn apart from `rng`, so that
+                // it leaves the rest of the second as it was).
+                let key = mix(&[self.seed, TAG_MFA, h as u64, second as u64]);
+                let check = ts + (150 + (key % 750) as i64) * MS;
+                let amount = 900 + (key >> 32) as i64 % 400;
+                out.push(
+                    sshd.actor
+                        .at(check, Op::Connect, Obj::Ip(MFA_IP), Some(amount)),
+                );
             }
         }
     }

@@ -1,8 +1,9 @@
 //! The built-in generator behind `saql serve --demo`: seeded, deterministic background activity
 //! of a small fleet of Linux and Windows hosts (long-running services that read and write their
 //! own files, start a small stable set of children and talk to a few peers, plus the odd ssh
-//! login), one `host_metrics` row per host per second, and attacks that can be injected so the
-//! demo queries have something to find.
+//! login, whose second factor sshd checks with the MFA service), one `host_metrics` row per
+//! host per second, the connections a network sensor sees (`net_events`), and attacks that can
+//! be injected so the demo queries have something to find.
 //!
 //! Every second of every host is drawn from its own seed, and metrics are smooth functions of
 //! time, so output depends only on the seed, the fleet, the rate and the asked range:
@@ -11,6 +12,7 @@
 mod attacks;
 mod fleet;
 mod metrics;
+mod net;
 
 use crate::error::sqlstate;
 use std::collections::HashMap;
@@ -30,11 +32,14 @@ use crate::time::EventTime;
 pub use attacks::Attack;
 use attacks::Staged;
 use fleet::{Event, Host, Traffic, ROLES};
+use net::Flow;
 
 /// Name of the stream of process, file, network and login events.
 pub const PROC_EVENTS: &str = "proc_events";
 /// Name of the stream of per-host, per-second resource metrics.
 pub const HOST_METRICS: &str = "host_metrics";
+/// Name of the stream of outbound connections, as a network sensor reports them.
+pub const NET_EVENTS: &str = "net_events";
 
 const STREAMS_DDL: &str = "CREATE STREAM proc_events (
   ts TIMESTAMP NOT NULL, host TEXT, pid BIGINT, ppid BIGINT, user_name TEXT, exe TEXT,
@@ -44,6 +49,11 @@ const STREAMS_DDL: &str = "CREATE STREAM proc_events (
 CREATE STREAM host_metrics (
   ts TIMESTAMP NOT NULL, host TEXT, cpu DOUBLE PRECISION, mem DOUBLE PRECISION,
   net_out BIGINT, disk_io BIGINT,
+  WATERMARK FOR ts AS ts - INTERVAL '2' SECOND
+) WITH (idle_timeout = '5s');
+CREATE STREAM net_events (
+  ts TIMESTAMP NOT NULL, host TEXT, pid BIGINT, ppid BIGINT, exe TEXT, src_ip TEXT,
+  dst_ip TEXT, dst_port BIGINT, bytes_out BIGINT,
   WATERMARK FOR ts AS ts - INTERVAL '2' SECOND
 ) WITH (idle_timeout = '5s');";
 
@@ -69,8 +79,11 @@ const TAG_MEM_SLOW: u64 = 7;
 const TAG_MEM_SLOWER: u64 = 8;
 const TAG_NET: u64 = 9;
 const TAG_DISK: u64 = 10;
+const TAG_FLOW: u64 = 11;
+const TAG_MFA: u64 = 12;
 
-/// Generates the demo fleet's `proc_events` and `host_metrics`; see the module docs.
+/// Generates the demo fleet's `proc_events`, `host_metrics` and `net_events`; see the module
+/// docs.
 pub struct DemoGenerator {
     seed: u64,
     rate: f64,
@@ -144,6 +157,26 @@ impl DemoGenerator {
         SCHEMA.clone()
     }
 
+    /// The Arrow schema of `net_events`, in DDL column order.
+    pub fn net_events_schema() -> SchemaRef {
+        static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+            let text = |name| Field::new(name, DataType::Utf8, true);
+            let bigint = |name| Field::new(name, DataType::Int64, true);
+            Arc::new(Schema::new(vec![
+                Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
+                text("host"),
+                bigint("pid"),
+                bigint("ppid"),
+                text("exe"),
+                text("src_ip"),
+                text("dst_ip"),
+                bigint("dst_port"),
+                bigint("bytes_out"),
+            ]))
+        });
+        SCHEMA.clone()
+    }
+
     /// Sets the background rate in `proc_events` rows per second per host (default 20).
     /// Negative or NaN rates mean no background events; rates are capped at 1,000,000.
     pub fn with_rate(mut self, events_per_second_per_host: f64) -> Self {
@@ -158,7 +191,8 @@ impl DemoGenerator {
     }
 
     /// All events with event time in [from, to), in nondecreasing ts order within each batch,
-    /// as (stream name, batch) pairs; roughly `rate` proc events per second per host (rate set
+    /// as (stream name, batch) pairs (`proc_events`, `host_metrics`, `net_events`, in that
+    /// order); roughly `rate` proc events per second per host (rate set
     /// by `with_rate`, default 20). Streams with no rows in the range are left out. A range
     /// longer than a day, or outside the years 1824 to 2116, is rejected (22023).
     pub fn generate(
@@ -185,6 +219,7 @@ impl DemoGenerator {
         let staged = || self.staged.iter().flat_map(|s| &s.events);
         let (first, last) = (from.div_euclid(NANOS), (to - 1).div_euclid(NANOS));
         let mut events: Vec<Event> = Vec::new();
+        let mut flows: Vec<Flow> = Vec::new();
         let mut metrics = Vec::with_capacity((last - first + 1) as usize * self.hosts.len());
         let mut previous = vec![Traffic::default(); self.hosts.len()];
         let mut second_events = Vec::new();
@@ -206,19 +241,27 @@ impl DemoGenerator {
                 *previous = Traffic::default();
                 second_events.iter().for_each(|e| previous.add(e));
                 events.extend(second_events.iter().filter(|e| in_range(e.ts)));
+                let seen = second_events.iter().filter_map(|e| self.flow(e));
+                flows.extend(seen.filter(|f| in_range(f.ts)));
             }
         }
         events.extend(staged().filter(|e| in_range(e.ts)));
         events.sort_by_key(|e| e.ts);
+        let seen = staged().filter_map(|e| self.flow(e));
+        flows.extend(seen.filter(|f| in_range(f.ts)));
+        flows.sort_by_key(|f| f.ts);
         self.staged
             .retain(|s| s.end.saturating_add(2 * NANOS) >= to);
 
-        let mut out = Vec::with_capacity(2);
+        let mut out = Vec::with_capacity(3);
         if !events.is_empty() {
             out.push((PROC_EVENTS, self.proc_batch(&events)?));
         }
         if !metrics.is_empty() {
             out.push((HOST_METRICS, self.metrics_batch(&metrics)?));
+        }
+        if !flows.is_empty() {
+            out.push((NET_EVENTS, self.net_batch(&flows)?));
         }
         Ok(out)
     }

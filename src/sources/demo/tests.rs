@@ -133,10 +133,11 @@ fn ddl_columns(statement: &str) -> (String, Vec<(String, DataType, bool)>) {
 #[test]
 fn schemas_match_the_ddl() {
     let statements: Vec<&str> = DemoGenerator::streams_ddl().split(";\n").collect();
-    assert_eq!(statements.len(), 2);
+    assert_eq!(statements.len(), 3);
     let schemas = [
         (PROC_EVENTS, DemoGenerator::proc_events_schema()),
         (HOST_METRICS, DemoGenerator::host_metrics_schema()),
+        (NET_EVENTS, DemoGenerator::net_events_schema()),
     ];
     for (statement, (stream, schema)) in statements.iter().zip(schemas) {
         let (name, columns) = ddl_columns(statement);
@@ -158,7 +159,7 @@ fn same_seed_gives_identical_batches() {
         g.generate(t(0.0), t(30.0)).unwrap()
     };
     let (a, b) = (run(7), run(7));
-    assert_eq!(a.len(), 2);
+    assert_eq!(a.len(), 3);
     assert_eq!(a, b);
     assert_ne!(proc_rows(&a), proc_rows(&run(8)));
 }
@@ -176,7 +177,7 @@ fn split_calls_give_the_same_rows() {
     for (a, b) in [(0.0, 0.3), (0.3, 7.25), (7.25, 7.5), (7.5, 40.0)] {
         parts.extend(split.generate(t(a), t(b)).unwrap());
     }
-    for stream in [PROC_EVENTS, HOST_METRICS] {
+    for stream in [PROC_EVENTS, HOST_METRICS, NET_EVENTS] {
         let pieces: Vec<RecordBatch> = parts
             .iter()
             .filter(|(s, _)| *s == stream)
@@ -191,6 +192,7 @@ fn split_calls_give_the_same_rows() {
 fn timestamps_are_in_range_and_sorted() {
     let mut g = DemoGenerator::new(1, 5);
     g.inject(Attack::UnusualChild, t(20.0));
+    g.inject(Attack::StolenKey, t(40.0));
     let (from, to) = (t(0.0), t(75.5));
     let out = g.generate(from, to).unwrap();
     for (stream, b) in &out {
@@ -401,4 +403,109 @@ fn background_has_no_attack_signatures() {
         assert!(failed.values().all(|&n| n <= 5));
         assert!(metric_rows(&out).iter().all(|m| m.cpu < 90.0));
     }
+}
+
+/// One `net_events` row, owned, for assertions.
+#[derive(Debug)]
+struct Flow {
+    ts: i64,
+    host: String,
+    pid: i64,
+    ppid: i64,
+    exe: String,
+    dst_ip: String,
+    dst_port: i64,
+}
+
+fn net_rows(out: &[(&str, RecordBatch)]) -> Vec<Flow> {
+    let Some(b) = batch(out, NET_EVENTS) else {
+        return Vec::new();
+    };
+    let text = |i: usize, r: usize| b.column(i).as_string::<i32>().value(r).to_string();
+    let int = |i: usize, r: usize| b.column(i).as_primitive::<Int64Type>().value(r);
+    let ts = b.column(0).as_primitive::<TimestampNanosecondType>();
+    (0..b.num_rows())
+        .map(|r| Flow {
+            ts: ts.value(r),
+            host: text(1, r),
+            pid: int(2, r),
+            ppid: int(3, r),
+            exe: text(4, r),
+            dst_ip: text(6, r),
+            dst_port: int(7, r),
+        })
+        .collect()
+}
+
+#[test]
+fn the_network_sensor_sees_every_connection_soon_after() {
+    let mut g = DemoGenerator::new(3, 6);
+    g.inject(Attack::UnusualChild, t(20.0));
+    let out = g.generate(t(0.0), t(120.0)).unwrap();
+    let connects: Vec<Row> = proc_rows(&out)
+        .into_iter()
+        .filter(|r| r.op == "connect")
+        .collect();
+    let flows = net_rows(&out);
+    assert!(connects.len() > 100, "{} connections", connects.len());
+    assert_eq!(flows.len(), connects.len());
+    for c in &connects {
+        let seen = flows.iter().find(|f| {
+            f.host == c.host
+                && f.pid == c.pid
+                && f.exe == c.exe
+                && Some(&f.dst_ip) == c.dst_ip.as_ref()
+                && (c.ts + 1..=c.ts + 40 * MS).contains(&f.ts)
+        });
+        assert!(seen.is_some(), "{c:?}");
+    }
+    // wget, started by the web server's shell, is reported with the shell as its parent.
+    let wget = flows.iter().find(|f| f.exe == "/usr/bin/wget").unwrap();
+    let rows = proc_rows(&out);
+    let shell_start = rows
+        .iter()
+        .find(|r| r.op == "start" && r.obj_name == "/usr/bin/wget")
+        .unwrap();
+    assert_eq!((wget.ppid, wget.dst_port), (shell_start.pid, 443));
+}
+
+#[test]
+fn every_background_login_has_its_mfa_check() {
+    let mut g = DemoGenerator::new(5, 8).with_rate(1.0);
+    let out = g.generate(t(0.0), t(4.0 * 3600.0)).unwrap();
+    let logins: Vec<Row> = proc_rows(&out)
+        .into_iter()
+        .filter(|r| r.op == "login")
+        .collect();
+    assert!(logins.len() > 20, "{} logins", logins.len());
+    let flows = net_rows(&out);
+    for l in &logins {
+        let checked = flows.iter().any(|f| {
+            f.host == l.host
+                && f.pid == l.pid
+                && f.dst_ip == "10.0.0.9"
+                && (l.ts..l.ts + 2 * NANOS).contains(&f.ts)
+        });
+        assert!(checked, "{l:?}");
+    }
+}
+
+#[test]
+fn stolen_key_skips_mfa_and_downloads() {
+    let mut g = DemoGenerator::new(6, 3);
+    g.inject(Attack::StolenKey, t(5.0));
+    let out = g.generate(t(0.0), t(60.0)).unwrap();
+    let rows = proc_rows(&out);
+    let login = rows
+        .iter()
+        .find(|r| r.op == "login" && r.user == "deploy")
+        .unwrap();
+    assert_eq!(login.dst_ip.as_deref(), Some(super::attacks::INTRUDER_IP));
+    let flows = net_rows(&out);
+    assert!(!flows
+        .iter()
+        .any(|f| f.host == login.host && f.dst_ip == "10.0.0.9" && f.ts >= login.ts));
+    let curl = flows.iter().find(|f| f.exe == "/usr/bin/curl").unwrap();
+    assert_eq!(curl.host, login.host);
+    assert!(curl.ts - login.ts < 10 * NANOS);
 }
