@@ -40,17 +40,24 @@ fn compile(paths: &[PathBuf], what: &str, skip_unsupported: bool) -> Option<Stri
             return None;
         }
     };
-    let files = match QueryFiles::load(&paths, what) {
+    let mut files = match QueryFiles::load(&paths, what) {
         Ok(f) => f,
         Err(problems) => {
             problems.iter().for_each(|p| eprintln!("{p}"));
             return None;
         }
     };
+    if let Err(problems) = files.fill_tables() {
+        problems.iter().for_each(|p| eprintln!("{p}"));
+        return None;
+    }
     let mut compiled: Vec<FlinkQuery> = Vec::new();
     let mut refused = 0;
     for q in &files.queries {
-        match compile_query(&q.create, &files.catalog) {
+        // Later queries may read this one (as a Flink view), compiled or not.
+        let compiled_one = compile_query(&q.create, &files.catalog);
+        let _ = files.catalog.add_query(q.name.clone(), q.create.clone());
+        match compiled_one {
             Ok(c) => compiled.push(c),
             Err(e) => {
                 refused += 1;
