@@ -171,7 +171,39 @@ pub fn compile_query(create: &CreateQuery, catalog: &Catalog) -> Result<FlinkQue
         None => {
             let translated =
                 select::query_sql(&create.query, &ctx, false).map_err(|e| in_query(&name, e))?;
-            format!("INSERT INTO {} {}", ddl::sink_name(&name), translated.sql)
+            let times: Vec<&str> = plan
+                .schema
+                .fields()
+                .iter()
+                .filter(|f| matches!(f.data_type(), DataType::Timestamp(..)))
+                .map(|f| f.name().as_str())
+                .collect();
+            if times.len() > 1 && reads.borrow().streams.len() > 1 {
+                // Each joined stream's time column is a time attribute, and a Flink sink
+                // takes at most one: the others are cast to plain timestamps.
+                let columns: Vec<String> = plan
+                    .schema
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        let column = expr::name_sql(f.name());
+                        match ddl::flink_type(f.data_type()) {
+                            Ok(t) if times.contains(&f.name().as_str()) => {
+                                format!("CAST({column} AS {t}) AS {column}")
+                            }
+                            _ => column,
+                        }
+                    })
+                    .collect();
+                format!(
+                    "INSERT INTO {} SELECT {} FROM ({}) AS __saql_rows",
+                    ddl::sink_name(&name),
+                    columns.join(", "),
+                    translated.sql
+                )
+            } else {
+                format!("INSERT INTO {} {}", ddl::sink_name(&name), translated.sql)
+            }
         }
     };
     let sink = ddl::sink_table(&name, &plan.schema).map_err(|e| in_query(&name, e))?;
