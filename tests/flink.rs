@@ -43,6 +43,14 @@ const REFUSED: [(&str, &str); 3] = [
 /// Queries of the differential run beyond `queries/`: each kind of join, a union and a query
 /// over a query, over the demo streams and tables (each must give rows on saql).
 const JOINED: &str = "\
+CREATE TABLE host_roles (host TEXT PRIMARY KEY, role TEXT NOT NULL, since TIMESTAMP)
+  WITH (version_time = 'since');
+INSERT INTO host_roles VALUES ('web-01', 'frontend', '2023-11-14 22:16:00'),
+  ('db-01', 'database', NULL), ('web-02', 'frontend', '2023-11-14 22:30:00');
+CREATE CONTINUOUS QUERY flink_hot_roles AS
+SELECT m.ts, m.host, m.cpu, r.role FROM host_metrics m
+LEFT JOIN host_roles FOR SYSTEM_TIME AS OF m.ts AS r ON m.host = r.host
+WHERE m.cpu > 90;
 CREATE CONTINUOUS QUERY flink_start_metrics AS
 SELECT p.ts, p.host, p.exe, m.ts AS metric_ts, m.cpu
 FROM proc_events p JOIN host_metrics m ON p.host = m.host
