@@ -557,6 +557,18 @@ fn interval_joins_keep_flinks_form() {
             )
         );
     }
+    // Both time columns kept: the sink takes one time attribute, so both are cast.
+    assert_eq!(
+        insert_in(
+            &catalog,
+            "CREATE CONTINUOUS QUERY q AS SELECT e.ts, m.ts AS metric_ts, m.cpu FROM ev e \
+             JOIN m ON e.host = m.host AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '1' SECOND"
+        ),
+        "INSERT INTO q__sink SELECT CAST(ts AS TIMESTAMP(3)) AS ts, \
+         CAST(metric_ts AS TIMESTAMP(3)) AS metric_ts, cpu FROM (SELECT e.ts, \
+         m.ts AS metric_ts, m.cpu FROM ev AS e JOIN m ON e.host = m.host \
+         AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '1' SECOND) AS __saql_rows"
+    );
     // The anti join: the rows no row of the other stream matches within the bound.
     assert_eq!(
         insert_in(
