@@ -12,11 +12,7 @@ const STREAMS: &str = "\
       WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)";
 
 fn compile(sql: &str) -> Result<FlinkQuery> {
-    let catalog = Catalog::from_sql(STREAMS).unwrap();
-    let Statement::CreateQuery(q) = parse_one(sql).unwrap() else {
-        panic!("not a query: {sql}")
-    };
-    compile_query(&q, &catalog)
+    compile_in(&Catalog::from_sql(STREAMS).unwrap(), sql)
 }
 
 fn insert(sql: &str) -> String {
