@@ -27,7 +27,6 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use saql::compile::flink::{compile_query, FlinkProgram, FlinkQuery};
-use saql::plan::plan_continuous;
 
 use super::query_files::{expand, in_dependency_order, QueryFiles};
 use super::source::{describe, locate, Problem};
@@ -41,24 +40,41 @@ fn compile(paths: &[PathBuf], what: &str, skip_unsupported: bool) -> Option<Stri
             return None;
         }
     };
-    let files = match QueryFiles::load(&paths, what) {
+    let mut files = match QueryFiles::load(&paths, what) {
         Ok(f) => f,
         Err(problems) => {
             problems.iter().for_each(|p| eprintln!("{p}"));
             return None;
         }
     };
-    // The files' queries too, so that a query over a query is planned (and refused as such).
-    let mut catalog = files.catalog.clone();
-    in_dependency_order(files.queries.len(), |i| {
+    if let Err(problems) = files.fill_tables() {
+        problems.iter().for_each(|p| eprintln!("{p}"));
+        return None;
+    }
+    // In the order the queries read each other, whatever the files' order: a later query may
+    // read this one (as a Flink view), compiled or not.
+    let mut outcomes = Vec::new();
+    let unresolved = in_dependency_order(files.queries.len(), |i| {
         let q = &files.queries[i];
-        plan_continuous(&q.create.query, &q.create.clauses, &catalog)?;
-        catalog.add_query(q.name.clone(), q.create.clone())
+        match compile_query(&q.create, &files.catalog) {
+            Err(e) if e.sqlstate() == sqlstate::UNDEFINED_TABLE => Err(e),
+            outcome => {
+                let _ = files.catalog.add_query(q.name.clone(), q.create.clone());
+                outcomes.push((i, outcome));
+                Ok(())
+            }
+        }
     });
+    for (i, result) in unresolved.into_iter().enumerate() {
+        if let Err(e) = result {
+            outcomes.push((i, Err(e)));
+        }
+    }
     let mut compiled: Vec<FlinkQuery> = Vec::new();
     let mut refused = 0;
-    for q in &files.queries {
-        match compile_query(&q.create, &catalog) {
+    for (i, outcome) in outcomes {
+        let q = &files.queries[i];
+        match outcome {
             Ok(c) => compiled.push(c),
             Err(e) => {
                 refused += 1;

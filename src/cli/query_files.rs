@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast as sq;
 use saql::error::sqlstate::UNDEFINED_TABLE;
 use saql::error::Location;
@@ -253,6 +254,45 @@ impl QueryFiles {
             }
         }
         (0..wanted.len()).filter(|&i| wanted[i]).collect()
+    }
+
+    /// Fills the catalog's tables with the rows their INSERTs give (ON CONFLICT as saql
+    /// applies it), for a program that must hold them (`saql compile --target flink`).
+    pub fn fill_tables(&self) -> Result<(), Vec<String>> {
+        if self.catalog.tables().next().is_none() {
+            return Ok(());
+        }
+        let engine = self.engine(|_| false)?;
+        for table in self.catalog.tables() {
+            let rows = engine
+                .execute_blocking(&format!("SELECT * FROM \"{}\"", table.name))
+                .and_then(|results| {
+                    let mut batches = Vec::new();
+                    for r in results {
+                        if let saql::StatementResult::Rows { batches: b, .. } =
+                            futures::executor::block_on(r.collect())?
+                        {
+                            batches.extend(b);
+                        }
+                    }
+                    Ok(batches)
+                })
+                .and_then(|batches| {
+                    let schema = table.store.schema().clone();
+                    let batches = batches
+                        .into_iter()
+                        .map(|b| {
+                            RecordBatch::try_new(schema.clone(), b.columns().to_vec())
+                                .map_err(saql::Error::from)
+                        })
+                        .collect::<saql::error::Result<Vec<_>>>()?;
+                    table.store.restore(&batches, Default::default(), 0)
+                });
+            if let Err(e) = rows {
+                return Err(vec![format!("saql: table \"{}\": {e}", table.name)]);
+            }
+        }
+        Ok(())
     }
 
     /// Where each statement of file `file` ends (line and column of its last character),

@@ -114,9 +114,14 @@ pub fn model_query(
     name: &str,
 ) -> Result<Option<FlinkModel>> {
     let clauses = &create.clauses;
+    if clauses.outlier.is_none() && clauses.invariant.is_none() {
+        // A query over one with a model plans that model too; its own has none.
+        return Ok(None);
+    }
     let spec = plan
         .specs
         .iter()
+        .rev()
         .find(|s| matches!(s, OperatorSpec::Outlier(_) | OperatorSpec::Invariant(_)));
     let Some(spec) = spec else {
         return Ok(None);

@@ -2,6 +2,7 @@
 //! `tests/flink.rs` checks that Flink computes what saql does), and the refusals.
 
 use super::*;
+use crate::plan::catalog::normalize;
 use crate::sql::{parse_one, Statement};
 
 const STREAMS: &str = "\
@@ -11,11 +12,7 @@ const STREAMS: &str = "\
       WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)";
 
 fn compile(sql: &str) -> Result<FlinkQuery> {
-    let catalog = Catalog::from_sql(STREAMS).unwrap();
-    let Statement::CreateQuery(q) = parse_one(sql).unwrap() else {
-        panic!("not a query: {sql}")
-    };
-    compile_query(&q, &catalog)
+    compile_in(&Catalog::from_sql(STREAMS).unwrap(), sql)
 }
 
 fn insert(sql: &str) -> String {
@@ -347,72 +344,371 @@ fn lag_stays_lag() {
     );
 }
 
-#[test]
-fn a_union_of_streams_is_refused_by_name() {
-    let inline = refusal(
-        "CREATE CONTINUOUS QUERY q AS SELECT * FROM (SELECT ts, host FROM ev \
-         UNION ALL SELECT ts, host FROM m) u",
-    );
-    assert!(
-        inline.contains("UNION ALL of streams has no Flink translation"),
-        "{inline}"
-    );
-}
-
-#[test]
-fn joins_of_streams_are_refused_by_name() {
-    let join = refusal(
-        "CREATE CONTINUOUS QUERY q AS SELECT e.host, m.cpu FROM ev e JOIN m ON e.host = m.host \
-         AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '5' SECOND",
-    );
-    assert!(
-        join.contains("an interval join has no Flink translation"),
-        "{join}"
-    );
-    let full = refusal(
-        "CREATE CONTINUOUS QUERY q AS SELECT e.host, m.cpu FROM ev e FULL JOIN m ON e.host = \
-         m.host AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '5' SECOND",
-    );
-    assert!(full.contains("a FULL interval join has no Flink"), "{full}");
-    let window = refusal(
-        "CREATE CONTINUOUS QUERY q AS SELECT l.host FROM TUMBLE(ev, ts, INTERVAL '1' MINUTE) l \
-         JOIN TUMBLE(m, ts, INTERVAL '1' MINUTE) r ON l.host = r.host \
-         AND l.window_start = r.window_start AND l.window_end = r.window_end",
-    );
-    assert!(window.contains("a window join has no Flink"), "{window}");
-}
-
-#[test]
-fn temporal_joins_are_refused_by_name() {
+/// A catalog of [`STREAMS`] and `more`: tables (with their INSERTed rows), views and queries.
+fn catalog_with(more: &str) -> Catalog {
     let mut catalog = Catalog::from_sql(STREAMS).unwrap();
-    let Statement::CreateTable(ct) =
-        parse_one("CREATE TABLE owners (host TEXT, owner TEXT, PRIMARY KEY (host))").unwrap()
-    else {
-        panic!("not a table")
-    };
+    for stmt in crate::sql::parse(more).unwrap() {
+        match stmt {
+            Statement::CreateTable(ct) => {
+                catalog
+                    .add_table(crate::plan::TableDef::try_new(&ct).unwrap())
+                    .unwrap();
+            }
+            Statement::CreateQuery(q) => catalog.add_query(normalize(&q.name), q).unwrap(),
+            Statement::CreateView(cv) => catalog
+                .add_view(crate::plan::catalog::normalize_object(&cv.name), *cv)
+                .unwrap(),
+            other => panic!("unexpected {other}"),
+        }
+    }
     catalog
-        .add_table(crate::plan::TableDef::try_new(&ct).unwrap())
-        .unwrap();
-    let Statement::CreateQuery(q) = parse_one(
-        "CREATE CONTINUOUS QUERY q AS SELECT e.host, o.owner FROM ev e \
-         JOIN owners FOR SYSTEM_TIME AS OF e.ts AS o ON e.host = o.host",
-    )
-    .unwrap() else {
-        panic!("not a query")
+}
+
+const TABLES: &str = "\
+    CREATE TABLE owners (host TEXT PRIMARY KEY, owner TEXT NOT NULL, crit INT);\
+    CREATE TABLE intel (ip TEXT PRIMARY KEY, tag TEXT, since TIMESTAMP) \
+      WITH (version_time = 'since')";
+
+fn compile_in(catalog: &Catalog, sql: &str) -> Result<FlinkQuery> {
+    let Statement::CreateQuery(q) = parse_one(sql).unwrap() else {
+        panic!("not a query: {sql}")
     };
-    let e = compile_query(&q, &catalog).unwrap_err();
-    assert_eq!(e.sqlstate(), "0A000", "{e}");
+    compile_query(&q, catalog)
+}
+
+#[test]
+fn a_lookup_join_reads_the_table_as_of_the_rows_event_time() {
+    let catalog = catalog_with(TABLES);
+    let q = compile_in(
+        &catalog,
+        "CREATE CONTINUOUS QUERY q AS SELECT e.ts, e.host, o.owner FROM ev e \
+         JOIN owners o ON e.host = o.host WHERE o.crit >= 4",
+    )
+    .unwrap();
+    assert_eq!(
+        q.insert,
+        "INSERT INTO q__sink SELECT e.ts, e.host, o.owner FROM ev AS e \
+         JOIN owners FOR SYSTEM_TIME AS OF e.ts AS o ON e.host = o.host WHERE o.crit >= 4"
+    );
+    assert_eq!(q.streams, ["ev"]);
+    assert_eq!(
+        q.tables,
+        [select::TableUse {
+            table: "owners".into(),
+            versioned: false
+        }]
+    );
+    let left = insert_in(
+        &catalog,
+        "CREATE CONTINUOUS QUERY q AS SELECT * FROM ev LEFT JOIN owners ON ev.host = owners.host",
+    );
+    assert_eq!(
+        left,
+        "INSERT INTO q__sink SELECT ev.*, owners.host, owners.owner, owners.crit FROM ev \
+         LEFT JOIN owners FOR SYSTEM_TIME AS OF ev.ts AS owners ON ev.host = owners.host"
+    );
+}
+
+fn insert_in(catalog: &Catalog, sql: &str) -> String {
+    compile_in(catalog, sql).unwrap().insert
+}
+
+#[test]
+fn a_table_becomes_a_versioned_table_holding_its_rows() {
+    let catalog = catalog_with(TABLES);
+    let owners = catalog.table("owners").unwrap();
+    use datafusion::arrow::array::{Int32Array, StringArray};
+    let batch = datafusion::arrow::record_batch::RecordBatch::try_new(
+        owners.store.schema().clone(),
+        vec![
+            std::sync::Arc::new(StringArray::from(vec!["web-01", "db-01"])),
+            std::sync::Arc::new(StringArray::from(vec!["web, team", ""])),
+            std::sync::Arc::new(Int32Array::from(vec![Some(5), None])),
+        ],
+    )
+    .unwrap();
+    owners
+        .store
+        .restore(&[batch], Default::default(), 0)
+        .unwrap();
+    assert_eq!(
+        ddl::reference_table(owners, false).unwrap(),
+        "CREATE TABLE owners (\n  host STRING NOT NULL,\n  owner STRING NOT NULL,\n  \
+         crit INT,\n  \
+         __saql_valid_from AS CAST(TIMESTAMP '1970-01-01 00:00:00' AS TIMESTAMP(3)),\n  \
+         WATERMARK FOR __saql_valid_from AS __saql_valid_from,\n  \
+         PRIMARY KEY (host) NOT ENFORCED\n) WITH ('connector' = 'filesystem', \
+         'path' = '{path}', 'format' = 'csv', 'csv.null-literal' = '')"
+    );
+    assert_eq!(
+        ddl::table_rows(owners).unwrap(),
+        "db-01,\"\",\nweb-01,\"web, team\",5\n"
+    );
+    let intel = ddl::reference_table(catalog.table("intel").unwrap(), true).unwrap();
     assert!(
+        intel.starts_with("CREATE TABLE intel__versions ("),
+        "{intel}"
+    );
+    assert!(
+        intel.contains(
+            "__saql_valid_from AS COALESCE(since, \
+             CAST(TIMESTAMP '1970-01-01 00:00:00' AS TIMESTAMP(3)))"
+        ),
+        "{intel}"
+    );
+    let q = compile_in(
+        &catalog,
+        "CREATE CONTINUOUS QUERY q AS SELECT e.ts, e.host, o.owner FROM ev e \
+         JOIN owners o ON e.host = o.host",
+    )
+    .unwrap();
+    let program = FlinkProgram::new(&catalog, vec![q]).unwrap();
+    assert_eq!(program.tables.len(), 1);
+    let py = program.to_python("q.sql");
+    assert!(
+        py.contains("\"owners\": {\n        \"ddl\": r\"\"\"CREATE TABLE owners ("),
+        "{py}"
+    );
+    assert!(
+        py.contains("\"rows\": r\"\"\"db-01,\"\",\nweb-01,\"web, team\",5\n\"\"\""),
+        "{py}"
+    );
+}
+
+#[test]
+fn a_temporal_join_reads_the_versions_its_version_time_starts() {
+    let catalog = catalog_with(TABLES);
+    let q = compile_in(
+        &catalog,
+        "CREATE CONTINUOUS QUERY q AS SELECT e.ts, e.host, i.tag FROM ev e \
+         JOIN intel FOR SYSTEM_TIME AS OF e.ts AS i ON e.obj_name = i.ip",
+    )
+    .unwrap();
+    assert_eq!(
+        q.insert,
+        "INSERT INTO q__sink SELECT e.ts, e.host, i.tag FROM ev AS e \
+         JOIN intel__versions FOR SYSTEM_TIME AS OF e.ts AS i ON e.obj_name = i.ip"
+    );
+    assert_eq!(q.tables[0].flink_name(), "intel__versions");
+    // A table without version_time: its rows are valid from the start either way.
+    let plain = insert_in(
+        &catalog,
+        "CREATE CONTINUOUS QUERY q AS SELECT e.ts, o.owner FROM ev e \
+         LEFT JOIN owners FOR SYSTEM_TIME AS OF e.ts AS o ON e.host = o.host",
+    );
+    assert!(
+        plain.contains("LEFT JOIN owners FOR SYSTEM_TIME AS OF e.ts AS o ON"),
+        "{plain}"
+    );
+}
+
+#[test]
+fn watch_and_allow_lists_become_temporal_joins() {
+    let catalog = catalog_with(TABLES);
+    assert_eq!(
+        insert_in(
+            &catalog,
+            "CREATE CONTINUOUS QUERY q AS SELECT ts, host FROM ev \
+             WHERE op = 'connect' AND obj_name IN (SELECT ip FROM intel WHERE tag <> 'old')"
+        ),
+        "INSERT INTO q__sink SELECT ts, host FROM (SELECT ev.* FROM ev AS ev \
+         JOIN intel FOR SYSTEM_TIME AS OF ev.ts AS __saql_sub2 \
+         ON __saql_sub2.tag <> 'old' AND ev.obj_name = __saql_sub2.ip) AS ev WHERE op = 'connect'"
+    );
+    // NOT IN: no match; a NULL probe passes only while the table is empty (it is here).
+    assert_eq!(
+        insert_in(
+            &catalog,
+            "CREATE CONTINUOUS QUERY q AS SELECT e.ts FROM ev e \
+             WHERE NOT EXISTS (SELECT 1 FROM owners o WHERE o.host = e.host)"
+        ),
+        "INSERT INTO q__sink SELECT e.ts FROM (SELECT e.* FROM ev AS e \
+         LEFT JOIN owners FOR SYSTEM_TIME AS OF e.ts AS __saql_sub1 \
+         ON __saql_sub1.host = e.host WHERE __saql_sub1.host IS NULL) AS e"
+    );
+}
+
+#[test]
+fn interval_joins_keep_flinks_form() {
+    let catalog = catalog_with("");
+    for (written, flink) in [
+        ("JOIN", "JOIN"),
+        ("LEFT JOIN", "LEFT JOIN"),
+        ("RIGHT OUTER JOIN", "RIGHT JOIN"),
+        ("FULL JOIN", "FULL JOIN"),
+    ] {
+        assert_eq!(
+            insert_in(
+                &catalog,
+                &format!(
+                    "CREATE CONTINUOUS QUERY q AS SELECT e.ts, e.host, m.cpu FROM ev e \
+                     {written} m ON e.host = m.host \
+                     AND m.ts BETWEEN e.ts - INTERVAL '5' SECOND AND e.ts + INTERVAL '30' SECOND"
+                )
+            ),
+            format!(
+                "INSERT INTO q__sink SELECT e.ts, e.host, m.cpu FROM ev AS e {flink} m \
+                 ON e.host = m.host \
+                 AND m.ts BETWEEN e.ts - INTERVAL '5' SECOND AND e.ts + INTERVAL '30' SECOND"
+            )
+        );
+    }
+    // Both time columns kept: the sink takes one time attribute, so both are cast.
+    assert_eq!(
+        insert_in(
+            &catalog,
+            "CREATE CONTINUOUS QUERY q AS SELECT e.ts, m.ts AS metric_ts, m.cpu FROM ev e \
+             JOIN m ON e.host = m.host AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '1' SECOND"
+        ),
+        "INSERT INTO q__sink SELECT CAST(ts AS TIMESTAMP(3)) AS ts, \
+         CAST(metric_ts AS TIMESTAMP(3)) AS metric_ts, cpu FROM (SELECT e.ts, \
+         m.ts AS metric_ts, m.cpu FROM ev AS e JOIN m ON e.host = m.host \
+         AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '1' SECOND) AS __saql_rows"
+    );
+    // The anti join: the rows no row of the other stream matches within the bound.
+    assert_eq!(
+        insert_in(
+            &catalog,
+            "CREATE CONTINUOUS QUERY q AS SELECT e.host, e.ts FROM ev e WHERE e.op = 'login' \
+             AND NOT EXISTS (SELECT 1 FROM m WHERE m.host = e.host \
+             AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '5' SECOND)"
+        ),
+        "INSERT INTO q__sink SELECT e.host, e.ts FROM (SELECT e.* FROM ev AS e \
+         LEFT JOIN m AS __saql_sub2 ON __saql_sub2.host = e.host \
+         AND __saql_sub2.ts BETWEEN e.ts AND e.ts + INTERVAL '5' SECOND \
+         WHERE __saql_sub2.ts IS NULL) AS e WHERE e.op = 'login'"
+    );
+}
+
+#[test]
+fn window_joins_take_flinks_window_join_form() {
+    let catalog = catalog_with("");
+    assert_eq!(
+        insert_in(
+            &catalog,
+            "CREATE CONTINUOUS QUERY q AS SELECT l.host, l.window_end, l.pid, r.cpu \
+             FROM TUMBLE(ev, ts, INTERVAL '1' MINUTE) l \
+             JOIN TUMBLE(m, ts, INTERVAL '1' MINUTE) r ON l.host = r.host \
+             AND l.window_start = r.window_start AND l.window_end = r.window_end"
+        ),
+        "INSERT INTO q__sink SELECT l.host, l.window_end, l.pid, r.cpu \
+         FROM (SELECT * FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '1' MINUTE))) AS l \
+         JOIN (SELECT * FROM TABLE(TUMBLE(TABLE m, DESCRIPTOR(ts), INTERVAL '1' MINUTE))) AS r \
+         ON l.host = r.host AND l.window_start = r.window_start AND l.window_end = r.window_end"
+    );
+    let aggregated = insert_in(
+        &catalog,
+        "CREATE CONTINUOUS QUERY q AS SELECT l.host, l.window_end, l.n, r.peak FROM \
+         (SELECT host, window_start, window_end, COUNT(*) AS n \
+          FROM TUMBLE(ev, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end) l \
+         LEFT JOIN (SELECT host, window_start, window_end, MAX(cpu) AS peak \
+          FROM TUMBLE(m, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end) r \
+         ON l.host = r.host AND l.window_start = r.window_start AND l.window_end = r.window_end",
+    );
+    assert!(
+        aggregated.contains(
+            "GROUP BY host, window_start, window_end) AS l LEFT JOIN (SELECT host, \
+             window_start, window_end, MAX(cpu) AS peak"
+        ),
+        "{aggregated}"
+    );
+}
+
+#[test]
+fn unions_views_and_queries_over_queries() {
+    let catalog = catalog_with(
+        "CREATE VIEW activity AS SELECT ts, host FROM ev WHERE op = 'start' \
+           UNION ALL SELECT ts, host FROM m WHERE cpu > 90;\
+         CREATE CONTINUOUS QUERY starts AS SELECT ts, host, exe FROM ev WHERE op = 'start';\
+         CREATE CONTINUOUS QUERY per_minute AS SELECT host, window_end, COUNT(*) AS n \
+           FROM TUMBLE(ev, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end",
+    );
+    assert_eq!(
+        insert_in(
+            &catalog,
+            "CREATE CONTINUOUS QUERY q AS SELECT * FROM (SELECT ts, host FROM ev \
+             UNION ALL SELECT ts, host FROM m) u"
+        ),
+        "INSERT INTO q__sink SELECT * FROM (SELECT ts, host FROM ev \
+         UNION ALL SELECT ts, host FROM m) AS u"
+    );
+    let q = compile_in(
+        &catalog,
+        "CREATE CONTINUOUS QUERY q AS SELECT host, window_end, COUNT(*) AS n \
+         FROM TUMBLE(activity, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end",
+    )
+    .unwrap();
+    assert_eq!(
+        q.insert,
+        "INSERT INTO q__sink SELECT host, window_end, COUNT(*) AS n \
+         FROM TABLE(TUMBLE(TABLE activity, DESCRIPTOR(ts), INTERVAL '1' MINUTE)) \
+         GROUP BY host, window_start, window_end"
+    );
+    assert_eq!(q.streams, ["ev", "m"]);
+    assert_eq!(
+        q.views,
+        [FlinkView {
+            name: "activity".into(),
+            ddl: "CREATE TEMPORARY VIEW activity AS SELECT ts, host FROM ev WHERE op = 'start' \
+                  UNION ALL SELECT ts, host FROM m WHERE cpu > 90"
+                .into()
+        }]
+    );
+    let chained = compile_in(
+        &catalog,
+        "CREATE CONTINUOUS QUERY q AS SELECT s.ts, s.host, m.cpu FROM starts s JOIN m \
+         ON s.host = m.host AND m.ts BETWEEN s.ts AND s.ts + INTERVAL '10' SECOND",
+    )
+    .unwrap();
+    assert!(
+        chained.insert.starts_with(
+            "INSERT INTO q__sink SELECT s.ts, s.host, m.cpu FROM starts AS s JOIN m ON"
+        ),
+        "{}",
+        chained.insert
+    );
+    assert_eq!(
+        chained.views[0].ddl,
+        "CREATE TEMPORARY VIEW starts AS SELECT ts, host, exe FROM ev WHERE op = 'start'"
+    );
+    let filtered = compile_in(
+        &catalog,
+        "CREATE CONTINUOUS QUERY q AS SELECT host, window_end FROM per_minute WHERE n > 10",
+    )
+    .unwrap();
+    assert_eq!(
+        filtered.insert,
+        "INSERT INTO q__sink SELECT host, window_end FROM per_minute WHERE n > 10"
+    );
+}
+
+#[test]
+fn joins_flink_reads_otherwise_are_refused_by_name() {
+    let catalog = catalog_with(
+        "CREATE CONTINUOUS QUERY per_minute AS SELECT host, window_end, COUNT(*) AS n \
+           FROM TUMBLE(ev, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end;\
+         CREATE CONTINUOUS QUERY odd AS SELECT host, window_end, COUNT(*) AS n \
+           FROM TUMBLE(ev, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end \
+           OUTLIER ZSCORE(threshold => 3) ON (n)",
+    );
+    let refused = |sql: &str| {
+        let e = compile_in(&catalog, sql).unwrap_err();
+        assert_eq!(e.sqlstate(), "0A000", "{e}");
         e.to_string()
-            .contains("a temporal join (FOR SYSTEM_TIME AS OF) has no Flink translation"),
+    };
+    // Flink times a window's results by window_time, saql by window_end.
+    let e = refused(
+        "CREATE CONTINUOUS QUERY q AS SELECT host, window_end, SUM(n) AS n \
+         FROM TUMBLE(per_minute, window_end, INTERVAL '10' MINUTE) \
+         GROUP BY host, window_start, window_end",
+    );
+    assert!(
+        e.contains("TUMBLE over \"per_minute\" by \"window_end\""),
         "{e}"
     );
-    let absence = refusal(
-        "CREATE CONTINUOUS QUERY q AS SELECT e.host FROM ev e WHERE NOT EXISTS (SELECT 1 FROM m \
-         WHERE m.host = e.host AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '5' SECOND)",
-    );
+    let e = refused("CREATE CONTINUOUS QUERY q AS SELECT host, n FROM odd");
     assert!(
-        absence.contains("no faithful Flink translation"),
-        "{absence}"
+        e.contains("reading query \"odd\", whose results pass through OUTLIER"),
+        "{e}"
     );
 }
