@@ -214,12 +214,14 @@ pub(super) fn rewrite_subqueries(s: &sq::Select, ctx: &Ctx) -> Result<Option<sq:
     let mut joins = String::new();
     let mut nulls = Vec::new();
     let mut rest = Vec::new();
-    for (n, conjunct) in conjuncts.into_iter().enumerate() {
+    let mut n = 0;
+    for conjunct in conjuncts {
         let Some(sub) = subquery_of(conjunct) else {
             rest.push(conjunct.clone());
             continue;
         };
-        let inner = format!("__saql_sub{}", n + 1);
+        n += 1;
+        let inner = format!("__saql_sub{n}");
         let (join, null) = subquery_join(&sub, &inner, &outer, ctx)?;
         joins.push_str(&join);
         nulls.extend(null);

@@ -512,8 +512,8 @@ fn watch_and_allow_lists_become_temporal_joins() {
              WHERE op = 'connect' AND obj_name IN (SELECT ip FROM intel WHERE tag <> 'old')"
         ),
         "INSERT INTO q__sink SELECT ts, host FROM (SELECT ev.* FROM ev AS ev \
-         JOIN intel FOR SYSTEM_TIME AS OF ev.ts AS __saql_sub2 \
-         ON __saql_sub2.tag <> 'old' AND ev.obj_name = __saql_sub2.ip) AS ev WHERE op = 'connect'"
+         JOIN intel FOR SYSTEM_TIME AS OF ev.ts AS __saql_sub1 \
+         ON __saql_sub1.tag <> 'old' AND ev.obj_name = __saql_sub1.ip) AS ev WHERE op = 'connect'"
     );
     // NOT IN: no match; a NULL probe passes only while the table is empty (it is here).
     assert_eq!(
@@ -574,9 +574,9 @@ fn interval_joins_keep_flinks_form() {
              AND m.ts BETWEEN e.ts AND e.ts + INTERVAL '5' SECOND)"
         ),
         "INSERT INTO q__sink SELECT e.host, e.ts FROM (SELECT e.* FROM ev AS e \
-         LEFT JOIN m AS __saql_sub2 ON __saql_sub2.host = e.host \
-         AND __saql_sub2.ts BETWEEN e.ts AND e.ts + INTERVAL '5' SECOND \
-         WHERE __saql_sub2.ts IS NULL) AS e WHERE e.op = 'login'"
+         LEFT JOIN m AS __saql_sub1 ON __saql_sub1.host = e.host \
+         AND __saql_sub1.ts BETWEEN e.ts AND e.ts + INTERVAL '5' SECOND \
+         WHERE __saql_sub1.ts IS NULL) AS e WHERE e.op = 'login'"
     );
 }
 
@@ -684,13 +684,14 @@ fn unions_views_and_queries_over_queries() {
 
 #[test]
 fn joins_flink_reads_otherwise_are_refused_by_name() {
-    let catalog = catalog_with(
-        "CREATE CONTINUOUS QUERY per_minute AS SELECT host, window_end, COUNT(*) AS n \
+    let catalog = catalog_with(&format!(
+        "{TABLES};\
+         CREATE CONTINUOUS QUERY per_minute AS SELECT host, window_end, COUNT(*) AS n \
            FROM TUMBLE(ev, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end;\
          CREATE CONTINUOUS QUERY odd AS SELECT host, window_end, COUNT(*) AS n \
            FROM TUMBLE(ev, ts, INTERVAL '1' MINUTE) GROUP BY host, window_start, window_end \
            OUTLIER ZSCORE(threshold => 3) ON (n)",
-    );
+    ));
     let refused = |sql: &str| {
         let e = compile_in(&catalog, sql).unwrap_err();
         assert_eq!(e.sqlstate(), "0A000", "{e}");
@@ -704,6 +705,15 @@ fn joins_flink_reads_otherwise_are_refused_by_name() {
     );
     assert!(
         e.contains("TUMBLE over \"per_minute\" by \"window_end\""),
+        "{e}"
+    );
+    let e = refused(
+        "CREATE CONTINUOUS QUERY q AS SELECT w.host, w.n, o.owner FROM (SELECT host, \
+         window_end, COUNT(*) AS n FROM TUMBLE(ev, ts, INTERVAL '1' MINUTE) \
+         GROUP BY host, window_start, window_end) w JOIN owners o ON w.host = o.host",
+    );
+    assert!(
+        e.contains("a lookup join with table \"owners\" of rows that have no event-time"),
         "{e}"
     );
     let e = refused("CREATE CONTINUOUS QUERY q AS SELECT host, n FROM odd");
