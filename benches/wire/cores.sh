@@ -55,8 +55,6 @@ free_port() {
 }
 
 # The demo's DDL, and the same for a second stream proc_events_b with its queries renamed.
-ddl=$tmp/ddl.sql
-cat "$repo"/queries/*.sql >"$ddl"
 ddl_b=$tmp/ddl_b.sql
 {
 sed -n '/^CREATE STREAM proc_events/,/;/p' "$repo/queries/00_streams.sql" | sed 's/proc_events/proc_events_b/'
@@ -101,6 +99,21 @@ thread_cpu() { # pid
   # The process's total counts threads that already ended (a COPY's helpers) too.
   sed 's/.*) //' "/proc/$1/stat" | awk -v tick="$tick" '{ printf "    %-24s %7.2f CPU-s\n", "(all threads)", ($12 + $13) / tick }'
 }
+# Runs each file of DDL; one that fails (a query over a query declared in a later file) is
+# run again after the others, until every file ran.
+register() { # files
+  local left=("$@") next f
+  while ((${#left[@]})); do
+    next=()
+    for f in "${left[@]}"; do
+      "${psql_saql[@]}" -f "$f" >/dev/null 2>&1 || next+=("$f")
+    done
+    if ((${#next[@]} == ${#left[@]})); then
+      echo "cores.sh: cannot register ${next[*]}" >&2; exit 2
+    fi
+    left=("${next[@]}")
+  done
+}
 copy() { # stream
   local tag
   tag=$(psql -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U saql -d saql -c "\\copy $1 FROM '$csv' WITH (FORMAT csv, HEADER true)")
@@ -118,7 +131,7 @@ for run in $(seq "$runs"); do
     if [[ "$case" == *-no-queries ]]; then
       "${psql_saql[@]}" -f "$repo/queries/00_streams.sql" >/dev/null
     else
-      "${psql_saql[@]}" -f "$ddl" >/dev/null
+      register "$repo"/queries/*.sql
     fi
     rows=$events
     if [[ "$case" == *two-streams ]]; then
