@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The server on one core and on two: `saql serve --workers W`, pinned to W cores (taskset),
 # with the demo's queries
-# registered (queries/*.sql: the 13 over proc_events), one COPY of EVENTS proc_events rows
+# registered (queries/*.sql: the script counts those over proc_events), one COPY of EVENTS proc_events rows
 # (benches/wire/proc_events.py) timed from psql's start to its end; then two streams fed at
 # once (proc_events and a copy of it, proc_events_b, with the same 13 queries renamed), both
 # COPYs timed together. Every case runs against a fresh server and data directory, the cases
