@@ -176,14 +176,10 @@ impl Engine {
                 return Err(being_altered(&name));
             }
             let (plan, hub) = self.check_alter(&shared, &name, &cq)?;
-            let (run, scan) = {
-                let hub = hub.lock();
-                let output = discarding_output(&name, &plan);
-                Backfill::begin(&hub, &name, &cq, &plan, output)?
-            };
-            shared
-                .backfilling
-                .insert(name.clone(), run.progress().clone());
+            let (run, scan) =
+                Backfill::begin_shown(&mut shared, &hub, (&name, &cq, &plan), |_| {
+                    discarding_output(&name, &plan)
+                })?;
             (run, scan, hub)
         };
         let notice = self

@@ -39,7 +39,7 @@ use crate::runtime::core::retained::Retained;
 use crate::runtime::core::stream::StreamRuntime;
 use crate::runtime::durability::history::History;
 use crate::runtime::durability::history::{read_segment, HistoryScan};
-use crate::runtime::engine::{off_async, BackfillSlot, Engine, StatementResult};
+use crate::runtime::engine::{off_async, BackfillSlot, Engine, Shared, StatementResult};
 use crate::sql::Statement;
 use crate::sql::{timestamp_literal, BackfillStart, CreateQuery};
 use crate::time::{EventTime, Watermark};
@@ -144,6 +144,25 @@ pub(in crate::runtime) struct Backfill {
 const GIVE_WAY: Duration = Duration::from_millis(2);
 
 impl Backfill {
+    /// [`Backfill::begin`] under `hub`'s lock, its results going to `output` made there, and
+    /// its progress shown in SHOW QUERIES (the name is taken until it ends).
+    pub(in crate::runtime) fn begin_shown(
+        shared: &mut Shared,
+        hub: &StreamHub,
+        (name, def, plan): (&str, &CreateQuery, &QueryPlan),
+        output: impl FnOnce(&Hub) -> OutputHandle,
+    ) -> Result<(Backfill, HistoryScan)> {
+        let (run, scan) = {
+            let hub = hub.lock();
+            let output = output(&hub);
+            Backfill::begin(&hub, name, def, plan, output)?
+        };
+        shared
+            .backfilling
+            .insert(name.to_string(), run.progress().clone());
+        Ok((run, scan))
+    }
+
     /// Prepares the backfill of `def` (planned as `plan`) on the stream of `hub`, its results
     /// going to `output`, and reads what the stream's history holds now (under the hub's
     /// lock: only taking the list).
@@ -447,14 +466,10 @@ impl Engine {
                 .get(&plan.stream.name)
                 .cloned()
                 .ok_or_else(|| Error::undefined("stream", &plan.stream.name))?;
-            let (run, scan) = {
-                let hub = hub.lock();
-                let output = hub.new_output(&name, &plan);
-                Backfill::begin(&hub, &name, &cq, &plan, output)?
-            };
-            shared
-                .backfilling
-                .insert(name.clone(), run.progress().clone());
+            let (run, scan) =
+                Backfill::begin_shown(&mut shared, &hub, (&name, &cq, &plan), |hub| {
+                    hub.new_output(&name, &plan)
+                })?;
             (run, scan, hub)
         };
         let notice = self

@@ -133,22 +133,15 @@ pub struct SinkStats {
 impl Engine {
     /// Everything SHOW, /metrics and the console tell, as of now.
     pub fn stats(&self) -> EngineStats {
-        let mut stats = collect(&self.read());
-        stats.ingest_bytes = self.ingest.used() as u64;
-        stats.ingest_budget_waits = self.ingest.waits();
-        stats
-    }
-}
-
-/// The stats of `shared` (the ingest budget's left at zero: it is the engine's).
-pub(in crate::runtime) fn collect(shared: &Shared) -> EngineStats {
-    EngineStats {
-        streams: streams(shared),
-        queries: queries(shared),
-        sources: sources(shared),
-        sinks: sinks(shared),
-        ingest_bytes: 0,
-        ingest_budget_waits: 0,
+        let shared = self.read();
+        EngineStats {
+            streams: streams(&shared),
+            queries: queries(&shared),
+            sources: sources(&shared),
+            sinks: sinks(&shared),
+            ingest_bytes: self.ingest.used() as u64,
+            ingest_budget_waits: self.ingest.waits(),
+        }
     }
 }
 
