@@ -112,7 +112,8 @@ enum Command {
         /// Query files (CREATE STREAM and CREATE CONTINUOUS QUERY statements).
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// STREAM=PATH: events for a stream, as CSV with a header or JSON lines (.gz too).
+        /// STREAM=PATH: events for a stream, as CSV with a header or JSON lines (.gz too);
+        /// TABLE=PATH: a reference table's rows (upserts by key), loaded before any event.
         #[arg(long = "input", value_name = "STREAM=PATH")]
         inputs: Vec<String>,
         /// Write each query's results to DIR/<query>.csv instead of stdout.

@@ -176,6 +176,54 @@ fn run_stops_at_a_bad_line_unless_told_to_skip_it() {
     assert_eq!(err.lines().count(), 1, "one summary line: {err}");
 }
 
+/// A reference table given as an input is filled before any event: its rows are upserts by
+/// key (carol's later row replaces alice's), the lookup join reads them from the first
+/// event on, and a row that breaks the table's NOT NULL stops the run at its line.
+#[test]
+fn run_fills_a_table_input_before_the_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let sql = write(
+        "q.sql",
+        "CREATE STREAM events (ts TIMESTAMP NOT NULL, key BIGINT, amount BIGINT, \
+         WATERMARK FOR ts AS ts - INTERVAL '5' SECOND);\n\
+         CREATE TABLE assets (id BIGINT PRIMARY KEY, owner TEXT NOT NULL, crit INT NOT NULL);\n\
+         INSERT INTO assets VALUES (3, 'dave', 1);\n\
+         CREATE CONTINUOUS QUERY enriched AS SELECT e.ts, e.key, a.owner, a.crit \
+         FROM events e JOIN assets a ON e.key = a.id;\n",
+    );
+    let assets = write("assets.csv", "id,owner,crit\n1,alice,3\n2,bob,5\n1,carol,4\n");
+    let events = write(
+        "events.csv",
+        "ts,key,amount\n2024-01-01 00:00:00,1,10\n2024-01-01 00:00:01,2,20\n\
+         2024-01-01 00:00:02,3,30\n2024-01-01 00:00:03,4,40\n",
+    );
+    // The table listed after the stream still fills first.
+    let out = run_ok(&[
+        "run",
+        &sql,
+        "--input",
+        &format!("events={events}"),
+        "--input",
+        &format!("assets={assets}"),
+    ]);
+    assert_eq!(
+        out,
+        "ts,key,owner,crit\n2024-01-01 00:00:00,1,carol,4\n2024-01-01 00:00:01,2,bob,5\n\
+         2024-01-01 00:00:02,3,dave,1\n"
+    );
+
+    let bad = write("bad.csv", "id,owner,crit\n1,alice,3\n2,bob,\n");
+    let out = saql(&["run", &sql, "--input", &format!("assets={bad}")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("bad.csv:3: null value in column \"crit\""), "{err}");
+}
+
 #[test]
 fn run_rejects_unknown_header_names_and_other_statements() {
     let dir = tempfile::tempdir().unwrap();

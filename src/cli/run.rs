@@ -4,12 +4,14 @@
 //! saql run FILE... --input STREAM=PATH [--input ...] [--output DIR] [--skip-bad-rows]
 //! ```
 //!
-//! The files' CREATE STREAM and CREATE CONTINUOUS QUERY statements are executed (any other
-//! statement is an error at its `file:line:col`). Each input is CSV with a header or JSON
+//! The files' CREATE STREAM, CREATE TABLE, INSERT (of a table's rows) and CREATE CONTINUOUS
+//! QUERY statements are executed (any other statement is an error at its `file:line:col`). Each input is CSV with a header or JSON
 //! lines, gzip-compressed if its name ends in `.gz`; the format comes from the name (`.csv`,
 //! `.json`, `.jsonl`, `.ndjson`), else from the first byte (`{` for JSON lines). CSV columns
 //! are matched to the stream's by header name (columns it lacks are NULL, unknown names are
 //! an error); JSON keys likewise, with timestamps as strings. Blank lines are skipped.
+//! An input named after a reference table (`--input assets=assets.csv`) fills the table
+//! before any event is replayed, its rows upserts by the table's key.
 //! Inputs are merged in event-time order (ties: the input given first, then file order) and
 //! the end of input closes every window, so the same files always give the same bytes.
 //!
@@ -108,16 +110,28 @@ fn run_inner(
     let names: Vec<String> = files.queries.iter().map(|q| q.name.clone()).collect();
 
     let bytes_read = Arc::new(AtomicU64::new(0));
+    let mut bad = BadRows::new(skip_bad_rows);
     let mut total_bytes = 0;
     let mut opened = Vec::new();
     for spec in inputs {
         let (stream, path) = parse_input(spec).map_err(|e| vec![e])?;
+        if let Some(table) = files.catalog.table(&stream) {
+            let schema = table.store.schema().clone();
+            load_table(&engine, &stream, &path, schema, &mut bad)
+                .map_err(|e| vec![format!("saql run: --input {spec}: {e}")])?;
+            continue;
+        }
         let Some(def) = files.catalog.stream(&stream) else {
-            let known: Vec<&str> = files.catalog.streams().map(|s| s.name.as_str()).collect();
+            let known: Vec<&str> = files
+                .catalog
+                .streams()
+                .map(|s| s.name.as_str())
+                .chain(files.catalog.tables().map(|t| t.name.as_str()))
+                .collect();
             return Err(vec![format!(
-                "saql run: --input {spec}: stream \"{stream}\" does not exist; the files declare {}",
+                "saql run: --input {spec}: no stream or table \"{stream}\"; the files declare {}",
                 if known.is_empty() {
-                    "no streams".to_string()
+                    "none".to_string()
                 } else {
                     known.join(", ")
                 }
@@ -143,7 +157,6 @@ fn run_inner(
 
     let progress = progress_bar(total_bytes);
     let started = Instant::now();
-    let mut bad = BadRows::new(skip_bad_rows);
     let mut text = String::new();
     let mut on_results = |query: usize, batch: &RecordBatch| -> Result<(), ReplayError> {
         text.clear();
@@ -179,6 +192,29 @@ fn run_inner(
     }
     Ok(())
 }
+
+/// Reads the whole file `path` into reference table `table` before any stream is replayed:
+/// rows are upserts by the table's key (a later row of a key replaces an earlier one), so
+/// the queries that join the table see all of it from their first row.
+fn load_table(
+    engine: &saql::Engine,
+    table: &str,
+    path: &Path,
+    schema: datafusion::arrow::datatypes::SchemaRef,
+    bad: &mut BadRows,
+) -> Result<(), String> {
+    let mut input = Input::open(table, path, schema, Arc::new(AtomicU64::new(0)))
+        .map_err(|e| e.to_string())?;
+    while let Some(batch) = input.next_batch(TABLE_BATCH_ROWS, bad).map_err(|e| e.to_string())? {
+        engine
+            .upsert_table(table, &batch)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Rows of a table input applied as one change.
+const TABLE_BATCH_ROWS: usize = 65_536;
 
 /// `STREAM=PATH`; the stream name is case-insensitive unless written in double quotes.
 fn parse_input(spec: &str) -> Result<(String, PathBuf), String> {

@@ -162,7 +162,7 @@ impl Engine {
                 drop(shared);
                 let json = serde_json::to_string(&progress)
                     .map_err(|e| Error::Internal(format!("a source's position: {e}")))?;
-                self.upsert_from_source(&table, &batch, (name.clone(), json))?;
+                self.upsert_from_source(&table, &batch, Some((name.clone(), json)))?;
                 rt.update(|s| s.progress = progress);
                 return Ok(());
             }

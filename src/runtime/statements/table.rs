@@ -358,13 +358,27 @@ impl Engine {
         Ok(StatementResult::Command("TRUNCATE TABLE".into()))
     }
 
-    /// Rows a source read into a table, with the source's progress after them: each row
-    /// replaces the row of its key (the last of a key in the batch wins), in one change.
+    /// Rows loaded into table `name` as upserts by key (the last row of a key in the batch
+    /// wins), in one change, durable before it returns: how `saql run --input TABLE=PATH`
+    /// fills a reference table. The batch must have the table's columns.
+    pub fn upsert_table(&self, name: &str, batch: &RecordBatch) -> Result<usize> {
+        let def = self
+            .read()
+            .catalog
+            .table(name)
+            .cloned()
+            .ok_or_else(|| Error::undefined("table", name))?;
+        self.upsert_from_source(&def, batch, None)
+    }
+
+    /// Rows a source read into a table, with the source's progress after them (if from a
+    /// source): each row replaces the row of its key (the last of a key in the batch wins),
+    /// in one change.
     pub(in crate::runtime) fn upsert_from_source(
         &self,
         def: &TableDef,
         batch: &RecordBatch,
-        source: (String, String),
+        source: Option<(String, String)>,
     ) -> Result<usize> {
         self.change_table(def, |rows| {
             let keys = rows.encode_keys(def.store.keys_of(batch)?.columns())?;
@@ -383,7 +397,7 @@ impl Engine {
             Ok((
                 TableChange {
                     upserts,
-                    source: Some(source),
+                    source,
                     ..Default::default()
                 },
                 n,
