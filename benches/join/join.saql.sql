@@ -1,4 +1,4 @@
--- The join of queries/start_then_connect.sql over the benchmark's two files (the streams
+-- The interval join of queries/start_then_connect.sql over the benchmark's two files (the streams
 -- as queries/00_streams.sql declares them).
 CREATE STREAM proc_events (
   ts TIMESTAMP NOT NULL, host TEXT, pid BIGINT, ppid BIGINT, user_name TEXT, exe TEXT,
