@@ -55,6 +55,7 @@ pub mod compile;
 pub mod error;
 pub mod limits;
 pub mod operators;
+pub mod options;
 pub mod plan;
 pub mod runtime;
 #[cfg(feature = "server")]

@@ -196,7 +196,10 @@ fn run_fills_a_table_input_before_the_events() {
          CREATE CONTINUOUS QUERY enriched AS SELECT e.ts, e.key, a.owner, a.crit \
          FROM events e JOIN assets a ON e.key = a.id;\n",
     );
-    let assets = write("assets.csv", "id,owner,crit\n1,alice,3\n2,bob,5\n1,carol,4\n");
+    let assets = write(
+        "assets.csv",
+        "id,owner,crit\n1,alice,3\n2,bob,5\n1,carol,4\n",
+    );
     let events = write(
         "events.csv",
         "ts,key,amount\n2024-01-01 00:00:00,1,10\n2024-01-01 00:00:01,2,20\n\
@@ -221,7 +224,10 @@ fn run_fills_a_table_input_before_the_events() {
     let out = saql(&["run", &sql, "--input", &format!("assets={bad}")]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("bad.csv:3: null value in column \"crit\""), "{err}");
+    assert!(
+        err.contains("bad.csv:3: null value in column \"crit\""),
+        "{err}"
+    );
 }
 
 #[test]

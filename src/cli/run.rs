@@ -203,9 +203,12 @@ fn load_table(
     schema: datafusion::arrow::datatypes::SchemaRef,
     bad: &mut BadRows,
 ) -> Result<(), String> {
-    let mut input = Input::open(table, path, schema, Arc::new(AtomicU64::new(0)))
-        .map_err(|e| e.to_string())?;
-    while let Some(batch) = input.next_batch(TABLE_BATCH_ROWS, bad).map_err(|e| e.to_string())? {
+    let mut input =
+        Input::open(table, path, schema, Arc::new(AtomicU64::new(0))).map_err(|e| e.to_string())?;
+    while let Some(batch) = input
+        .next_batch(TABLE_BATCH_ROWS, bad)
+        .map_err(|e| e.to_string())?
+    {
         engine
             .upsert_table(table, &batch)
             .map_err(|e| format!("{}: {e}", path.display()))?;

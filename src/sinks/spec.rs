@@ -3,12 +3,12 @@
 //! named `seq`, which the sink adds).
 
 use crate::error::sqlstate;
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use datafusion::arrow::datatypes::SchemaRef;
 
 use crate::error::{Error, Result};
+use crate::options::{bad_value, Options};
 use crate::plan::catalog::normalize;
 use crate::runtime::SEQ_COLUMN;
 use crate::sql::{CreateSink, SinkConnector};
@@ -73,79 +73,6 @@ pub struct SinkSpec {
 /// Most rows in one delivery.
 pub const MAX_BATCH_ROWS: usize = 10_000;
 
-/// The options of a statement, looked up by key, each read at most once.
-struct Options<'a> {
-    values: BTreeMap<&'a str, &'a str>,
-}
-
-impl<'a> Options<'a> {
-    fn new(ddl: &'a CreateSink, allowed: &[&str]) -> Result<Options<'a>> {
-        let mut values = BTreeMap::new();
-        for (k, v) in &ddl.options {
-            if !allowed.contains(&k.as_str()) {
-                return Err(Error::plan(
-                    sqlstate::SYNTAX_ERROR,
-                    format!(
-                        "unknown option \"{k}\" for a {} sink: use {}",
-                        ddl.connector.keyword().to_ascii_lowercase(),
-                        allowed.join(", ")
-                    ),
-                ));
-            }
-            if values.insert(k.as_str(), v.as_str()).is_some() {
-                return Err(Error::plan(
-                    sqlstate::SYNTAX_ERROR,
-                    format!("option \"{k}\" given twice"),
-                ));
-            }
-        }
-        Ok(Options { values })
-    }
-
-    fn text(&self, key: &str) -> Option<&'a str> {
-        self.values.get(key).copied()
-    }
-
-    fn required(&self, key: &str, kind: SinkConnector) -> Result<&'a str> {
-        self.text(key)
-            .filter(|v| !v.trim().is_empty())
-            .ok_or_else(|| {
-                Error::plan(
-                    sqlstate::SYNTAX_ERROR,
-                    format!(
-                        "a {} sink needs option \"{key}\"",
-                        kind.keyword().to_ascii_lowercase()
-                    ),
-                )
-            })
-    }
-
-    fn number(&self, key: &str, range: std::ops::RangeInclusive<u64>, default: u64) -> Result<u64> {
-        match self.text(key) {
-            None => Ok(default),
-            Some(v) => v
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|n| range.contains(n))
-                .ok_or_else(|| {
-                    bad_value(
-                        key,
-                        v,
-                        &format!("a whole number from {} to {}", range.start(), range.end()),
-                    )
-                }),
-        }
-    }
-}
-
-fn bad_value(key: &str, value: &str, expected: &str) -> Error {
-    Error::invalid_input(
-        sqlstate::INVALID_PARAMETER_VALUE,
-        format!("invalid value for option \"{key}\": \"{value}\" (expected {expected})"),
-    )
-}
-
 impl SinkSpec {
     /// Checks `ddl` against the schema of the query it reads. Unknown or missing options are
     /// 42601, bad values 22023, a key column that does not exist 42703.
@@ -163,7 +90,8 @@ impl SinkSpec {
             SinkConnector::Postgres => &["url", "table"],
         };
         let allowed: Vec<&str> = own.iter().chain(common.iter()).copied().collect();
-        let opts = Options::new(ddl, &allowed)?;
+        let what = format!("{} sink", ddl.connector.keyword().to_ascii_lowercase());
+        let opts = Options::new(&ddl.options, &allowed, what)?;
         let query = normalize(&ddl.query);
         if query_schema.index_of(SEQ_COLUMN).is_ok() {
             return Err(Error::plan(
@@ -176,19 +104,14 @@ impl SinkSpec {
         }
         let kind = ddl.connector;
         let target = match kind {
-            SinkConnector::Webhook => webhook_target(opts.required("url", kind)?)?,
+            SinkConnector::Webhook => webhook_target(opts.required("url")?)?,
             SinkConnector::Kafka => {
                 if let Some(f) = opts.text("format") {
                     if !f.eq_ignore_ascii_case("json") {
                         return Err(bad_value("format", f, "json"));
                     }
                 }
-                let brokers: Vec<String> = opts
-                    .required("brokers", kind)?
-                    .split(',')
-                    .map(|b| b.trim().to_string())
-                    .filter(|b| !b.is_empty())
-                    .collect();
+                let brokers = opts.required_list("brokers")?;
                 let key = match opts.text("key") {
                     None => None,
                     Some(k) if k.eq_ignore_ascii_case(SEQ_COLUMN) => None,
@@ -208,13 +131,13 @@ impl SinkSpec {
                 };
                 SinkTarget::Kafka {
                     brokers,
-                    topic: opts.required("topic", kind)?.to_string(),
+                    topic: opts.required("topic")?.to_string(),
                     partition: opts.number("partition", 0..=i32::MAX as u64, 0)? as i32,
                     key,
                 }
             }
             SinkConnector::Postgres => {
-                let table = opts.required("table", kind)?;
+                let table = opts.required("table")?;
                 let plain = |p: &str| {
                     let mut c = p.chars();
                     c.next()
@@ -230,17 +153,12 @@ impl SinkSpec {
                     ));
                 }
                 SinkTarget::Postgres {
-                    url: opts.required("url", kind)?.to_string(),
+                    url: opts.required("url")?.to_string(),
                     table: table.to_string(),
                 }
             }
         };
-        let start_at_end = match opts.text("start").map(str::to_ascii_lowercase) {
-            None => false,
-            Some(v) if v == "beginning" => false,
-            Some(v) if v == "end" => true,
-            Some(v) => return Err(bad_value("start", &v, "beginning or end")),
-        };
+        let start_at_end = opts.choice("start", &["beginning", "end"], "beginning")? == "end";
         let retry_initial = opts.number("retry_initial_ms", 1..=60_000, 100)?;
         let retry_max = opts.number("retry_max_ms", 1..=600_000, 30_000)?;
         if retry_max < retry_initial {

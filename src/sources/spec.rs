@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::options::{bad_value, Options};
 use crate::plan::catalog::normalize;
 use crate::sql::{CreateSource, SourceConnector};
 use datafusion::arrow::datatypes::SchemaRef;
@@ -88,90 +89,45 @@ impl SourceSpec {
     /// column 42703.
     pub fn try_new(ddl: &CreateSource, target: &str, schema: &SchemaRef) -> Result<SourceSpec> {
         let name = normalize(&ddl.name);
-        let mut opts: BTreeMap<&str, &str> = BTreeMap::new();
-        for (k, v) in &ddl.options {
-            if opts.insert(k.as_str(), v.as_str()).is_some() {
-                return Err(Error::plan(
-                    sqlstate::SYNTAX_ERROR,
-                    format!("option \"{k}\" given twice"),
-                ));
-            }
-        }
         let kafka = matches!(ddl.connector, SourceConnector::Kafka);
-        let allowed: &[&str] = if kafka {
-            &[
-                "brokers",
-                "topic",
-                "partitions",
-                "format",
-                "on_error",
-                "start",
-                "poll_interval_ms",
-            ]
+        let (allowed, what): (&[&str], _) = if kafka {
+            (
+                &[
+                    "brokers",
+                    "topic",
+                    "partitions",
+                    "format",
+                    "on_error",
+                    "start",
+                    "poll_interval_ms",
+                ],
+                "Kafka source",
+            )
         } else {
-            &[
-                "format",
-                "follow",
-                "start",
-                "on_error",
-                "header",
-                "poll_interval_ms",
-            ]
-        };
-        if let Some(k) = opts.keys().find(|k| !allowed.contains(k)) {
-            return Err(Error::plan(
-                sqlstate::SYNTAX_ERROR,
-                format!(
-                    "unknown option \"{k}\" for a {} source: use {}",
-                    if kafka { "Kafka" } else { "file" },
-                    allowed.join(", ")
-                ),
-            ));
-        }
-        let bad_value = |key: &str, value: &str, expected: &str| {
-            Error::invalid_input(
-                sqlstate::INVALID_PARAMETER_VALUE,
-                format!("invalid value for option \"{key}\": \"{value}\" (expected {expected})"),
+            (
+                &[
+                    "format",
+                    "follow",
+                    "start",
+                    "on_error",
+                    "header",
+                    "poll_interval_ms",
+                ],
+                "file source",
             )
         };
-        let choice = |key: &str, values: &[&str], default: &str| -> Result<String> {
-            let v = opts
-                .get(key)
-                .copied()
-                .unwrap_or(default)
-                .to_ascii_lowercase();
-            if values.contains(&v.as_str()) {
-                Ok(v)
-            } else {
-                Err(bad_value(key, &v, &values.join(" or ")))
-            }
-        };
-        let format = match choice("format", &["json", "csv"], "json")?.as_str() {
+        let opts = Options::new(&ddl.options, allowed, what)?;
+        let format = match opts.choice("format", &["json", "csv"], "json")? {
             "csv" => RecordFormat::Csv,
             _ => RecordFormat::Json,
         };
-        let on_error = match choice("on_error", &["skip", "fail"], "skip")?.as_str() {
+        let on_error = match opts.choice("on_error", &["skip", "fail"], "skip")? {
             "fail" => OnError::Fail,
             _ => OnError::Skip,
         };
-        let start_at_end = choice("start", &["beginning", "end"], "beginning")? == "end";
-        let boolean = |key: &str, default: bool| -> Result<bool> {
-            match opts.get(key).map(|v| v.to_ascii_lowercase()) {
-                None => Ok(default),
-                Some(v) if v == "true" || v == "on" => Ok(true),
-                Some(v) if v == "false" || v == "off" => Ok(false),
-                Some(v) => Err(bad_value(key, &v, "true or false")),
-            }
-        };
-        let header = boolean("header", false)?;
-        let poll_ms = match opts.get("poll_interval_ms") {
-            None => 100,
-            Some(v) => v
-                .parse::<u64>()
-                .ok()
-                .filter(|n| (1..=60_000).contains(n))
-                .ok_or_else(|| bad_value("poll_interval_ms", v, "1 to 60000"))?,
-        };
+        let start_at_end = opts.choice("start", &["beginning", "end"], "beginning")? == "end";
+        let header = opts.boolean("header", false)?;
+        let poll_ms = opts.number("poll_interval_ms", 1..=60_000, 100)?;
         let connector = match &ddl.connector {
             SourceConnector::File(path) => {
                 if path.is_empty() {
@@ -182,28 +138,12 @@ impl SourceSpec {
                 }
                 Connector::File {
                     path: PathBuf::from(path),
-                    follow: boolean("follow", true)?,
+                    follow: opts.boolean("follow", true)?,
                     start_at_end,
                 }
             }
             SourceConnector::Kafka => {
-                let required = |key: &str| {
-                    opts.get(key)
-                        .filter(|v| !v.trim().is_empty())
-                        .map(|v| v.to_string())
-                        .ok_or_else(|| {
-                            Error::plan(
-                                sqlstate::SYNTAX_ERROR,
-                                format!("a Kafka source needs option \"{key}\""),
-                            )
-                        })
-                };
-                let brokers = required("brokers")?
-                    .split(',')
-                    .map(|b| b.trim().to_string())
-                    .filter(|b| !b.is_empty())
-                    .collect();
-                let partitions = match opts.get("partitions") {
+                let partitions = match opts.text("partitions") {
                     None => None,
                     Some(v) => Some(
                         v.split(',')
@@ -214,8 +154,8 @@ impl SourceSpec {
                     ),
                 };
                 Connector::Kafka {
-                    brokers,
-                    topic: required("topic")?,
+                    brokers: opts.required_list("brokers")?,
+                    topic: opts.required("topic")?.to_string(),
                     partitions,
                     start_at_end,
                 }
