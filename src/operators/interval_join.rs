@@ -16,11 +16,13 @@
 //! instant, with `lower = upper = 0` and the window's bounds in the key: a window's rows of
 //! both sides meet, and end, when the watermark passes the window's end.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+
+use ahash::AHashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{new_null_array, Array, ArrayRef, AsArray};
-use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::compute::interleave;
 use datafusion::arrow::datatypes::{Int8Type, SchemaRef, TimestampNanosecondType};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
@@ -57,18 +59,63 @@ pub struct JoinSide {
     pub keys: Vec<Arc<dyn PhysicalExpr>>,
 }
 
-/// A kept row: its time, key (None: a NULL in it, matching nothing), the batch it came in,
-/// and whether it matched.
+/// A row (the batch it came in, shared by its rows, and its index there).
+type RowRef = (Arc<RecordBatch>, usize);
+
+/// A kept row: its time, key (None: a NULL in it, matching nothing), where it is, and
+/// whether it matched.
 struct Kept {
     time: i64,
     key: Option<OwnedRow>,
-    batch: RecordBatch,
-    row: usize,
+    row: RowRef,
     matched: bool,
+    /// The bytes it is counted as holding (its batch's share).
+    bytes: usize,
 }
 
-/// A row (its batch and row in it).
-type RowRef = (RecordBatch, usize);
+/// One side's kept rows in arrival (event-time) order, numbered from `first` on, with an
+/// index from each key to the numbers of its rows (ascending), so a row meets only the
+/// other side's rows of its key.
+#[derive(Default)]
+struct Kepts {
+    rows: VecDeque<Kept>,
+    /// The number of `rows[0]`.
+    first: u64,
+    by_key: AHashMap<OwnedRow, VecDeque<u64>>,
+    /// The estimated bytes of the rows kept.
+    bytes: usize,
+}
+
+impl Kepts {
+    fn push(&mut self, kept: Kept) {
+        let number = self.first + self.rows.len() as u64;
+        if let Some(key) = &kept.key {
+            match self.by_key.get_mut(key) {
+                Some(numbers) => numbers.push_back(number),
+                None => {
+                    self.by_key.insert(key.clone(), VecDeque::from([number]));
+                }
+            }
+        }
+        self.bytes += kept.bytes;
+        self.rows.push_back(kept);
+    }
+
+    fn pop_front(&mut self) -> Option<Kept> {
+        let kept = self.rows.pop_front()?;
+        if let Some(key) = &kept.key {
+            if let Some(numbers) = self.by_key.get_mut(key) {
+                numbers.pop_front();
+                if numbers.is_empty() {
+                    self.by_key.remove(key);
+                }
+            }
+        }
+        self.first += 1;
+        self.bytes = self.bytes.saturating_sub(kept.bytes);
+        Some(kept)
+    }
+}
 
 /// A left row and the right row it matched; None on one side for the other's unmatched end.
 type Found = (Option<RowRef>, Option<RowRef>);
@@ -83,13 +130,20 @@ pub struct IntervalJoin {
     lower: i64,
     upper: i64,
     converter: RowConverter,
-    kept: [VecDeque<Kept>; 2],
+    kept: [Kepts; 2],
     /// Pairs (left, right) found, and rows ended unmatched, not yet emitted.
     out: Vec<Found>,
+    /// A row of NULLs in the input's columns, for the missing side of an unmatched end.
+    null_row: Arc<RecordBatch>,
 }
 
 const TIME: usize = 0;
 const SIDE: usize = 1;
+
+/// The bytes one row of `batch` is counted as holding (its batch's share).
+fn bytes_per_row(batch: &RecordBatch) -> usize {
+    batch.get_array_memory_size() / batch.num_rows().max(1)
+}
 
 impl IntervalJoin {
     /// A join of the merged `input` into rows of `schema` (the left's columns, then the
@@ -110,6 +164,14 @@ impl IntervalJoin {
             .iter()
             .map(|k| Ok(SortField::new(k.data_type(&sides[0].schema)?)))
             .collect::<Result<Vec<_>>>()?;
+        let null_row = Arc::new(RecordBatch::try_new(
+            input.clone(),
+            input
+                .fields()
+                .iter()
+                .map(|f| new_null_array(f.data_type(), 1))
+                .collect(),
+        )?);
         Ok(IntervalJoin {
             kind,
             input,
@@ -118,8 +180,9 @@ impl IntervalJoin {
             lower,
             upper,
             converter: RowConverter::new(fields)?,
-            kept: [VecDeque::new(), VecDeque::new()],
+            kept: [Kepts::default(), Kepts::default()],
             out: Vec::new(),
+            null_row,
         })
     }
 
@@ -177,23 +240,24 @@ impl IntervalJoin {
                 0 => k.time.saturating_add(self.upper),
                 _ => k.time.saturating_sub(self.lower),
             };
-            let ends: Vec<Option<i64>> = (0..2)
-                .map(|s| {
-                    self.kept[s]
-                        .front()
-                        .map(|k| end(s, k))
-                        .filter(|&e| e < time)
-                })
-                .collect();
+            let ends: [Option<i64>; 2] = [0, 1].map(|s| {
+                self.kept[s]
+                    .rows
+                    .front()
+                    .map(|k| end(s, k))
+                    .filter(|&e| e < time)
+            });
             let side = match (ends[0], ends[1]) {
                 (Some(l), Some(r)) => usize::from(r < l),
                 (Some(_), None) => 0,
                 (None, Some(_)) => 1,
                 (None, None) => break,
             };
-            let k = self.kept[side].pop_front().expect("a front row");
+            let Some(k) = self.kept[side].pop_front() else {
+                break;
+            };
             if !k.matched && self.ends_unmatched(side) {
-                let row = Some((k.batch, k.row));
+                let row = Some(k.row);
                 self.out.push(match side {
                     0 => (row, None),
                     _ => (None, row),
@@ -202,15 +266,9 @@ impl IntervalJoin {
         }
     }
 
-    /// Matches row `row` of `batch` (of side `side`, at `time`) against the other side.
-    fn probe(
-        &mut self,
-        side: usize,
-        time: i64,
-        key: &Option<OwnedRow>,
-        batch: &RecordBatch,
-        row: usize,
-    ) -> bool {
+    /// Matches `row` (of side `side`, at `time`, with `key`) against the other side's kept
+    /// rows of the same key.
+    fn probe(&mut self, side: usize, time: i64, key: &Option<OwnedRow>, row: &RowRef) -> bool {
         let Some(key) = key else {
             return false;
         };
@@ -225,27 +283,55 @@ impl IntervalJoin {
                 time.saturating_sub(self.lower),
             ),
         };
-        let other = 1 - side;
-        let start = self.kept[other].partition_point(|k| k.time < from);
+        let other = &mut self.kept[1 - side];
+        let Some(numbers) = other.by_key.get(key) else {
+            return false;
+        };
+        let first = other.first;
+        let start = numbers.partition_point(|&n| other.rows[(n - first) as usize].time < from);
         let mut matched = false;
-        for k in self.kept[other].range_mut(start..) {
+        for &n in numbers.range(start..) {
+            let k = &mut other.rows[(n - first) as usize];
             if k.time > to {
                 break;
-            }
-            if k.key.as_ref() != Some(key) {
-                continue;
             }
             matched = true;
             k.matched = true;
             if self.kind != IntervalKind::Anti {
-                let (this, that) = ((batch.clone(), row), (k.batch.clone(), k.row));
+                let (this, that) = (Some(row.clone()), Some(k.row.clone()));
                 self.out.push(match side {
-                    0 => (Some(this), Some(that)),
-                    _ => (Some(that), Some(this)),
+                    0 => (this, that),
+                    _ => (that, this),
                 });
             }
         }
         matched
+    }
+
+    /// Gathers `rows` (None: a row of NULLs) into one batch of the input's columns.
+    fn gather<'a>(&self, rows: impl Iterator<Item = Option<&'a RowRef>>) -> Result<RecordBatch> {
+        let mut sources: Vec<&RecordBatch> = vec![&self.null_row];
+        let mut seen: HashMap<*const RecordBatch, usize> = HashMap::new();
+        let picks: Vec<(usize, usize)> = rows
+            .map(|r| match r {
+                None => (0, 0),
+                Some((batch, row)) => {
+                    let at = *seen.entry(Arc::as_ptr(batch)).or_insert_with(|| {
+                        sources.push(batch);
+                        sources.len() - 1
+                    });
+                    (at, *row)
+                }
+            })
+            .collect();
+        let columns = (0..self.input.fields().len())
+            .map(|c| {
+                let arrays: Vec<&dyn Array> =
+                    sources.iter().map(|b| b.column(c).as_ref()).collect();
+                interleave(&arrays, &picks)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(RecordBatch::try_new(self.input.clone(), columns)?)
     }
 
     /// The rows found so far, as output rows.
@@ -254,28 +340,10 @@ impl IntervalJoin {
             return Ok(vec![]);
         }
         let found = std::mem::take(&mut self.out);
-        let null_row = RecordBatch::try_new(
-            self.input.clone(),
-            self.input
-                .fields()
-                .iter()
-                .map(|f| new_null_array(f.data_type(), 1))
-                .collect(),
-        )?;
-        let side = |pick: fn(&Found) -> &Option<RowRef>| -> Result<RecordBatch> {
-            let rows: Vec<RecordBatch> = found
-                .iter()
-                .map(|f| match pick(f) {
-                    Some((b, r)) => b.slice(*r, 1),
-                    None => null_row.clone(),
-                })
-                .collect();
-            Ok(concat_batches(&self.input, &rows)?)
-        };
-        let left = self.side_columns(0, &side(|f| &f.0)?)?;
+        let left = self.side_columns(0, &self.gather(found.iter().map(|f| f.0.as_ref()))?)?;
         let mut columns = left.columns().to_vec();
         if self.kind != IntervalKind::Anti {
-            let right = self.side_columns(1, &side(|f| &f.1)?)?;
+            let right = self.side_columns(1, &self.gather(found.iter().map(|f| f.1.as_ref()))?)?;
             columns.extend(right.columns().iter().cloned());
         }
         Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
@@ -291,25 +359,28 @@ impl IntervalJoin {
             .map(|s| s.unwrap_or(0))
             .collect();
         let keys = self.keys(batch, &sides)?;
+        let shared = Arc::new(batch.clone());
+        let bytes = bytes_per_row(batch);
         for (i, key) in keys.into_iter().enumerate() {
             if times.is_null(i) {
                 continue;
             }
             let time = times.value(i);
             let side = sides[i] as usize;
+            let row = (shared.clone(), i);
             let matched = match restoring {
                 Some(flags) => flags[i],
                 None => {
                     self.expire(time);
-                    self.probe(side, time, &key, batch, i)
+                    self.probe(side, time, &key, &row)
                 }
             };
-            self.kept[side].push_back(Kept {
+            self.kept[side].push(Kept {
                 time,
                 key,
-                batch: batch.clone(),
-                row: i,
+                row,
                 matched,
+                bytes,
             });
         }
         Ok(())
@@ -336,15 +407,9 @@ impl Operator for IntervalJoin {
     }
 
     fn snapshot(&mut self) -> Result<StateImage> {
-        let mut rows = Vec::new();
-        let mut header = Vec::new();
-        for kept in &self.kept {
-            for k in kept {
-                rows.push(k.batch.slice(k.row, 1));
-                header.push(k.matched as i64);
-            }
-        }
-        let batch = concat_batches(&self.input, &rows)?;
+        let kept = || self.kept.iter().flat_map(|k| k.rows.iter());
+        let header: Vec<i64> = kept().map(|k| k.matched as i64).collect();
+        let batch = self.gather(kept().map(|k| Some(&k.row)))?;
         let schema = self.input.clone();
         Ok(StateImage::later(move || {
             encode(&header, &schema, &[batch])
@@ -353,7 +418,7 @@ impl Operator for IntervalJoin {
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
         let (flags, batches) = decode(snapshot)?;
-        self.kept = [VecDeque::new(), VecDeque::new()];
+        self.kept = [Kepts::default(), Kepts::default()];
         self.out.clear();
         let flags: Vec<bool> = flags.iter().map(|&f| f != 0).collect();
         let mut at = 0;
@@ -368,11 +433,7 @@ impl Operator for IntervalJoin {
     }
 
     fn state_bytes(&self) -> usize {
-        self.kept
-            .iter()
-            .flatten()
-            .map(|k| k.batch.get_array_memory_size() / k.batch.num_rows().max(1))
-            .sum()
+        self.kept.iter().map(|k| k.bytes).sum()
     }
 }
 
@@ -520,7 +581,7 @@ mod tests {
             .unwrap();
         assert_eq!(pairs(&end), vec![(20, -1)]);
         assert_eq!(
-            restored.kept[0].len() + restored.kept[1].len(),
+            restored.kept[0].rows.len() + restored.kept[1].rows.len(),
             0,
             "state bounded by the watermark"
         );

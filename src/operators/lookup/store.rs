@@ -7,7 +7,9 @@
 //! applied; the engine checks a change against the rows (duplicate keys, the row limit)
 //! before logging it, so applying it never fails half-way.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use ahash::AHashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use datafusion::arrow::array::ArrayRef;
@@ -50,7 +52,7 @@ pub struct TableRows {
     key_conv: RowConverter,
     row_conv: RowConverter,
     parser: RowParser,
-    rows: HashMap<Box<[u8]>, Box<[u8]>>,
+    rows: AHashMap<Box<[u8]>, Box<[u8]>>,
     bytes: usize,
     /// The log sequence number of the last change applied (0: none, or no log).
     pub applied_seq: u64,
@@ -105,7 +107,7 @@ impl TableStore {
                 key_conv,
                 row_conv,
                 parser,
-                rows: HashMap::new(),
+                rows: AHashMap::new(),
                 bytes: 0,
                 applied_seq: 0,
                 sources: BTreeMap::new(),
