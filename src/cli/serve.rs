@@ -8,6 +8,7 @@ use std::time::Duration;
 use saql::error::sqlstate;
 use saql::server::auth::{check_listen, Users, UsersFile};
 use saql::server::http::{ConsoleAccess, HttpOptions};
+use saql::server::setup::SetupError;
 use saql::server::{tls, Security, ServerConfig};
 use saql::sources::demo::{Attack, DemoGenerator};
 use saql::time::EventTime;
@@ -122,7 +123,7 @@ pub struct SecurityFlags {
 impl SecurityFlags {
     /// Loads the users file and the TLS certificate, and checks that `listen` may be served
     /// by them (a non-loopback address needs --users).
-    pub fn load(&self, listen: &str) -> Result<Security, String> {
+    pub fn load(&self, listen: &str) -> Result<Security, SetupError> {
         let users = match &self.users {
             Some(path) => Some(Arc::new(Users::load(path)?)),
             None => None,
@@ -131,7 +132,11 @@ impl SecurityFlags {
         let users_file = users.as_deref().cloned().map(UsersFile::new);
         let addrs = listen
             .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve --listen {listen}: {e}"))?;
+            .map_err(|source| SetupError::Resolve {
+                flag: "--listen",
+                addr: listen.to_string(),
+                source,
+            })?;
         for addr in addrs {
             check_listen(&addr, users.as_deref())?;
         }
@@ -151,11 +156,13 @@ impl SecurityFlags {
             );
         }
         let cert_pem = match &self.tls_cert {
-            Some(cert) => {
-                Some(Arc::new(std::fs::read(cert).map_err(|e| {
-                    format!("cannot read {}: {e}", cert.display())
-                })?))
-            }
+            Some(cert) => Some(Arc::new(std::fs::read(cert).map_err(|source| {
+                SetupError::Read {
+                    what: "TLS certificate",
+                    path: cert.clone(),
+                    source,
+                }
+            })?)),
             None => None,
         };
         Ok(Security {
@@ -168,17 +175,17 @@ impl SecurityFlags {
 
     /// Checks that the console may listen on `addr`: a non-loopback address needs --users
     /// (the console then needs its token).
-    pub fn check_http(&self, addr: &str) -> Result<(), String> {
+    pub fn check_http(&self, addr: &str) -> Result<(), SetupError> {
         let addrs = addr
             .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve --http {addr}: {e}"))?;
+            .map_err(|source| SetupError::Resolve {
+                flag: "--http",
+                addr: addr.to_string(),
+                source,
+            })?;
         for a in addrs {
             if self.users.is_none() && !a.ip().is_loopback() {
-                return Err(format!(
-                    "refusing to serve the console on {a} without --users: it shows every \
-                     query's results; listen on 127.0.0.1, or start with --users (the console \
-                     then needs the token saql prints)"
-                ));
+                return Err(SetupError::OpenConsole(a));
             }
         }
         Ok(())

@@ -8,6 +8,7 @@
 //! file never holds a password. `#` starts a comment line.
 
 use crate::error::sqlstate;
+use crate::server::setup::{LineError, SetupError};
 use std::collections::HashMap;
 use std::fmt::{self, Debug};
 use std::net::SocketAddr;
@@ -221,21 +222,30 @@ pub struct Users {
 
 impl Users {
     /// Reads a users file.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read users file {}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| format!("users file {}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Self, SetupError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SetupError::Read {
+            what: "users file",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|error| SetupError::UsersFile {
+            path: path.to_path_buf(),
+            error,
+        })
     }
 
     /// Parses the text of a users file.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, LineError> {
         let mut users = HashMap::new();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let at = |e: String| format!("line {}: {e}", i + 1);
+            let at = |message: String| LineError {
+                line: i + 1,
+                message,
+            };
             let fields: Vec<&str> = line.split_whitespace().collect();
             let [name, role, verifier] = fields[..] else {
                 return Err(at(
@@ -271,21 +281,32 @@ impl Users {
 
 /// Adds `name` to the users file at `path` (creating it), or replaces its line: role and a
 /// verifier of `password` with a fresh salt. Other lines, comments included, are kept.
-pub fn add_user(path: &Path, name: &str, role: Role, password: &str) -> Result<(), String> {
+pub fn add_user(path: &Path, name: &str, role: Role, password: &str) -> Result<(), SetupError> {
     if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c == '#') {
-        return Err(format!(
+        return Err(SetupError::BadUser(format!(
             "invalid user name \"{name}\": it must be non-empty, without spaces or '#'"
-        ));
+        )));
     }
     if password.is_empty() {
-        return Err("empty password: give one on stdin or in SAQL_PASSWORD".into());
+        return Err(SetupError::BadUser(
+            "empty password: give one on stdin or in SAQL_PASSWORD".into(),
+        ));
     }
     let old = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(format!("cannot read users file {}: {e}", path.display())),
+        Err(source) => {
+            return Err(SetupError::Read {
+                what: "users file",
+                path: path.to_path_buf(),
+                source,
+            })
+        }
     };
-    Users::parse(&old).map_err(|e| format!("users file {}: {e}", path.display()))?;
+    Users::parse(&old).map_err(|error| SetupError::UsersFile {
+        path: path.to_path_buf(),
+        error,
+    })?;
     let entry = format!("{name} {role} {}", Verifier::new(password));
     let mut replaced = false;
     let mut text = String::new();
@@ -302,7 +323,10 @@ pub fn add_user(path: &Path, name: &str, role: Role, password: &str) -> Result<(
         text.push_str(&entry);
         text.push('\n');
     }
-    write_private(path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    write_private(path, &text).map_err(|source| SetupError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Writes `text` to `path` through a temporary file renamed over it, readable by the
@@ -325,15 +349,9 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 
 /// Refuses to serve a non-loopback address without a users file: every client would be an
 /// admin without a password.
-pub fn check_listen(addr: &SocketAddr, users: Option<&Users>) -> Result<(), String> {
+pub fn check_listen(addr: &SocketAddr, users: Option<&Users>) -> Result<(), SetupError> {
     if users.is_none() && !addr.ip().is_loopback() {
-        return Err(format!(
-            "refusing to listen on {addr} without authentication: without --users every \
-             client connects as admin with no password, so only loopback addresses \
-             (127.0.0.1, ::1) are allowed; create users with `saql user add NAME --role ROLE \
-             --users FILE` and start with `--users FILE` (and --tls-cert/--tls-key), or \
-             listen on 127.0.0.1"
-        ));
+        return Err(SetupError::Unauthenticated(*addr));
     }
     Ok(())
 }
@@ -672,14 +690,13 @@ mod tests {
         assert_eq!(users.get("bob").unwrap().role, Role::Reader);
         assert!(users.get("carol").is_none());
         let err = Users::parse(&format!("alice boss {v}")).unwrap_err();
-        assert!(
-            err.contains("line 1") && err.contains("unknown role"),
-            "{err}"
-        );
+        assert_eq!(err.line, 1);
+        assert!(err.to_string().contains("line 1: unknown role"), "{err}");
         let err = Users::parse("alice admin").unwrap_err();
-        assert!(err.contains("NAME ROLE"), "{err}");
+        assert!(err.message.contains("NAME ROLE"), "{err}");
         let err = Users::parse(&format!("a admin {v}\na reader {v}")).unwrap_err();
-        assert!(err.contains("twice"), "{err}");
+        assert_eq!(err.line, 2);
+        assert!(err.message.contains("twice"), "{err}");
     }
 
     #[test]
@@ -717,7 +734,11 @@ mod tests {
         let lo: SocketAddr = "127.0.0.1:5433".parse().unwrap();
         assert!(check_listen(&lo, None).is_ok());
         let err = check_listen(&any, None).unwrap_err();
-        assert!(err.contains("--users"), "{err}");
+        assert!(
+            matches!(err, SetupError::Unauthenticated(a) if a == any),
+            "{err}"
+        );
+        assert!(err.to_string().contains("--users"), "{err}");
         assert!(check_listen(&any, Some(&Users::default())).is_ok());
     }
 

@@ -17,6 +17,7 @@ pub mod portal;
 pub mod prepared;
 mod rows;
 pub mod session;
+pub mod setup;
 pub mod slots;
 mod startup;
 pub mod tls;
