@@ -82,3 +82,10 @@ impl KafkaWriter {
         Ok(())
     }
 }
+
+#[async_trait::async_trait]
+impl super::Sink for KafkaWriter {
+    async fn send(&self, batch: &Delivery, _timeout: Duration) -> Result<()> {
+        self.write(batch).await
+    }
+}

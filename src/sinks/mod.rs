@@ -13,12 +13,65 @@ pub mod spec;
 #[cfg(feature = "server")]
 pub mod webhook;
 
+use std::time::Duration;
+
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::json::writer::{LineDelimited, WriterBuilder};
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
+
+/// A connected destination: what every sink connector is to the runtime's delivery loop
+/// (`runtime::connectors::sink_loop`), which batches the rows, retries, and records what
+/// was acknowledged. A connector must acknowledge a delivery only once its destination
+/// holds it; a delivery that fails is sent again (after connecting again), so it must be
+/// safe to receive twice (each row carries its seq).
+#[async_trait::async_trait]
+pub trait Sink: Send + Sync {
+    /// Delivers `batch`, within `timeout`.
+    async fn send(&self, batch: &Delivery, timeout: Duration) -> Result<()>;
+}
+
+/// Connects sink `name` to `target`, for rows of `schema` (a seq column, then the query's).
+#[cfg(feature = "server")]
+pub async fn connect(
+    name: &str,
+    target: &spec::SinkTarget,
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+) -> Result<Box<dyn Sink>> {
+    use spec::SinkTarget;
+    Ok(match target {
+        SinkTarget::Webhook {
+            authority,
+            host,
+            port,
+            path,
+        } => Box::new(webhook::Webhook {
+            sink: name.to_string(),
+            authority: authority.clone(),
+            host: host.clone(),
+            port: *port,
+            path: path.clone(),
+        }),
+        #[cfg(feature = "kafka")]
+        SinkTarget::Kafka {
+            brokers,
+            topic,
+            partition,
+            key,
+        } => Box::new(kafka::KafkaWriter::connect(brokers, topic, *partition, key.clone()).await?),
+        #[cfg(not(feature = "kafka"))]
+        SinkTarget::Kafka { .. } => {
+            return Err(Error::NotSupported(
+                "Kafka sinks need saql built with the \"kafka\" feature".into(),
+            ))
+        }
+        SinkTarget::Postgres { url, table } => {
+            Box::new(postgres::PostgresWriter::connect(url, table, schema).await?)
+        }
+    })
+}
 
 /// One batch of result rows on its way out: their seqs and each row as a JSON object.
 #[derive(Debug, Clone)]

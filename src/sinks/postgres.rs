@@ -4,6 +4,8 @@
 //! connect if missing, with `seq BIGINT PRIMARY KEY` and a column per result column; an
 //! existing table needs a unique `seq` column, and gets only the columns it has.
 
+use std::time::Duration;
+
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use tokio_postgres::{Client, NoTls};
 
@@ -101,5 +103,12 @@ impl PostgresWriter {
     /// Whether the connection is gone (the runtime reconnects).
     pub fn is_closed(&self) -> bool {
         self.client.is_closed()
+    }
+}
+
+#[async_trait::async_trait]
+impl super::Sink for PostgresWriter {
+    async fn send(&self, batch: &Delivery, _timeout: Duration) -> Result<()> {
+        self.write(batch).await
     }
 }

@@ -113,6 +113,13 @@ fn status_code(line: &str) -> Option<u16> {
     parts.next()?.parse().ok()
 }
 
+#[async_trait::async_trait]
+impl super::Sink for Webhook {
+    async fn send(&self, batch: &Delivery, timeout: Duration) -> Result<()> {
+        self.post(batch, timeout).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -81,7 +81,7 @@ async fn run(weak: &WeakEngine, rt: &Arc<SinkRuntime>) -> Result<()> {
     use tokio::sync::mpsc::error::TryRecvError;
 
     let mut progress = rt.load()?;
-    let mut connector: Option<Connector> = None;
+    let mut connector: Option<Box<dyn crate::sinks::Sink>> = None;
     'attach: loop {
         if rt.stopped() {
             return Ok(());
@@ -114,7 +114,8 @@ async fn run(weak: &WeakEngine, rt: &Arc<SinkRuntime>) -> Result<()> {
             // listening, or not the kind of server it should be) shows in SHOW SINKS before
             // the first result needs it; deliveries keep retrying it as before.
             let timeout = rt.spec.timeout;
-            match tokio::time::timeout(timeout, Connector::connect(rt, &schema)).await {
+            let connect = crate::sinks::connect(&rt.spec.name, &rt.spec.target, &schema);
+            match tokio::time::timeout(timeout, connect).await {
                 Ok(Ok(c)) => connector = Some(c),
                 Ok(Err(e)) => unreachable_target(rt, &e.to_string()),
                 Err(_) => unreachable_target(
@@ -237,70 +238,6 @@ pub(in crate::runtime) fn next_batch(
     }
 }
 
-/// A connected destination.
-#[cfg(feature = "server")]
-enum Connector {
-    Webhook(crate::sinks::webhook::Webhook),
-    #[cfg(feature = "kafka")]
-    Kafka(crate::sinks::kafka::KafkaWriter),
-    Postgres(crate::sinks::postgres::PostgresWriter),
-}
-
-#[cfg(feature = "server")]
-impl Connector {
-    async fn connect(
-        rt: &SinkRuntime,
-        schema: &datafusion::arrow::datatypes::SchemaRef,
-    ) -> Result<Connector> {
-        use crate::sinks::spec::SinkTarget;
-        Ok(match &rt.spec.target {
-            SinkTarget::Webhook {
-                authority,
-                host,
-                port,
-                path,
-            } => Connector::Webhook(crate::sinks::webhook::Webhook {
-                sink: rt.spec.name.clone(),
-                authority: authority.clone(),
-                host: host.clone(),
-                port: *port,
-                path: path.clone(),
-            }),
-            #[cfg(feature = "kafka")]
-            SinkTarget::Kafka {
-                brokers,
-                topic,
-                partition,
-                key,
-            } => Connector::Kafka(
-                crate::sinks::kafka::KafkaWriter::connect(brokers, topic, *partition, key.clone())
-                    .await?,
-            ),
-            #[cfg(not(feature = "kafka"))]
-            SinkTarget::Kafka { .. } => {
-                return Err(Error::NotSupported(
-                    "Kafka sinks need saql built with the \"kafka\" feature".into(),
-                ))
-            }
-            SinkTarget::Postgres { url, table } => Connector::Postgres(
-                crate::sinks::postgres::PostgresWriter::connect(url, table, schema).await?,
-            ),
-        })
-    }
-
-    async fn send(&self, d: &crate::sinks::Delivery, timeout: Duration) -> Result<()> {
-        match self {
-            Connector::Webhook(w) => w.post(d, timeout).await,
-            #[cfg(feature = "kafka")]
-            Connector::Kafka(k) => k.write(d).await,
-            Connector::Postgres(p) => p.write(d).await,
-        }
-    }
-}
-
-/// Delivers `d` until it is acknowledged (true) or the sink is stopped or the engine gone
-/// (false), counting failed attempts and retries in `p` and connecting when there is no
-/// connection.
 /// Shows that a sink's target cannot be reached (secrets masked).
 #[cfg(feature = "server")]
 fn unreachable_target(rt: &SinkRuntime, why: &str) {
@@ -315,11 +252,14 @@ fn unreachable_target(rt: &SinkRuntime, why: &str) {
     });
 }
 
+/// Delivers `d` until it is acknowledged (true) or the sink is stopped or the engine gone
+/// (false), counting failed attempts and retries in `p` and connecting when there is no
+/// connection.
 #[cfg(feature = "server")]
 async fn deliver(
     weak: &WeakEngine,
     rt: &SinkRuntime,
-    connector: &mut Option<Connector>,
+    connector: &mut Option<Box<dyn crate::sinks::Sink>>,
     schema: &datafusion::arrow::datatypes::SchemaRef,
     d: &crate::sinks::Delivery,
     p: &mut crate::runtime::connectors::sinks::SinkProgress,
@@ -334,7 +274,8 @@ async fn deliver(
         }
         let attempt = async {
             if connector.is_none() {
-                *connector = Some(Connector::connect(rt, schema).await?);
+                *connector =
+                    Some(crate::sinks::connect(&rt.spec.name, &rt.spec.target, schema).await?);
             }
             match connector.as_ref() {
                 Some(c) => c.send(d, timeout).await,
