@@ -66,6 +66,10 @@ struct Feed {
     event_time: Option<EventTimeDef>,
     pending: Vec<RecordBatch>,
     pending_rows: usize,
+    /// Where the last pending slice came from: (cursor, its batch's number, rows start..end
+    /// of that batch), so that the next run of the same batch extends it (two inputs
+    /// interleaved row by row would otherwise leave a slice per row to concatenate).
+    tail: Option<(usize, u64, usize, usize)>,
     /// Largest event time among the rows taken so far (inserted or pending).
     max_time: Option<i64>,
     /// The watermark the rows taken so far imply, as the engine computes it.
@@ -91,6 +95,10 @@ impl Feed {
 
 /// One input with its current batch and position.
 struct Cursor {
+    /// Its number among the inputs.
+    id: usize,
+    /// How many batches it has loaded (the current one's number).
+    loaded: u64,
     input: Prefetched,
     feed: usize,
     batch: RecordBatch,
@@ -121,6 +129,7 @@ impl Cursor {
         });
         self.batch = batch;
         self.pos = 0;
+        self.loaded += 1;
     }
 }
 
@@ -153,6 +162,7 @@ impl<'a> Replay<'a> {
                 event_time: s.event_time.clone(),
                 pending: Vec::new(),
                 pending_rows: 0,
+                tail: None,
                 max_time: None,
                 watermark: i64::MIN,
                 inserted_watermark: i64::MIN,
@@ -200,7 +210,7 @@ impl<'a> Replay<'a> {
         cursors: &mut Vec<Cursor>,
         done: &mut Vec<Prefetched>,
     ) -> Result<(), ReplayError> {
-        for input in inputs {
+        for (id, input) in inputs.into_iter().enumerate() {
             let Some(feed) = self.feeds.iter().position(|f| f.name == input.stream) else {
                 return Err(saql::Error::undefined("stream", &input.stream).into());
             };
@@ -208,6 +218,8 @@ impl<'a> Replay<'a> {
             match input.next_batch() {
                 Ok(Some(batch)) => {
                     let mut cursor = Cursor {
+                        id,
+                        loaded: 0,
                         input,
                         feed,
                         batch: RecordBatch::new_empty(self.feeds[feed].schema.clone()),
@@ -281,7 +293,7 @@ impl<'a> Replay<'a> {
             }
             if let Some(t) = cursor.time(cursor.pos) {
                 if self.feeds[cursor.feed].must_cut_before(t) {
-                    self.push(cursor.feed, cursor.batch.slice(start, cursor.pos - start));
+                    self.push(cursor, start);
                     self.flush(cursor.feed, results, progress)?;
                     start = cursor.pos;
                 }
@@ -291,20 +303,37 @@ impl<'a> Replay<'a> {
             cursor.pos += 1;
             let feed = &self.feeds[cursor.feed];
             if feed.pending_rows + (cursor.pos - start) >= BATCH_ROWS {
-                self.push(cursor.feed, cursor.batch.slice(start, cursor.pos - start));
+                self.push(cursor, start);
                 self.flush(cursor.feed, results, progress)?;
                 start = cursor.pos;
             }
         }
-        self.push(cursor.feed, cursor.batch.slice(start, cursor.pos - start));
+        self.push(cursor, start);
         Ok(())
     }
 
-    fn push(&mut self, feed: usize, rows: RecordBatch) {
-        if rows.num_rows() > 0 {
-            let feed = &mut self.feeds[feed];
-            feed.pending_rows += rows.num_rows();
-            feed.pending.push(rows);
+    /// Adds the cursor's rows `start..pos` to its feed's pending rows.
+    fn push(&mut self, cursor: &Cursor, start: usize) {
+        let end = cursor.pos;
+        if end == start {
+            return;
+        }
+        let feed = &mut self.feeds[cursor.feed];
+        feed.pending_rows += end - start;
+        match &mut feed.tail {
+            Some((id, loaded, from, to))
+                if (*id, *loaded, *to) == (cursor.id, cursor.loaded, start) =>
+            {
+                *to = end;
+                let extended = cursor.batch.slice(*from, end - *from);
+                if let Some(last) = feed.pending.last_mut() {
+                    *last = extended;
+                }
+            }
+            _ => {
+                feed.tail = Some((cursor.id, cursor.loaded, start, end));
+                feed.pending.push(cursor.batch.slice(start, end - start));
+            }
         }
     }
 
@@ -319,9 +348,13 @@ impl<'a> Replay<'a> {
         if feed.pending.is_empty() {
             return Ok(());
         }
-        let batch = concat_batches(&feed.schema, &feed.pending)
-            .map_err(|e| saql::Error::Internal(e.to_string()))?;
+        let batch = match feed.pending.as_slice() {
+            [one] => one.clone(),
+            many => concat_batches(&feed.schema, many)
+                .map_err(|e| saql::Error::Internal(e.to_string()))?,
+        };
         feed.pending.clear();
+        feed.tail = None;
         feed.pending_rows = 0;
         feed.inserted_watermark = feed.watermark;
         self.rows += self.engine.insert_batch(&feed.name, batch)?;
