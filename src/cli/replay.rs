@@ -66,10 +66,9 @@ struct Feed {
     event_time: Option<EventTimeDef>,
     pending: Vec<RecordBatch>,
     pending_rows: usize,
-    /// Where the last pending slice came from: (cursor, its batch's number, rows start..end
-    /// of that batch), so that the next run of the same batch extends it (two inputs
-    /// interleaved row by row would otherwise leave a slice per row to concatenate).
-    tail: Option<(usize, u64, usize, usize)>,
+    /// The rows taken last, not yet cut from their batch: the next run of the same batch
+    /// extends them (two inputs interleaved row by row would otherwise cut a slice per row).
+    open: Option<Open>,
     /// Largest event time among the rows taken so far (inserted or pending).
     max_time: Option<i64>,
     /// The watermark the rows taken so far imply, as the engine computes it.
@@ -90,6 +89,24 @@ impl Feed {
         let max = self.max_time.map_or(t, |m| m.max(t));
         self.max_time = Some(max);
         self.watermark = self.watermark.max(EventTime(max).minus(et.delay).nanos());
+    }
+}
+
+/// Rows `from..to` of the batch a cursor loaded as its `loaded`-th.
+struct Open {
+    cursor: usize,
+    loaded: u64,
+    batch: RecordBatch,
+    from: usize,
+    to: usize,
+}
+
+impl Feed {
+    /// Cuts the open rows from their batch into the pending rows.
+    fn close(&mut self) {
+        if let Some(o) = self.open.take() {
+            self.pending.push(o.batch.slice(o.from, o.to - o.from));
+        }
     }
 }
 
@@ -162,7 +179,7 @@ impl<'a> Replay<'a> {
                 event_time: s.event_time.clone(),
                 pending: Vec::new(),
                 pending_rows: 0,
-                tail: None,
+                open: None,
                 max_time: None,
                 watermark: i64::MIN,
                 inserted_watermark: i64::MIN,
@@ -320,21 +337,20 @@ impl<'a> Replay<'a> {
         }
         let feed = &mut self.feeds[cursor.feed];
         feed.pending_rows += end - start;
-        match &mut feed.tail {
-            Some((id, loaded, from, to))
-                if (*id, *loaded, *to) == (cursor.id, cursor.loaded, start) =>
-            {
-                *to = end;
-                let extended = cursor.batch.slice(*from, end - *from);
-                if let Some(last) = feed.pending.last_mut() {
-                    *last = extended;
-                }
-            }
-            _ => {
-                feed.tail = Some((cursor.id, cursor.loaded, start, end));
-                feed.pending.push(cursor.batch.slice(start, end - start));
+        if let Some(o) = &mut feed.open {
+            if (o.cursor, o.loaded, o.to) == (cursor.id, cursor.loaded, start) {
+                o.to = end;
+                return;
             }
         }
+        feed.close();
+        feed.open = Some(Open {
+            cursor: cursor.id,
+            loaded: cursor.loaded,
+            batch: cursor.batch.clone(),
+            from: start,
+            to: end,
+        });
     }
 
     /// Inserts the pending rows of a stream and passes on what the queries emit.
@@ -345,6 +361,7 @@ impl<'a> Replay<'a> {
         progress: &mut dyn FnMut(u64),
     ) -> Result<(), ReplayError> {
         let feed = &mut self.feeds[feed];
+        feed.close();
         if feed.pending.is_empty() {
             return Ok(());
         }
@@ -354,7 +371,6 @@ impl<'a> Replay<'a> {
                 .map_err(|e| saql::Error::Internal(e.to_string()))?,
         };
         feed.pending.clear();
-        feed.tail = None;
         feed.pending_rows = 0;
         feed.inserted_watermark = feed.watermark;
         self.rows += self.engine.insert_batch(&feed.name, batch)?;

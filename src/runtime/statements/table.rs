@@ -9,7 +9,7 @@
 //! their rows is processed (a temporal join: as it was at the row's event time, see
 //! [`crate::operators::temporal_join`]); a change never re-emits results already sent.
 
-use std::collections::HashSet;
+use ahash::{AHashMap, AHashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
@@ -250,10 +250,10 @@ impl Engine {
         let keys = conform(keys, def.store.key_schema())?;
         let count = self.change_table(&def, |rows| {
             let encoded = rows.encode_keys(keys.columns())?;
-            let mut seen = HashSet::new();
+            let mut seen = AHashSet::new();
             let n = encoded
                 .iter()
-                .filter(|k| rows.contains(k.as_ref()) && seen.insert(k.as_ref().to_vec()))
+                .filter(|k| rows.contains(k.as_ref()) && seen.insert(k.data()))
                 .count();
             Ok((
                 TableChange {
@@ -322,13 +322,13 @@ impl Engine {
         )?;
         let count = self.change_table(&def, |rows| {
             let old = rows.encode_keys(old_keys.columns())?;
-            let old: HashSet<Vec<u8>> = old.iter().map(|k| k.as_ref().to_vec()).collect();
+            let old: AHashSet<&[u8]> = old.iter().map(|k| k.data()).collect();
             let new = rows.encode_keys(def.store.keys_of(&new_rows)?.columns())?;
-            let mut seen = HashSet::new();
+            let mut seen = AHashSet::new();
             for (i, k) in new.iter().enumerate() {
-                let k = k.as_ref();
+                let k = k.data();
                 let taken = rows.contains(k) && !old.contains(k);
-                if taken || !seen.insert(k.to_vec()) {
+                if taken || !seen.insert(k) {
                     return Err(duplicate_key(def.as_ref(), &new_rows, i));
                 }
             }
@@ -382,9 +382,9 @@ impl Engine {
     ) -> Result<usize> {
         self.change_table(def, |rows| {
             let keys = rows.encode_keys(def.store.keys_of(batch)?.columns())?;
-            let mut last = std::collections::HashMap::new();
+            let mut last = AHashMap::with_capacity(keys.num_rows());
             for (i, k) in keys.iter().enumerate() {
-                last.insert(k.as_ref().to_vec(), i as u32);
+                last.insert(k.data(), i as u32);
             }
             let mut idx: Vec<u32> = last.into_values().collect();
             idx.sort_unstable();
@@ -522,12 +522,12 @@ fn upsert(
     conflict: &Conflict,
 ) -> Result<(TableChange, usize)> {
     let keys = rows.encode_keys(def.store.keys_of(batch)?.columns())?;
-    let mut seen = HashSet::new();
+    let mut seen = AHashSet::new();
     let mut fresh = Vec::new();
     let mut updated: Vec<(u32, &[u8])> = Vec::new();
     for (i, k) in keys.iter().enumerate() {
-        let k = k.as_ref();
-        let repeated = !seen.insert(k.to_vec());
+        let k = k.data();
+        let repeated = !seen.insert(k);
         let existing = rows.get(k);
         match conflict {
             Conflict::Error if repeated || existing.is_some() => {
@@ -611,27 +611,37 @@ fn duplicate_key(def: &TableDef, batch: &RecordBatch, i: usize) -> Error {
 
 /// 53400 when the change would take the table past its row or byte limit.
 fn check_limits(def: &TableDef, rows: &TableRows, change: &TableChange) -> Result<()> {
-    let mut gone: HashSet<Vec<u8>> = HashSet::new();
-    let exists = |k: &[u8], gone: &HashSet<Vec<u8>>| {
+    let deleted = change
+        .deletes
+        .iter()
+        .map(|keys| rows.encode_keys(keys.columns()))
+        .collect::<Result<Vec<_>>>()?;
+    let upserted = change
+        .upserts
+        .iter()
+        .map(|batch| rows.encode_keys(def.store.keys_of(batch)?.columns()))
+        .collect::<Result<Vec<_>>>()?;
+    let mut gone: AHashSet<&[u8]> = AHashSet::new();
+    let exists = |k: &[u8], gone: &AHashSet<&[u8]>| {
         !change.truncate && rows.contains(k) && !gone.contains(k)
     };
-    for keys in &change.deletes {
-        for k in rows.encode_keys(keys.columns())?.iter() {
+    for keys in &deleted {
+        for k in keys.iter() {
             if exists(k.as_ref(), &gone) {
-                gone.insert(k.as_ref().to_vec());
+                gone.insert(k.data());
             }
         }
     }
-    let mut added: HashSet<Vec<u8>> = HashSet::new();
-    let mut added_bytes = 0usize;
-    for batch in &change.upserts {
-        added_bytes += batch.get_array_memory_size();
-        for k in rows
-            .encode_keys(def.store.keys_of(batch)?.columns())?
-            .iter()
-        {
+    let mut added: AHashSet<&[u8]> = AHashSet::new();
+    let added_bytes: usize = change
+        .upserts
+        .iter()
+        .map(|b| b.get_array_memory_size())
+        .sum();
+    for keys in &upserted {
+        for k in keys.iter() {
             if !exists(k.as_ref(), &gone) {
-                added.insert(k.as_ref().to_vec());
+                added.insert(k.data());
             }
         }
     }
