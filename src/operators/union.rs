@@ -123,19 +123,28 @@ impl UnionMerge {
 
     /// Removes and returns, in order, the waiting rows the watermark `wm` passed.
     fn release(&mut self, wm: Watermark) -> Result<Vec<RecordBatch>> {
-        let mut out = Vec::new();
+        let column = self.time_column;
+        let times = |b: &RecordBatch| -> Vec<i64> {
+            let t = b.column(column).as_primitive::<TimestampNanosecondType>();
+            t.values().to_vec()
+        };
+        let mut out: Vec<RecordBatch> = Vec::new();
         for waiting in &mut self.waiting {
+            // Whole batches the watermark passed leave as they are (no copy); the first
+            // batch with a row still due later is split, and it and the rest wait.
+            let whole = waiting
+                .iter()
+                .position(|b| times(b).iter().any(|&t| !wm.is_late(EventTime(t))))
+                .unwrap_or(waiting.len());
+            out.extend(waiting.drain(..whole));
             if waiting.is_empty() {
                 continue;
             }
             let all = concat_batches(&self.schema, waiting.iter())?;
             waiting.clear();
-            let times = all
-                .column(self.time_column)
-                .as_primitive::<TimestampNanosecondType>();
-            let due: datafusion::arrow::array::BooleanArray = times
+            let due: datafusion::arrow::array::BooleanArray = times(&all)
                 .iter()
-                .map(|t| Some(t.is_some_and(|t| wm.is_late(EventTime(t)))))
+                .map(|&t| Some(wm.is_late(EventTime(t))))
                 .collect();
             let rest = datafusion::arrow::compute::not(&due)?;
             let kept = filter_record_batch(&all, &rest)?;
@@ -151,12 +160,15 @@ impl UnionMerge {
             return Ok(out);
         }
         // Inputs in order, each in arrival order: a stable sort by time keeps the ties so.
+        // Rows already in time order (one input's ordered rows, or inputs that do not
+        // overlap) leave as they are.
+        let t: Vec<i64> = out.iter().flat_map(|b| times(b)).collect();
+        if t.windows(2).all(|w| w[0] <= w[1]) {
+            return Ok(out);
+        }
         let all = concat_batches(&self.schema, out.iter())?;
-        let times = all
-            .column(self.time_column)
-            .as_primitive::<TimestampNanosecondType>();
         let mut order: Vec<u32> = (0..all.num_rows() as u32).collect();
-        order.sort_by_key(|&i| times.value(i as usize));
+        order.sort_by_key(|&i| t[i as usize]);
         let sorted = take_record_batch(&all, &UInt32Array::from(order))?;
         Ok(vec![sorted])
     }
