@@ -75,7 +75,7 @@ pub fn run(files: &[PathBuf]) -> ExitCode {
     }
     let results = in_dependency_order(creates.len(), |i| {
         let (_, _, _, name, cq) = &creates[i];
-        plan_continuous(&cq.query, &cq.clauses, &catalog)?;
+        plan_continuous(&cq.query, &cq.clauses, &catalog)?.check_result_columns()?;
         if catalog.query(name).is_none() {
             catalog.add_query(name.clone(), (*cq).clone())?;
         }

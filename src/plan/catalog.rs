@@ -180,6 +180,31 @@ impl StreamDef {
         }
     }
 
+    /// Whether this describes a query's or a view's results (see [`StreamDef::derived`]), not
+    /// a stream: a stream always declares its columns.
+    pub fn is_derived(&self) -> bool {
+        self.ddl.columns.is_empty()
+    }
+
+    /// The error for reading this without an event time into `what` (windows, a
+    /// `MATCH_RECOGNIZE`), saying how to give it one.
+    pub fn no_event_time(&self, what: &str) -> Error {
+        let message = if self.is_derived() {
+            format!(
+                "the results of \"{}\" have no event time, which {what} need: a query's \
+                 results have one when it selects window_end or its stream's event-time \
+                 column; a join of streams' results have none yet",
+                self.name
+            )
+        } else {
+            format!(
+                "stream \"{}\" has no event time; declare WATERMARK FOR <column> to use {what}",
+                self.name
+            )
+        };
+        Error::plan(sqlstate::INVALID_OBJECT_DEFINITION, message)
+    }
+
     /// Validates a `CREATE STREAM` and builds the stream's definition.
     pub fn try_new(ddl: &CreateStream) -> Result<StreamDef> {
         let name = normalize(&ddl.name);

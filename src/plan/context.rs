@@ -7,12 +7,15 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::common::config::ConfigOptions;
+use datafusion::common::not_impl_err;
 use datafusion::common::TableReference;
 use datafusion::datasource::{provider_as_source, MemTable};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::planner::{ContextProvider, ExprPlanner};
-use datafusion::logical_expr::{AggregateUDF, HigherOrderUDF, ScalarUDF, TableSource, WindowUDF};
+use datafusion::logical_expr::{
+    AggregateUDF, Expr, HigherOrderUDF, ScalarUDF, TableSource, WindowUDF,
+};
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 /// Tables visible to one planning call, over the default session's functions.
@@ -60,6 +63,25 @@ impl ContextProvider for PlanContext {
         self.tables.get(name.table()).cloned().ok_or_else(|| {
             DataFusionError::External(Box::new(crate::Error::undefined("stream", name.table())))
         })
+    }
+
+    /// A window table function (`TUMBLE(s, ts, ...)`) is read where saql plans a FROM (of a
+    /// continuous query, or of a join's input); one DataFusion meets, in a subquery of WHERE
+    /// or of the select list, reaches here.
+    fn get_table_function_source(
+        &self,
+        name: &str,
+        _args: Vec<Expr>,
+    ) -> DfResult<Arc<dyn TableSource>> {
+        let name = name.to_ascii_uppercase();
+        if ["TUMBLE", "HOP", "CUMULATE", "SESSION"].contains(&name.as_str()) {
+            not_impl_err!(
+                "{name} reads a stream in the FROM of a continuous query or of a join's input: \
+                 a window in a subquery (IN, EXISTS, or one giving a value) is not supported"
+            )
+        } else {
+            not_impl_err!("table function {name}(...) is not supported in a continuous query")
+        }
     }
 
     fn get_expr_planners(&self) -> &[Arc<dyn ExprPlanner>] {

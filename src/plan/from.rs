@@ -78,15 +78,10 @@ pub(super) fn windowed_schema(stream: &StreamDef) -> Result<SchemaRef> {
 
 /// The stream's event time, which windows need.
 fn event_time(stream: &StreamDef) -> Result<&EventTimeDef> {
-    stream.event_time.as_ref().ok_or_else(|| {
-        Error::plan(
-            sqlstate::INVALID_OBJECT_DEFINITION,
-            format!(
-                "stream \"{}\" has no event time; declare WATERMARK FOR <column> to use windows",
-                stream.name
-            ),
-        )
-    })
+    stream
+        .event_time
+        .as_ref()
+        .ok_or_else(|| stream.no_event_time("windows"))
 }
 
 /// What `FROM` reads: a stream (or a query's results, with the query's plan), maybe

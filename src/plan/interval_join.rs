@@ -220,12 +220,21 @@ pub(super) fn plan_join(
             }
             LogicalPlan::SubqueryAlias(a) => node = &a.input,
             other => {
+                // A window join's results carry their window_end, so windows over them can
+                // read them; a join of streams' results carry no event time.
+                let elsewhere = if windowed {
+                    "aggregate its results from another query (CREATE CONTINUOUS QUERY ... \
+                     FROM TUMBLE(the_join, window_end, ...))"
+                } else {
+                    "aggregate its results in an ad hoc SELECT over the join's query (a \
+                     join of streams' results carry no event time, so no window can read \
+                     them yet)"
+                };
                 return Err(Error::NotSupported(format!(
                     "{} over {what} is not supported yet: a join is followed by WHERE and a \
-                     select list; aggregate its results from another query (CREATE \
-                     CONTINUOUS QUERY ... FROM the_join)",
+                     select list; {elsewhere}",
                     other.display()
-                )))
+                )));
             }
         }
     };

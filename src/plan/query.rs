@@ -56,6 +56,27 @@ impl QueryPlan {
         self.specs.iter().map(OperatorSpec::build).collect()
     }
 
+    /// Refuses results with two columns of one name (42701), as PostgreSQL refuses such a
+    /// view: neither a `SELECT` over the query's results nor a query over them could read
+    /// them. Checked when a query or view is created or altered, not when the catalog is
+    /// replayed (a query created before this check must still load).
+    pub fn check_result_columns(&self) -> Result<()> {
+        let fields = self.schema.fields();
+        for (i, f) in fields.iter().enumerate() {
+            if fields[..i].iter().any(|g| g.name() == f.name()) {
+                return Err(Error::plan(
+                    crate::error::sqlstate::DUPLICATE_COLUMN,
+                    format!(
+                        "column \"{}\" specified more than once in the query's results: give \
+                         one of them another name (AS ...)",
+                        f.name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether it joins table `table` `FOR SYSTEM_TIME AS OF` (keeps versions of it).
     pub fn versions_table(&self, table: &str) -> bool {
         self.specs.iter().any(|s| {

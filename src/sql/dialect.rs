@@ -1,14 +1,19 @@
 //! saql's SQL dialect: sqlparser's `GenericDialect` (which parses MATCH_RECOGNIZE and keeps
 //! PostgreSQL syntax such as `::` casts), except that the words that start saql's trailing
 //! clauses (`OUTLIER`, `INVARIANT`, `EMIT`, `SUPPRESS`) are never taken as a table alias, so
-//! `FROM s OUTLIER ...` parses as a clause. Everything else is delegated to `GenericDialect`,
-//! whose type id it reports so that sqlparser's dialect checks treat it as generic.
+//! `FROM s OUTLIER ...` parses as a clause, and the right operand of `IS [NOT] DISTINCT FROM`
+//! ends where PostgreSQL's does (sqlparser 0.62 reads it to the end of the expression, so
+//! `a IS DISTINCT FROM b AND c` became `a IS DISTINCT FROM (b AND c)`; fixed upstream in
+//! apache/datafusion-sqlparser-rs#2436, after the version DataFusion 55 uses). Everything
+//! else is delegated to `GenericDialect`, whose type id it reports so that sqlparser's
+//! dialect checks treat it as generic.
 
 use std::any::TypeId;
 
+use datafusion::sql::sqlparser::ast::Expr;
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
 
 /// Words that begin a saql clause after a query.
@@ -23,9 +28,57 @@ fn is_clause_word(token: &Token) -> bool {
         && CLAUSE_WORDS.iter().any(|c| w.value.eq_ignore_ascii_case(c)))
 }
 
+/// Whether `token` is the keyword `kw`.
+fn is_keyword(token: &Token, kw: Keyword) -> bool {
+    matches!(token, Token::Word(w) if w.keyword == kw)
+}
+
 impl Dialect for SaqlDialect {
     fn dialect(&self) -> TypeId {
         TypeId::of::<GenericDialect>()
+    }
+
+    /// `IS [NOT] DISTINCT FROM`, with its right operand read at the precedence of `IS`: the
+    /// operators that bind tighter (comparisons, arithmetic) are part of it, `AND`, `OR` and
+    /// a further `IS` are not. The rest is sqlparser's.
+    fn parse_infix(
+        &self,
+        parser: &mut Parser,
+        expr: &Expr,
+        precedence: u8,
+    ) -> Option<Result<Expr, ParserError>> {
+        let [is, t1, t2, t3] = parser.peek_tokens::<4>();
+        if !is_keyword(&is, Keyword::IS) {
+            return self.0.parse_infix(parser, expr, precedence);
+        }
+        let negated = if is_keyword(&t1, Keyword::DISTINCT) && is_keyword(&t2, Keyword::FROM) {
+            false
+        } else if is_keyword(&t1, Keyword::NOT)
+            && is_keyword(&t2, Keyword::DISTINCT)
+            && is_keyword(&t3, Keyword::FROM)
+        {
+            true
+        } else {
+            return self.0.parse_infix(parser, expr, precedence);
+        };
+        let words: &[Keyword] = if negated {
+            &[Keyword::IS, Keyword::NOT, Keyword::DISTINCT, Keyword::FROM]
+        } else {
+            &[Keyword::IS, Keyword::DISTINCT, Keyword::FROM]
+        };
+        // The words were peeked above: they are there to take.
+        let taken = parser.parse_keywords(words);
+        debug_assert!(taken);
+        let right = match parser.parse_subexpr(precedence) {
+            Ok(right) => Box::new(right),
+            Err(e) => return Some(Err(e)),
+        };
+        let left = Box::new(expr.clone());
+        Some(Ok(if negated {
+            Expr::IsNotDistinctFrom(left, right)
+        } else {
+            Expr::IsDistinctFrom(left, right)
+        }))
     }
 
     fn is_table_factor_alias(&self, explicit: bool, kw: &Keyword, parser: &mut Parser) -> bool {
@@ -355,5 +408,62 @@ mod tests {
 
         let stmt = Parser::parse_sql(&dialect, "SELECT x::BIGINT FROM s t MATCH_RECOGNIZE (ORDER BY ts MEASURES a.x AS ax PATTERN (a) DEFINE a AS a.x > 0)").unwrap();
         assert!(matches!(stmt[0], Statement::Query(_)));
+    }
+
+    /// The WHERE of `SELECT * FROM s WHERE <predicate>`, parsed with saql's dialect.
+    fn predicate(sql: &str) -> Expr {
+        let dialect = SaqlDialect::default();
+        let stmt = Parser::parse_sql(&dialect, &format!("SELECT * FROM s WHERE {sql}")).unwrap();
+        let Statement::Query(q) = &stmt[0] else {
+            panic!("query")
+        };
+        let SetExpr::Select(sel) = q.body.as_ref() else {
+            panic!("select")
+        };
+        sel.selection.clone().unwrap()
+    }
+
+    #[test]
+    fn is_distinct_from_binds_tighter_than_and_or_looser_than_comparisons() {
+        use datafusion::sql::sqlparser::ast::BinaryOperator as Op;
+        // sqlparser 0.62 alone reads `a IS NOT DISTINCT FROM (b AND c = 1)`.
+        let Expr::BinaryOp { left, op, right } = predicate("a IS NOT DISTINCT FROM b AND c = 1")
+        else {
+            panic!("AND at the top")
+        };
+        assert_eq!(op, Op::And);
+        assert_eq!(left.to_string(), "a IS NOT DISTINCT FROM b");
+        assert_eq!(right.to_string(), "c = 1");
+        assert!(matches!(*left, Expr::IsNotDistinctFrom(..)));
+
+        let Expr::BinaryOp { left, op, .. } = predicate("a IS DISTINCT FROM b OR c") else {
+            panic!("OR at the top")
+        };
+        assert_eq!(op, Op::Or);
+        assert!(matches!(*left, Expr::IsDistinctFrom(..)));
+
+        // Arithmetic and comparisons stay in the right operand, as in PostgreSQL.
+        let Expr::IsDistinctFrom(_, right) = predicate("a IS DISTINCT FROM b + 1") else {
+            panic!("IS DISTINCT FROM at the top")
+        };
+        assert_eq!(right.to_string(), "b + 1");
+        let Expr::IsNotDistinctFrom(_, right) = predicate("a IS NOT DISTINCT FROM b = c") else {
+            panic!("IS NOT DISTINCT FROM at the top")
+        };
+        assert_eq!(right.to_string(), "b = c");
+
+        // Both sides of AND, and the other IS forms, unchanged.
+        let Expr::BinaryOp { left, right, .. } =
+            predicate("a IS NOT DISTINCT FROM b AND c IS DISTINCT FROM d")
+        else {
+            panic!("AND at the top")
+        };
+        assert!(matches!(*left, Expr::IsNotDistinctFrom(..)));
+        assert!(matches!(*right, Expr::IsDistinctFrom(..)));
+        assert!(matches!(predicate("a IS NOT NULL"), Expr::IsNotNull(_)));
+        assert!(matches!(
+            predicate("a IS NOT TRUE AND b"),
+            Expr::BinaryOp { .. }
+        ));
     }
 }

@@ -89,14 +89,7 @@ pub(crate) fn plan_match_recognize(
     };
     let input = stream.schema.clone();
     let Some(et) = stream.event_time.as_ref() else {
-        return Err(Error::plan(
-            sqlstate::INVALID_OBJECT_DEFINITION,
-            format!(
-                "stream \"{}\" has no event time; declare WATERMARK FOR <column> to use \
-                 MATCH_RECOGNIZE",
-                stream.name
-            ),
-        ));
+        return Err(stream.no_event_time("MATCH_RECOGNIZE"));
     };
     let rows = rows_per_match_of(rows_per_match.as_ref());
     let all_rows = rows != PatternRows::One;

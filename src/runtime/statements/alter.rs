@@ -84,6 +84,9 @@ impl Engine {
             return Err(being_altered(&name));
         }
         let (plan, hub) = self.check_alter(shared, &name, &cq)?;
+        if log {
+            plan.check_result_columns()?;
+        }
         let mut hub = hub.lock();
         // A rebuild from history: the operators' state, brought to now.
         let states = match cq.start {

@@ -77,7 +77,10 @@ impl Engine {
                     return Err(Error::duplicate("relation", &name));
                 }
                 // A view is a continuous query's body: it must plan as one.
-                plan_continuous(&cv.query, &Default::default(), &shared.catalog)?;
+                let plan = plan_continuous(&cv.query, &Default::default(), &shared.catalog)?;
+                if log {
+                    plan.check_result_columns()?;
+                }
                 let seq = logged(self, Statement::CreateView(cv.clone()).to_string())?;
                 shared.catalog.add_view(name, *cv)?;
                 Ok(seq)
@@ -137,6 +140,9 @@ impl Engine {
                     return Err(Error::duplicate("relation", &name));
                 }
                 let plan = self.plan_query(shared, &cq)?;
+                if log {
+                    plan.check_result_columns()?;
+                }
                 if plan.union.is_some() {
                     return self.create_union_query(shared, name, cq, plan, log);
                 }
