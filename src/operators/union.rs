@@ -162,7 +162,7 @@ impl UnionMerge {
         // Inputs in order, each in arrival order: a stable sort by time keeps the ties so.
         // Rows already in time order (one input's ordered rows, or inputs that do not
         // overlap) leave as they are.
-        let t: Vec<i64> = out.iter().flat_map(|b| times(b)).collect();
+        let t: Vec<i64> = out.iter().flat_map(times).collect();
         if t.windows(2).all(|w| w[0] <= w[1]) {
             return Ok(out);
         }
