@@ -26,6 +26,7 @@ use super::history::plan_history;
 use super::lookup;
 use super::spec::{FilterSpec, OperatorSpec, ProjectSpec};
 use super::topn;
+use super::result_time::{self, TimeColumn};
 use super::union::{is_set_operation, plan_union, UnionPlan};
 use crate::error::{Error, Result};
 use crate::operators::Operator;
@@ -48,6 +49,9 @@ pub struct QueryPlan {
     pub queries: Vec<String>,
     /// When it reads a `UNION ALL` of streams: the union, whose rows are `stream`'s.
     pub union: Option<Arc<UnionPlan>>,
+    /// The result columns that carry the input's event time (see
+    /// [`super::result_time`]).
+    pub times: Vec<TimeColumn>,
 }
 
 impl QueryPlan {
@@ -241,6 +245,18 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
     // Without GROUP BY, a window function gives each row its windows' bounds (WindowAssign);
     // a WHERE that does not read them runs before, on the stream's rows.
     let assigns = window.is_some() && !chain.iter().any(|n| matches!(n, LogicalPlan::Aggregate(_)));
+    // Where the input's event time is: the upstream results' own time columns, a
+    // stream's event-time column, or none in a MATCH_RECOGNIZE's matches.
+    let times = match (&pattern, &upstream) {
+        (Some(_), _) => Vec::new(),
+        (None, Some(up)) => up.times.clone(),
+        (None, None) => stream
+            .event_time
+            .as_ref()
+            .map(|e| TimeColumn::on_time(e.column))
+            .into_iter()
+            .collect(),
+    };
     let mut nodes = ChainPlanner {
         ctx: &ctx,
         catalog,
@@ -257,6 +273,7 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         assigned: false,
         specs: Vec::new(),
         temporal,
+        times,
     };
     if let Some(p) = pattern {
         nodes.specs.push(OperatorSpec::Pattern(Box::new(p.spec)));
@@ -272,6 +289,7 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         specs,
         schema,
         tables,
+        times,
         ..
     } = nodes;
     let plan = QueryPlan {
@@ -282,6 +300,7 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         tables,
         queries: Vec::new(),
         union: None,
+        times,
     };
     Ok(match upstream {
         Some(up) => chained::chain(*up, &plan.stream.name.clone(), plan),
@@ -341,6 +360,8 @@ struct ChainPlanner<'a> {
     specs: Vec<OperatorSpec>,
     /// The tables joined `FOR SYSTEM_TIME AS OF` the stream's event time.
     temporal: Vec<String>,
+    /// The columns of the rows the last spec emits that carry the input's event time.
+    times: Vec<TimeColumn>,
 }
 
 impl ChainPlanner<'_> {
@@ -463,6 +484,7 @@ impl ChainPlanner<'_> {
                     .map(|e| physical(self.ctx, e, &input))
                     .collect::<Result<Vec<_>>>()?;
                 self.schema = Arc::new(p.schema.as_arrow().clone());
+                self.times = result_time::through_projection(&self.times, &p.expr, &input);
                 self.specs.push(OperatorSpec::Project(ProjectSpec {
                     exprs,
                     input: Arc::new(input.as_arrow().clone()),
@@ -481,6 +503,7 @@ impl ChainPlanner<'_> {
                     ));
                 };
                 self.schema = Arc::new(a.schema.as_arrow().clone());
+                self.times = result_time::window_results(&a.schema);
                 let time_column = self
                     .stream
                     .event_time
