@@ -286,13 +286,8 @@ pub(super) fn plan_join(
     })];
     let relation = format!("{} ⋈ {}", li.name, ri.name);
     let mut schema = out_schema;
-    let mut times = super::result_time::join_results(
-        kind,
-        li.time,
-        nl + ri.time,
-        bounds.lower,
-        bounds.upper,
-    );
+    let mut times =
+        super::result_time::join_results(kind, li.time, nl + ri.time, bounds.lower, bounds.upper);
     if let Some(predicate) = datafusion::logical_expr::utils::conjunction(plain) {
         specs.push(OperatorSpec::Filter(FilterSpec {
             predicate: physical(ctx, &predicate, &joined)?,

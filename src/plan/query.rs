@@ -24,9 +24,9 @@ pub use super::from::WindowSpec;
 use super::from::{resolve_from, windowed_schema};
 use super::history::plan_history;
 use super::lookup;
+use super::result_time::{self, TimeColumn};
 use super::spec::{FilterSpec, OperatorSpec, ProjectSpec};
 use super::topn;
-use super::result_time::{self, TimeColumn};
 use super::union::{is_set_operation, plan_union, UnionPlan};
 use crate::error::{Error, Result};
 use crate::operators::Operator;
@@ -109,6 +109,9 @@ impl QueryPlan {
             .specs
             .iter()
             .position(|s| matches!(s, OperatorSpec::IntervalJoin(_)));
+        if let (None, Some(union)) = (join, &self.union) {
+            nodes.insert(0, explain::union_node(union));
+        }
         if let (Some(at), Some(union)) = (join, &self.union) {
             for (key, b) in ["left input", "right input"]
                 .into_iter()

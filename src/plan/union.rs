@@ -267,7 +267,11 @@ fn branch_times(plan: &QueryPlan, n: usize) -> Result<Vec<TimeColumn>> {
     if !times.is_empty() {
         return Ok(times);
     }
-    if plan.specs.iter().any(|s| matches!(s, OperatorSpec::Pattern(_))) {
+    if plan
+        .specs
+        .iter()
+        .any(|s| matches!(s, OperatorSpec::Pattern(_)))
+    {
         return Err(Error::NotSupported(format!(
             "branch {n} of the UNION ALL reads the matches of a MATCH_RECOGNIZE, which carry \
              no event time a union can wait for (a match's rows may lie any distance behind \

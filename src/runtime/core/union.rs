@@ -185,7 +185,9 @@ fn delayed(wm: Watermark, delay: i64) -> Watermark {
     if delay == 0 || wm == Watermark::END || wm == Watermark::START {
         return wm;
     }
-    Watermark(EventTime(wm.0 .0.saturating_sub(delay).max(Watermark::START.0 .0)))
+    Watermark(EventTime(
+        wm.0 .0.saturating_sub(delay).max(Watermark::START.0 .0),
+    ))
 }
 
 impl Tap {
@@ -323,7 +325,9 @@ impl Hub {
 
     /// A merge that a union's branch reads stops keeping rows once that union stopped.
     fn stop_if_unread(&mut self) {
-        if self.union.is_some() && !self.taps.is_empty() && self.taps.iter().all(|t| t.target_stopped)
+        if self.union.is_some()
+            && !self.taps.is_empty()
+            && self.taps.iter().all(|t| t.target_stopped)
         {
             self.stop_union();
         }
@@ -395,7 +399,8 @@ impl Hub {
     /// What to tell a user whose union query holds too much: which stream holds it back.
     pub(super) fn union_hint(&self) -> Option<String> {
         let union = self.union.as_ref()?;
-        if union.merge.state_bytes() == 0 {
+        let waiting = self.union_bytes();
+        if waiting == 0 {
             return None;
         }
         let (slowest, wm) = union.merge.slowest();
@@ -415,9 +420,9 @@ impl Hub {
             ),
         };
         Some(format!(
-            "; {} bytes of it are rows of the UNION ALL waiting for {what}, whose watermark is \
-             at {wm}: give {whom} an IDLE TIMEOUT so that it advances when the stream is quiet",
-            union.merge.state_bytes(),
+            "; {waiting} bytes of it are rows of the UNION ALL waiting for {what}, whose \
+             watermark is at {wm}: give {whom} an IDLE TIMEOUT so that it advances when the \
+             stream is quiet",
         ))
     }
 

@@ -18,8 +18,7 @@ use crate::runtime::core::output::QueryOutput;
 use crate::runtime::core::union::{nested_merges, Tap};
 use crate::runtime::durability::checkpoint::{
     CheckpointStore, Manifest, MergeState, QueryState, Snapshot, StreamState, TableState, TapState,
-    UnionState,
-    Written,
+    UnionState, Written,
 };
 use crate::runtime::durability::history::{delete_segments, write_segment};
 use crate::runtime::durability::wal::{FsyncPolicy, IngestLog, Record};
