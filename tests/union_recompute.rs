@@ -35,8 +35,10 @@ const SETUP: [&str; 3] = [
 /// The union's rows, filtered and marked with their stream; a tumbling and a hopping window
 /// over the view; an inner, a LEFT and an anti interval join of the two streams; a window
 /// join of two tumbling windows' results and a LEFT window join of two hopping windows' rows;
-/// a RIGHT and a FULL interval join.
-const QUERIES: [(&str, &str); 10] = [
+/// a RIGHT and a FULL interval join; then unions whose branches read those queries: a window's
+/// results, an interval join's rows by its left's and its right's time, an anti join's, a
+/// window join's and another union's, and a window over such a union.
+const QUERIES: [(&str, &str); 14] = [
     (
         "rows",
         "SELECT ts, k, v, src FROM (SELECT ts, k, v, 'a' AS src FROM a WHERE v > -30 \
@@ -94,10 +96,43 @@ const QUERIES: [(&str, &str); 10] = [
         "SELECT a.ts, a.v, b.ts AS bts, b.v AS bv FROM a FULL JOIN b ON a.k = b.k \
          AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' SECOND",
     ),
+    (
+        "wa",
+        "SELECT k, window_end, COUNT(*) AS n FROM TUMBLE(a, ts, INTERVAL '10' SECOND) \
+         GROUP BY k, window_start, window_end",
+    ),
+    ("mix", MIX),
+    (
+        "mixwin",
+        "SELECT src, window_end, COUNT(*) AS n, MIN(ts) AS first, MAX(v) AS hi \
+         FROM TUMBLE(mix, ts, INTERVAL '30' SECOND) GROUP BY src, window_start, window_end",
+    ),
+    (
+        "mix2",
+        "SELECT bts AS ts, k, bv AS v FROM \"inner\" \
+         UNION ALL SELECT ts, k, v FROM anti \
+         UNION ALL SELECT ts, k, v FROM \"rows\" WHERE src = 'b' \
+         UNION ALL SELECT window_end, k, n FROM wjoin",
+    ),
 ];
 
+/// A union of a window's results (`wa`), an interval join's rows (`inner`, by its left's
+/// time) and a stream's.
+const MIX: &str = "SELECT window_end AS ts, k, n AS v, 'w' AS src FROM wa \
+     UNION ALL SELECT ts, k, v, 'j' FROM \"inner\" \
+     UNION ALL SELECT ts, k, v, 'b' FROM b WHERE v > 0";
+
+/// [`MIX`] computed by DataFusion.
+const MIX_REFERENCE: &str =
+    "SELECT ws + INTERVAL '10 seconds' AS ts, k, COUNT(*) AS v, 'w' AS src \
+     FROM (SELECT k, date_bin(INTERVAL '10 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws \
+       FROM a) GROUP BY k, ws \
+     UNION ALL SELECT a.ts, a.k, a.v, 'j' FROM a JOIN b ON a.k = b.k \
+       AND b.ts BETWEEN a.ts - INTERVAL '2' SECOND AND a.ts + INTERVAL '3' SECOND \
+     UNION ALL SELECT ts, k, v, 'b' FROM b WHERE v > 0";
+
 /// The same results computed by DataFusion over all rows at once.
-const REFERENCE: [(&str, &str); 10] = [
+const REFERENCE: [(&str, &str); 14] = [
     (
         "rows",
         "SELECT ts, k, v, src FROM (SELECT ts, k, v, 'a' AS src FROM a WHERE v > -30 \
@@ -167,6 +202,35 @@ const REFERENCE: [(&str, &str); 10] = [
         "full",
         "SELECT a.ts, a.v, b.ts AS bts, b.v AS bv FROM a FULL JOIN b ON a.k = b.k \
          AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' SECOND",
+    ),
+    (
+        "wa",
+        "SELECT k, ws + INTERVAL '10 seconds', COUNT(*) FROM (SELECT k, \
+           date_bin(INTERVAL '10 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws FROM a) \
+         GROUP BY k, ws",
+    ),
+    ("mix", MIX_REFERENCE),
+    (
+        "mixwin",
+        "SELECT src, ws + INTERVAL '30 seconds', COUNT(*), MIN(ts), MAX(v) FROM (SELECT *, \
+           date_bin(INTERVAL '30 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws \
+           FROM mix) GROUP BY src, ws",
+    ),
+    (
+        "mix2",
+        "SELECT b.ts, a.k, b.v FROM a JOIN b ON a.k = b.k \
+           AND b.ts BETWEEN a.ts - INTERVAL '2' SECOND AND a.ts + INTERVAL '3' SECOND \
+         UNION ALL SELECT a.ts, a.k, a.v FROM a WHERE a.v IS NOT NULL AND NOT EXISTS ( \
+           SELECT 1 FROM b WHERE b.k = a.k AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '2' SECOND) \
+         UNION ALL SELECT ts, k, v FROM b WHERE k <> 3 \
+         UNION ALL SELECT l.ws + INTERVAL '10 seconds', l.k, l.n \
+         FROM (SELECT k, ws, COUNT(*) AS n FROM (SELECT k, \
+           date_bin(INTERVAL '10 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws FROM a) \
+           GROUP BY k, ws) l \
+         JOIN (SELECT k, ws FROM (SELECT k, \
+           date_bin(INTERVAL '10 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws FROM b) \
+           GROUP BY k, ws) r \
+         ON l.k = r.k AND l.ws = r.ws",
     ),
 ];
 
@@ -300,6 +364,9 @@ fn reference(rt: &tokio::runtime::Runtime, sql: &str, a: &[Row], b: &[Row]) -> V
         )
         .await
         .unwrap();
+        ctx.sql(&format!("CREATE VIEW mix AS {MIX_REFERENCE}"))
+            .await
+            .unwrap();
         let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
         render(&batches)
     })
@@ -349,11 +416,14 @@ proptest! {
             let got: Vec<String> = sorted(&seen, name).into_iter().map(|l| l.replace('T', " ")).collect();
             prop_assert_eq!(got, want, "{} differs from the recompute", name);
         }
-        // The union's rows leave in event-time order.
-        let times: Vec<String> = seen["rows"].iter().map(|(_, t)| t.split('|').next().unwrap().to_string()).collect();
-        let mut in_order = times.clone();
-        in_order.sort();
-        prop_assert_eq!(&times, &in_order);
+        // The unions' rows leave in event-time order.
+        for name in ["rows", "mix", "mix2"] {
+            let times: Vec<String> = seen.get(name).into_iter().flatten()
+                .map(|(_, t)| t.split('|').next().unwrap().to_string()).collect();
+            let mut in_order = times.clone();
+            in_order.sort();
+            prop_assert_eq!(&times, &in_order, "{} leaves out of time order", name);
+        }
         // Other batch sizes, another interleaving, no crash: the very same rows, in order.
         let (again_a, again_b) = (split(&a, &[7, 1, 30]), split(&b, &[2, 19]));
         let again = run(&again_a, &again_b, &other_order, usize::MAX, usize::MAX);
@@ -452,6 +522,56 @@ fn a_stalled_stream_fails_the_union_query_with_53200_naming_it() {
     let mut other = subscription(&engine, "other");
     engine
         .insert_batch("a", rows_every_second(200_000, 10))
+        .unwrap();
+    assert!(!common::received(&mut other).is_empty());
+}
+
+#[test]
+fn a_stalled_stream_under_a_joins_branch_fails_the_union_query_with_53200() {
+    let engine = Engine::open(EngineConfig {
+        max_query_state_bytes: 256 << 10,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    for sql in [
+        "CREATE STREAM a (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, WATERMARK FOR ts AS ts)",
+        "CREATE STREAM b (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, WATERMARK FOR ts AS ts)",
+        "CREATE STREAM c (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, WATERMARK FOR ts AS ts)",
+        "CREATE CONTINUOUS QUERY j AS SELECT a.ts, a.k, b.v FROM a JOIN b ON a.k = b.k \
+         AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' SECOND",
+        "CREATE CONTINUOUS QUERY q AS SELECT ts, k FROM c UNION ALL SELECT ts, k FROM j",
+    ] {
+        engine.execute_blocking(sql).unwrap();
+    }
+    let mut sub = subscription(&engine, "q");
+    // b never comes: a's rows wait in the join's merge, under the union's branch.
+    for i in 0..200 {
+        engine
+            .insert_batch("a", rows_every_second(i * 500, 500))
+            .unwrap();
+        engine
+            .insert_batch("c", rows_every_second(i * 500, 500))
+            .unwrap();
+    }
+    let failure = std::iter::from_fn(|| sub.events.try_recv().ok())
+        .find_map(|e| match e {
+            SubscriptionEvent::Failed(f) => Some(f),
+            SubscriptionEvent::Rows(_) => None,
+        })
+        .expect("the union query failed");
+    let text = failure.message.clone();
+    assert_eq!(failure.sqlstate, "53200", "{text}");
+    assert!(
+        text.contains("waiting for branch 2 (streams \"a\", \"b\")"),
+        "{text}"
+    );
+    // The streams run on, and so do their other queries.
+    engine
+        .execute_blocking("CREATE CONTINUOUS QUERY other AS SELECT ts, v FROM c WHERE v > 5")
+        .unwrap();
+    let mut other = subscription(&engine, "other");
+    engine
+        .insert_batch("c", rows_every_second(200_000, 10))
         .unwrap();
     assert!(!common::received(&mut other).is_empty());
 }

@@ -93,5 +93,6 @@ pub(super) fn chain(upstream: QueryPlan, name: &str, downstream: QueryPlan) -> Q
         tables,
         queries,
         union: upstream.union.or(downstream.union),
+        times: downstream.times,
     }
 }

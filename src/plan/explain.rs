@@ -32,6 +32,7 @@ use super::spec::{
     FilterSpec, HistorySpec, IntervalJoinSpec, InvariantSpec, LookupJoinSpec, MatchRecognizeSpec,
     OperatorSpec, OutlierSpec, ProjectSpec, SessionWindowSpec, SuppressSpec, WindowAggregateSpec,
 };
+use super::union::UnionPlan;
 use crate::operators::invariant::Training;
 use crate::operators::lookup::LookupKind;
 use crate::operators::outlier::OutlierMethod;
@@ -101,6 +102,39 @@ impl OperatorSpec {
             OperatorSpec::Sharded(s) => s.inner.explain(),
         }
     }
+}
+
+/// A `UNION ALL`'s merge: what each branch reads and runs, and how long its rows wait.
+pub(super) fn union_node(union: &UnionPlan) -> ExplainNode {
+    let branches: Vec<String> = union
+        .branches
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let from = match &b.merge {
+                Some(m) => format!("merge {} of streams {}", b.stream, m.streams().join(", ")),
+                None => format!("stream {}", b.stream),
+            };
+            let mut text = std::iter::once(from)
+                .chain(b.specs.iter().map(|s| s.name().to_string()))
+                .collect::<Vec<_>>()
+                .join(" -> ");
+            text = format!("{}: {text}", i + 1);
+            if b.delay > 0 {
+                let mut secs = String::new();
+                crate::text::write_float(&mut secs, b.delay as f64 / 1e9);
+                text.push_str(&format!(" (its watermark taken {secs} s back)"));
+            }
+            text
+        })
+        .collect();
+    ExplainNode::new("UnionAll")
+        .with("branches", branches)
+        .with(
+            "state",
+            "each branch's rows until the union's watermark (the smallest of its branches') \
+             passes them; then in event-time order",
+        )
 }
 
 fn shown(exprs: &[LExpr], relation: &str) -> Vec<String> {
@@ -538,6 +572,14 @@ pub fn explain_text(
         }
         let _ = writeln!(out);
         for (k, v) in &n.properties {
+            if let ("branches", Value::Array(items)) = (*k, v) {
+                // A union's branches, one a line.
+                let _ = writeln!(out, "{pad}    {k}:");
+                for i in items {
+                    let _ = writeln!(out, "{pad}      {}", i.as_str().unwrap_or_default());
+                }
+                continue;
+            }
             let text = match v {
                 Value::String(s) => s.clone(),
                 Value::Array(items) => items

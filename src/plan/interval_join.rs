@@ -295,6 +295,8 @@ pub(super) fn plan_join(
     })];
     let relation = format!("{} ⋈ {}", li.name, ri.name);
     let mut schema = out_schema;
+    let mut times =
+        super::result_time::join_results(kind, li.time, nl + ri.time, bounds.lower, bounds.upper);
     if let Some(predicate) = datafusion::logical_expr::utils::conjunction(plain) {
         specs.push(OperatorSpec::Filter(FilterSpec {
             predicate: physical(ctx, &predicate, &joined)?,
@@ -314,6 +316,7 @@ pub(super) fn plan_join(
             })),
             LogicalPlan::Projection(p) => {
                 schema = Arc::new(p.schema.as_arrow().clone());
+                times = super::result_time::through_projection(&times, &p.expr, &input);
                 specs.push(OperatorSpec::Project(ProjectSpec {
                     exprs: p
                         .expr
@@ -355,6 +358,7 @@ pub(super) fn plan_join(
             schema: wide,
             time_column: 0,
         })),
+        times,
     })
 }
 
@@ -516,10 +520,7 @@ fn branch(
         columns,
         relation: input.name.clone(),
     }));
-    Ok(UnionBranch {
-        stream: input.stream.clone(),
-        specs,
-    })
+    Ok(UnionBranch::of_stream(&input.stream, specs))
 }
 
 /// The keys and time bounds of a join's condition.

@@ -28,6 +28,7 @@ mod pattern;
 #[cfg(test)]
 mod position_tests;
 pub mod query;
+pub mod result_time;
 pub mod retention;
 pub mod rollup;
 pub mod spec;

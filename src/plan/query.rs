@@ -24,6 +24,7 @@ pub use super::from::WindowSpec;
 use super::from::{resolve_from, windowed_schema};
 use super::history::plan_history;
 use super::lookup;
+use super::result_time::{self, TimeColumn};
 use super::spec::{FilterSpec, OperatorSpec, ProjectSpec};
 use super::topn;
 use super::union::{is_set_operation, plan_union, UnionPlan};
@@ -48,6 +49,9 @@ pub struct QueryPlan {
     pub queries: Vec<String>,
     /// When it reads a `UNION ALL` of streams: the union, whose rows are `stream`'s.
     pub union: Option<Arc<UnionPlan>>,
+    /// The result columns that carry the input's event time (see
+    /// [`super::result_time`]).
+    pub times: Vec<TimeColumn>,
 }
 
 impl QueryPlan {
@@ -126,6 +130,9 @@ impl QueryPlan {
             .specs
             .iter()
             .position(|s| matches!(s, OperatorSpec::IntervalJoin(_)));
+        if let (None, Some(union)) = (join, &self.union) {
+            nodes.insert(0, explain::union_node(union));
+        }
         if let (Some(at), Some(union)) = (join, &self.union) {
             for (key, b) in ["left input", "right input"]
                 .into_iter()
@@ -262,6 +269,18 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
     // Without GROUP BY, a window function gives each row its windows' bounds (WindowAssign);
     // a WHERE that does not read them runs before, on the stream's rows.
     let assigns = window.is_some() && !chain.iter().any(|n| matches!(n, LogicalPlan::Aggregate(_)));
+    // Where the input's event time is: the upstream results' own time columns, a
+    // stream's event-time column, or none in a MATCH_RECOGNIZE's matches.
+    let times = match (&pattern, &upstream) {
+        (Some(_), _) => Vec::new(),
+        (None, Some(up)) => up.times.clone(),
+        (None, None) => stream
+            .event_time
+            .as_ref()
+            .map(|e| TimeColumn::on_time(e.column))
+            .into_iter()
+            .collect(),
+    };
     let mut nodes = ChainPlanner {
         ctx: &ctx,
         catalog,
@@ -278,6 +297,7 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         assigned: false,
         specs: Vec::new(),
         temporal,
+        times,
     };
     if let Some(p) = pattern {
         nodes.specs.push(OperatorSpec::Pattern(Box::new(p.spec)));
@@ -293,6 +313,7 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         specs,
         schema,
         tables,
+        times,
         ..
     } = nodes;
     let plan = QueryPlan {
@@ -303,6 +324,7 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         tables,
         queries: Vec::new(),
         union: None,
+        times,
     };
     Ok(match upstream {
         Some(up) => chained::chain(*up, &plan.stream.name.clone(), plan),
@@ -362,6 +384,8 @@ struct ChainPlanner<'a> {
     specs: Vec<OperatorSpec>,
     /// The tables joined `FOR SYSTEM_TIME AS OF` the stream's event time.
     temporal: Vec<String>,
+    /// The columns of the rows the last spec emits that carry the input's event time.
+    times: Vec<TimeColumn>,
 }
 
 impl ChainPlanner<'_> {
@@ -484,6 +508,7 @@ impl ChainPlanner<'_> {
                     .map(|e| physical(self.ctx, e, &input))
                     .collect::<Result<Vec<_>>>()?;
                 self.schema = Arc::new(p.schema.as_arrow().clone());
+                self.times = result_time::through_projection(&self.times, &p.expr, &input);
                 self.specs.push(OperatorSpec::Project(ProjectSpec {
                     exprs,
                     input: Arc::new(input.as_arrow().clone()),
@@ -502,6 +527,7 @@ impl ChainPlanner<'_> {
                     ));
                 };
                 self.schema = Arc::new(a.schema.as_arrow().clone());
+                self.times = result_time::window_results(&a.schema);
                 let time_column = self
                     .stream
                     .event_time

@@ -9,25 +9,46 @@
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::logical_expr::Expr as LExpr;
 use datafusion::sql::sqlparser::ast::{self as sq, SetExpr, SetOperator, SetQuantifier};
 
 use super::catalog::{Catalog, StreamDef};
 use super::query::{plan_continuous, QueryPlan};
+use super::result_time::TimeColumn;
 use super::spec::OperatorSpec;
 use crate::error::{sqlstate, Error, Result};
+use crate::operators::interval_join::IntervalKind;
 use crate::sql::Clauses;
 
 /// Most streams one `UNION ALL` reads (54001 past it).
 pub const MAX_UNION_INPUTS: usize = 16;
 
-/// One branch of a union: a stream, and the filters and projections its rows pass.
+/// One branch of a union: a stream (or a merge of several: a join, another union), and the
+/// operators its rows pass.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct UnionBranch {
-    /// The stream it reads.
+    /// The stream it reads; with `merge`, the merge's name (`join(a, b)`, `union(a, b)`).
     pub stream: String,
-    /// Its operators (filters and projections), from the stream's rows to the union's.
+    /// When its rows come out of a merge of several streams (it reads a join or another
+    /// union): that merge, which runs in a hub of its own, feeding this branch.
+    pub merge: Option<Arc<UnionPlan>>,
+    /// Its operators, from the stream's (or the merge's) rows to the union's.
     pub specs: Vec<OperatorSpec>,
+    /// How far (nanoseconds) behind its input's watermark its rows may come out (a join's
+    /// time column: see [`super::result_time`]); the union reads the branch's watermark as
+    /// that much earlier.
+    pub delay: i64,
+}
+
+impl UnionBranch {
+    /// A branch reading stream `stream` through `specs`, on time.
+    pub fn of_stream(stream: &str, specs: Vec<OperatorSpec>) -> UnionBranch {
+        UnionBranch {
+            stream: stream.to_string(),
+            merge: None,
+            specs,
+            delay: 0,
+        }
+    }
 }
 
 /// A `UNION ALL` of streams, read as one stream.
@@ -42,9 +63,30 @@ pub struct UnionPlan {
 }
 
 impl UnionPlan {
-    /// Whether a branch reads stream `name`.
+    /// Whether a branch reads stream `name` (directly or through a merge it reads).
     pub fn reads(&self, name: &str) -> bool {
-        self.branches.iter().any(|b| b.stream == name)
+        self.branches.iter().any(|b| match &b.merge {
+            Some(m) => m.reads(name),
+            None => b.stream == name,
+        })
+    }
+
+    /// The declared streams it reads, each once, in the order of its branches (those of a
+    /// merge a branch reads included).
+    pub fn streams(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for b in &self.branches {
+            let names = match &b.merge {
+                Some(m) => m.streams(),
+                None => vec![b.stream.clone()],
+            };
+            for n in names {
+                if !out.contains(&n) {
+                    out.push(n);
+                }
+            }
+        }
+        out
     }
 }
 
@@ -63,31 +105,21 @@ pub(super) fn plan_union(query: &sq::Query, catalog: &Catalog) -> Result<QueryPl
     }
     let mut selects = Vec::new();
     flatten(query.body.as_ref(), &mut selects)?;
-    let mut branches = Vec::new();
-    let mut planned: Vec<(QueryPlan, usize)> = Vec::new();
+    let mut planned: Vec<(QueryPlan, Vec<TimeColumn>)> = Vec::new();
     for (i, select) in selects.iter().enumerate() {
         let q = sq::Query {
             body: Box::new((*select).clone()),
             ..query.clone()
         };
         let plan = plan_continuous(&q, &Clauses::default(), catalog)?;
-        let time = branch_time(&plan, i + 1)?;
-        planned.push((plan, time));
+        let times = branch_times(&plan, i + 1)?;
+        planned.push((plan, times));
     }
-    let (first, time_column) = (&planned[0].0, planned[0].1);
-    for (i, (plan, time)) in planned.iter().enumerate().skip(1) {
-        check_columns(first, plan, i + 1)?;
-        if *time != time_column {
-            return Err(Error::NotSupported(format!(
-                "the branches of a UNION ALL must each select their stream's event-time column \
-                 at the same position: branch 1 has it at position {}, branch {} at position {}; \
-                 reorder the select lists",
-                time_column + 1,
-                i + 1,
-                time + 1
-            )));
-        }
+    for (i, (plan, _)) in planned.iter().enumerate().skip(1) {
+        check_columns(&planned[0].0, plan, i + 1)?;
     }
+    let time_column = common_time(&planned)?;
+    let first = &planned[0].0;
     // Names from the first branch; a column is nullable if it is in any branch.
     let fields: Vec<Field> = first
         .schema
@@ -116,12 +148,21 @@ pub(super) fn plan_union(query: &sq::Query, catalog: &Catalog) -> Result<QueryPl
             }
         }
     }
-    for (plan, _) in planned {
-        branches.push(UnionBranch {
-            stream: plan.stream.name.clone(),
-            specs: plan.specs,
-        });
-    }
+    let branches: Vec<UnionBranch> = planned
+        .into_iter()
+        .map(|(plan, times)| {
+            let delay = times
+                .iter()
+                .find(|t| t.column == time_column)
+                .map_or(0, |t| t.delay);
+            UnionBranch {
+                stream: plan.stream.name.clone(),
+                merge: plan.union,
+                specs: plan.specs,
+                delay,
+            }
+        })
+        .collect();
     let name = format!("union({})", names.join(", "));
     let stream = Arc::new(StreamDef::derived(&name, schema.clone(), Some(time_column)));
     Ok(QueryPlan {
@@ -136,7 +177,38 @@ pub(super) fn plan_union(query: &sq::Query, catalog: &Catalog) -> Result<QueryPl
             schema,
             time_column,
         })),
+        times: vec![TimeColumn::on_time(time_column)],
     })
+}
+
+/// The union's event-time column: the first of the first branch's time columns that every
+/// branch has at the same position.
+fn common_time(planned: &[(QueryPlan, Vec<TimeColumn>)]) -> Result<usize> {
+    let first = &planned[0].1;
+    let everywhere = |c: usize| planned.iter().all(|(_, t)| t.iter().any(|t| t.column == c));
+    if let Some(t) = first.iter().find(|t| everywhere(t.column)) {
+        return Ok(t.column);
+    }
+    let (n, other) = planned
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(_, (_, t))| !t.iter().any(|t| t.column == first[0].column))
+        .map(|(i, (_, t))| (i + 1, t))
+        .unwrap_or((1, first));
+    let positions = |t: &[TimeColumn]| {
+        t.iter()
+            .map(|t| (t.column + 1).to_string())
+            .collect::<Vec<_>>()
+            .join(" or ")
+    };
+    Err(Error::NotSupported(format!(
+        "the branches of a UNION ALL must each select their stream's event-time column \
+         at the same position: branch 1 has it at position {}, branch {n} at position {}; \
+         reorder the select lists",
+        positions(first),
+        positions(other)
+    )))
 }
 
 /// The `SELECT`s of a tree of `UNION ALL`s, left to right (without recursion: the tree's
@@ -181,21 +253,72 @@ fn flatten<'a>(body: &'a SetExpr, out: &mut Vec<&'a SetExpr>) -> Result<()> {
     Ok(())
 }
 
-/// Where branch `n` (1-based) keeps its stream's event-time column, which must pass
-/// through unchanged; refuses a branch that does more than filter and project a stream.
-fn branch_time(plan: &QueryPlan, n: usize) -> Result<usize> {
-    let plain = plan.window.is_none()
-        && plan.union.is_none()
-        && plan
-            .specs
-            .iter()
-            .all(|s| matches!(s, OperatorSpec::Filter(_) | OperatorSpec::Project(_)));
-    if !plain {
+/// The columns where branch `n` (1-based) keeps its input's event time as it is (a
+/// stream's event-time column, a window's `window_end`, a join's input time); refuses a
+/// branch with none.
+fn branch_times(plan: &QueryPlan, n: usize) -> Result<Vec<TimeColumn>> {
+    let is_time = |c: usize| matches!(plan.schema.field(c).data_type(), DataType::Timestamp(_, _));
+    let times: Vec<TimeColumn> = plan
+        .times
+        .iter()
+        .copied()
+        .filter(|t| is_time(t.column))
+        .collect();
+    if !times.is_empty() {
+        return Ok(times);
+    }
+    if plan
+        .specs
+        .iter()
+        .any(|s| matches!(s, OperatorSpec::Pattern(_)))
+    {
         return Err(Error::NotSupported(format!(
-            "branch {n} of the UNION ALL does more than filter and project stream \"{}\": \
-             a branch is SELECT columns FROM stream [WHERE ...]; aggregate, join or match \
-             over the union instead",
-            plan.stream.name
+            "branch {n} of the UNION ALL reads the matches of a MATCH_RECOGNIZE, which carry \
+             no event time a union can wait for (a match's rows may lie any distance behind \
+             the row that completes it): match over the union instead (FROM (SELECT ... \
+             UNION ALL SELECT ...) MATCH_RECOGNIZE (...))"
+        )));
+    }
+    let join = plan.specs.iter().find_map(|s| match s {
+        OperatorSpec::IntervalJoin(j) => Some(j),
+        _ => None,
+    });
+    if let Some(j) = join {
+        let what = match j.kind {
+            IntervalKind::Full => {
+                return Err(Error::NotSupported(format!(
+                    "branch {n} of the UNION ALL reads a FULL JOIN, whose rows may lack either \
+                     side's time, so it has no event time: read a JOIN, LEFT JOIN or RIGHT \
+                     JOIN, which keeps one side's"
+                )))
+            }
+            IntervalKind::Inner => format!(
+                "the event-time column of \"{}\" or of \"{}\"",
+                j.streams[0], j.streams[1]
+            ),
+            IntervalKind::Right => format!(
+                "the event-time column of \"{}\" (a RIGHT JOIN may leave the other NULL)",
+                j.streams[1]
+            ),
+            IntervalKind::Left | IntervalKind::Anti => {
+                format!("the event-time column of \"{}\"", j.streams[0])
+            }
+        };
+        return Err(Error::NotSupported(format!(
+            "branch {n} of the UNION ALL must select {what} as it is: it is the union's \
+             event time"
+        )));
+    }
+    let windowed = plan.specs.iter().any(|s| {
+        matches!(
+            s,
+            OperatorSpec::WindowAggregate(_) | OperatorSpec::SessionWindow(_)
+        )
+    });
+    if windowed {
+        return Err(Error::NotSupported(format!(
+            "branch {n} of the UNION ALL must select window_end as it is: a window's results \
+             are timed by their window's end, the union's event time"
         )));
     }
     let Some(et) = &plan.stream.event_time else {
@@ -209,26 +332,11 @@ fn branch_time(plan: &QueryPlan, n: usize) -> Result<usize> {
         ));
     };
     let et_name = plan.stream.schema.field(et.column).name().clone();
-    // The last projection decides where each column ends up; without one, the stream's.
-    let mut at = Some(et.column);
-    for spec in &plan.specs {
-        if let OperatorSpec::Project(p) = spec {
-            at = at.and_then(|from| {
-                let from_name = p.input.field(from).name().clone();
-                p.columns.iter().position(
-                    |c| matches!(c.clone().unalias(), LExpr::Column(col) if col.name == from_name),
-                )
-            });
-        }
-    }
-    at.filter(|&c| matches!(plan.schema.field(c).data_type(), DataType::Timestamp(_, _)))
-        .ok_or_else(|| {
-            Error::NotSupported(format!(
-                "branch {n} of the UNION ALL must select stream \"{}\"'s event-time column \
-                 \"{et_name}\" as it is: it is the union's event time",
-                plan.stream.name
-            ))
-        })
+    Err(Error::NotSupported(format!(
+        "branch {n} of the UNION ALL must select stream \"{}\"'s event-time column \
+         \"{et_name}\" as it is: it is the union's event time",
+        plan.stream.name
+    )))
 }
 
 /// Branch `n` (1-based) has as many columns as the first, of the same types.

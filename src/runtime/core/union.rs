@@ -25,82 +25,215 @@ use crate::plan::union::UnionPlan;
 use crate::plan::StreamDef;
 use crate::runtime::core::hub::{Hub, StreamHub};
 use crate::runtime::core::output::{QueryFailure, QueryOutput};
-use crate::time::Watermark;
+use crate::time::{EventTime, Watermark};
 
-/// The input side of a union's hub: the merge and the names of the streams it reads.
+/// The input side of a union's hub: the merge and where each branch's rows come from.
 pub struct UnionInput {
     /// Rows waiting for the union's watermark.
     pub merge: UnionMerge,
-    /// The stream of each branch.
+    /// Where each branch's rows come from.
+    pub branches: Vec<BranchInput>,
+    /// Every declared stream feeding the union, those feeding its branches' merges included.
     pub streams: Vec<String>,
     /// Set once the union's queries failed: rows are no longer kept.
     stopped: bool,
-    /// Per branch: bytes of state its tap's operators hold (a window join's aggregates).
+    /// Per branch: bytes of state its tap's operators hold (a window join's aggregates),
+    /// with those of the merge it reads.
     tap_bytes: Vec<usize>,
 }
 
-/// One branch of a union, at the stream it reads.
+/// Where a union's branch reads its rows.
+pub enum BranchInput {
+    /// A declared stream, through a tap on the stream's hub.
+    Stream(String),
+    /// A merge of several streams (a join's, another union's) in a hub of its own, through a
+    /// tap on that hub; the hub is this branch's alone.
+    Merge {
+        /// The merge's hub.
+        hub: Arc<StreamHub>,
+        /// The declared streams that feed it.
+        streams: Vec<String>,
+    },
+}
+
+/// One branch of a union, at the stream (or the merge) it reads.
 pub struct Tap {
     /// The query reading the union.
     pub query: String,
+    /// Which union of the query it feeds: empty for the query's own, `[b]` for the merge that
+    /// branch `b` of it reads, `[b, c]` for the merge branch `c` of that one reads, ...
+    pub nest: Vec<usize>,
     /// Which branch this is.
     pub branch: usize,
     ops: Vec<Box<dyn Operator>>,
     /// Whether an operator of the branch keeps state.
     stateful: bool,
+    /// How far behind its input's watermark the branch's rows may be (nanoseconds).
+    delay: i64,
     target: Arc<StreamHub>,
+    /// Set once the union it feeds stopped keeping rows.
+    target_stopped: bool,
 }
 
-/// A hub for the union `plan` (described as the stream `def`), with no query yet.
+/// A union's hub, built for a query: the hub, and the taps to put on the streams it reads
+/// (those of the merges its branches read included), each with its stream's name.
+pub struct BuiltUnion {
+    /// The union's hub, to which the query attaches.
+    pub hub: Arc<StreamHub>,
+    /// The taps still to be put on declared streams.
+    pub taps: Vec<(String, Tap)>,
+}
+
+/// A hub for the union `plan` (described as the stream `def`), with no query yet, and the
+/// taps that feed it, read by query `query`. A branch that reads a merge of its own gets a
+/// hub for it, with its tap already on it; the taps on declared streams are returned, for the
+/// caller to put in place.
 pub fn union_hub(
+    query: &str,
     plan: &UnionPlan,
     def: Arc<StreamDef>,
     retain_rows: usize,
     max_state_bytes: usize,
-) -> Result<Arc<StreamHub>> {
+) -> Result<BuiltUnion> {
+    build(query, &[], plan, def, retain_rows, max_state_bytes)
+}
+
+fn build(
+    query: &str,
+    nest: &[usize],
+    plan: &UnionPlan,
+    def: Arc<StreamDef>,
+    retain_rows: usize,
+    max_state_bytes: usize,
+) -> Result<BuiltUnion> {
     let merge = UnionMerge::try_new(plan.branches.len(), plan.schema.clone(), plan.time_column)?;
     let hub = StreamHub::new(def, retain_rows, max_state_bytes, None, 1);
+    let mut taps = Vec::new();
+    let mut branches = Vec::new();
+    for (i, b) in plan.branches.iter().enumerate() {
+        let tap = Tap::try_new(query, nest, plan, i, hub.clone())?;
+        match &b.merge {
+            None => {
+                taps.push((b.stream.clone(), tap));
+                branches.push(BranchInput::Stream(b.stream.clone()));
+            }
+            Some(m) => {
+                let mut inner_nest = nest.to_vec();
+                inner_nest.push(i);
+                let inner_def = Arc::new(StreamDef::derived(
+                    &b.stream,
+                    m.schema.clone(),
+                    Some(m.time_column),
+                ));
+                let inner = build(query, &inner_nest, m, inner_def, 0, max_state_bytes)?;
+                // Nothing feeds the inner hub yet: its tap goes on now.
+                inner.hub.lock().taps.push(tap);
+                taps.extend(inner.taps);
+                branches.push(BranchInput::Merge {
+                    hub: inner.hub,
+                    streams: m.streams(),
+                });
+            }
+        }
+    }
     hub.lock().union = Some(UnionInput {
         merge,
-        streams: plan.branches.iter().map(|b| b.stream.clone()).collect(),
+        branches,
+        streams: plan.streams(),
         stopped: false,
         tap_bytes: vec![0; plan.branches.len()],
     });
-    Ok(hub)
+    Ok(BuiltUnion { hub, taps })
+}
+
+impl UnionInput {
+    /// The hubs of the merges its branches read, each with its place (`nest`, as a tap's),
+    /// given this union's own place `at`: its branches' merges, then theirs.
+    pub fn merges(&self, at: &[usize]) -> Vec<(Vec<usize>, Arc<StreamHub>)> {
+        let mut out = Vec::new();
+        for (i, b) in self.branches.iter().enumerate() {
+            if let BranchInput::Merge { hub, .. } = b {
+                let mut nest = at.to_vec();
+                nest.push(i);
+                out.push((nest, hub.clone()));
+            }
+        }
+        out
+    }
+}
+
+/// The hubs of every merge under the union in `hub` (the merges its branches read, theirs,
+/// ...), each with its place; locks each hub in turn, never two at once.
+pub fn nested_merges(hub: &StreamHub) -> Vec<(Vec<usize>, Arc<StreamHub>)> {
+    let mut out = Vec::new();
+    let mut todo: Vec<(Vec<usize>, Arc<StreamHub>)> = match &hub.lock().union {
+        Some(u) => u.merges(&[]),
+        None => Vec::new(),
+    };
+    while let Some((nest, inner)) = todo.pop() {
+        if let Some(u) = &inner.lock().union {
+            todo.extend(u.merges(&nest));
+        }
+        out.push((nest, inner));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// `wm` moved back by `delay` nanoseconds (the end of the input stays the end).
+fn delayed(wm: Watermark, delay: i64) -> Watermark {
+    if delay == 0 || wm == Watermark::END || wm == Watermark::START {
+        return wm;
+    }
+    Watermark(EventTime(
+        wm.0 .0.saturating_sub(delay).max(Watermark::START.0 .0),
+    ))
 }
 
 impl Tap {
-    /// Branch `branch` of `plan`, read by `query`, feeding `target`.
+    /// Branch `branch` of `plan` (the union at `nest` of those `query` reads), feeding
+    /// `target`.
     pub fn try_new(
         query: &str,
+        nest: &[usize],
         plan: &UnionPlan,
         branch: usize,
         target: Arc<StreamHub>,
     ) -> Result<Tap> {
-        let specs = &plan.branches[branch].specs;
-        let ops = specs.iter().map(|s| s.build()).collect::<Result<_>>()?;
+        let b = &plan.branches[branch];
+        let ops = b.specs.iter().map(|s| s.build()).collect::<Result<_>>()?;
         Ok(Tap {
             query: query.to_string(),
+            nest: nest.to_vec(),
             branch,
             ops,
-            stateful: specs.iter().any(|s| !s.is_stateless()),
+            stateful: b.specs.iter().any(|s| !s.is_stateless()),
+            delay: b.delay,
             target,
+            target_stopped: false,
         })
     }
 
-    /// Runs a batch of the stream's rows through the branch and hands what passes to the
-    /// union.
-    fn feed(&mut self, batch: &RecordBatch) {
+    /// Runs a batch of the input's rows through the branch and hands what passes to the
+    /// union; `input_bytes` is what the input holds for it (a merge's waiting rows).
+    fn feed(&mut self, batch: &RecordBatch, input_bytes: usize) {
         let out = self.run(Some(batch.clone()), None);
-        self.hand_over(out);
+        self.hand_over(out, input_bytes);
     }
 
-    /// The stream's watermark moved to `wm`: what it completes in the branch (a window's
-    /// results) goes to the union first, then the watermark.
+    /// The input's watermark moved to `wm`: what it completes in the branch (a window's
+    /// results) goes to the union first, then the watermark (moved back by the branch's
+    /// delay).
     pub fn advance(&mut self, wm: Watermark) {
+        self.advance_holding(wm, 0);
+    }
+
+    fn advance_holding(&mut self, wm: Watermark, input_bytes: usize) {
         let out = self.run(None, Some(wm));
-        self.hand_over(out);
-        self.target.lock().union_advance(self.branch, wm);
+        self.hand_over(out, input_bytes);
+        let mut target = self.target.lock();
+        target.union_advance(self.branch, delayed(wm, self.delay));
+        self.target_stopped = target.union.as_ref().is_some_and(|u| u.stopped);
     }
 
     /// The branch's operators over `batch`, then `wm`, each operator's output going on to
@@ -127,12 +260,12 @@ impl Tap {
     }
 
     /// Hands the branch's rows (or its failure) to the union.
-    fn hand_over(&self, out: Result<(Vec<RecordBatch>, usize)>) {
+    fn hand_over(&mut self, out: Result<(Vec<RecordBatch>, usize)>, input_bytes: usize) {
         let mut hub = self.target.lock();
         match out {
             Ok((batches, bytes)) => {
                 if let Some(union) = &mut hub.union {
-                    union.tap_bytes[self.branch] = bytes;
+                    union.tap_bytes[self.branch] = bytes + input_bytes;
                 }
                 for b in batches {
                     hub.union_push(self.branch, b);
@@ -140,6 +273,7 @@ impl Tap {
             }
             Err(e) => hub.fail_union(&e),
         }
+        self.target_stopped = hub.union.as_ref().is_some_and(|u| u.stopped);
     }
 
     /// Whether the branch keeps state (a window join's aggregate): then it is checkpointed.
@@ -171,17 +305,31 @@ impl Tap {
 }
 
 impl Hub {
-    /// Hands a batch of this stream's rows to the unions that read it.
+    /// Hands a batch of this stream's (or merge's) rows to the unions that read it.
     pub(super) fn feed_taps(&mut self, batch: &RecordBatch) {
+        let own = self.union_bytes();
         for tap in &mut self.taps {
-            tap.feed(batch);
+            tap.feed(batch, own);
         }
+        self.stop_if_unread();
     }
 
-    /// Tells the unions that read this stream where its watermark is.
+    /// Tells the unions that read this stream (or merge) where its watermark is.
     pub(super) fn advance_taps(&mut self, wm: Watermark) {
+        let own = self.union_bytes();
         for tap in &mut self.taps {
-            tap.advance(wm);
+            tap.advance_holding(wm, own);
+        }
+        self.stop_if_unread();
+    }
+
+    /// A merge that a union's branch reads stops keeping rows once that union stopped.
+    fn stop_if_unread(&mut self) {
+        if self.union.is_some()
+            && !self.taps.is_empty()
+            && self.taps.iter().all(|t| t.target_stopped)
+        {
+            self.stop_union();
         }
     }
 
@@ -222,7 +370,8 @@ impl Hub {
         }
     }
 
-    /// Fails every query of this union's hub with `error`, and stops keeping its rows.
+    /// Fails every query of this union's hub with `error` (and, for a merge a union's branch
+    /// reads, that union's), and stops keeping its rows.
     pub(super) fn fail_union(&mut self, error: &Error) {
         if let Some(union) = &mut self.union {
             union.stopped = true;
@@ -231,6 +380,12 @@ impl Hub {
         let failure = QueryFailure::from_error(error);
         for q in self.queries.values() {
             QueryOutput::lock(&q.output).fail(failure.clone());
+        }
+        if self.union.is_some() {
+            for tap in &mut self.taps {
+                tap.target.lock().fail_union(error);
+                tap.target_stopped = true;
+            }
         }
     }
 
@@ -244,16 +399,30 @@ impl Hub {
     /// What to tell a user whose union query holds too much: which stream holds it back.
     pub(super) fn union_hint(&self) -> Option<String> {
         let union = self.union.as_ref()?;
-        if union.merge.state_bytes() == 0 {
+        let waiting = self.union_bytes();
+        if waiting == 0 {
             return None;
         }
         let (slowest, wm) = union.merge.slowest();
+        let (what, whom) = match &union.branches[slowest] {
+            BranchInput::Stream(s) => (format!("stream \"{s}\""), "it"),
+            BranchInput::Merge { streams, .. } => (
+                format!(
+                    "branch {} (streams {})",
+                    slowest + 1,
+                    streams
+                        .iter()
+                        .map(|s| format!("\"{s}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                "the quiet one",
+            ),
+        };
         Some(format!(
-            "; {} bytes of it are rows of the UNION ALL waiting for stream \"{}\", whose \
-             watermark is at {wm}: give it an IDLE TIMEOUT so that it advances when the stream \
-             is quiet",
-            union.merge.state_bytes(),
-            union.streams[slowest]
+            "; {waiting} bytes of it are rows of the UNION ALL waiting for {what}, whose \
+             watermark is at {wm}: give {whom} an IDLE TIMEOUT so that it advances when the \
+             stream is quiet",
         ))
     }
 

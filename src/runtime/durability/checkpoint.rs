@@ -51,6 +51,26 @@ pub struct UnionState {
     pub max_event_time: Option<i64>,
     /// File with the union's waiting rows and its inputs' watermarks.
     pub merge: String,
+    /// The merges its branches read (a join's, another union's), each in a hub of its own.
+    #[serde(default)]
+    pub merges: Vec<MergeState>,
+}
+
+/// The state of a merge that a union's branch reads (a join's two streams merged, another
+/// union), taken with the union.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergeState {
+    /// Where it is: `[b]` for the merge branch `b` of the query's union reads, `[b, c]` for
+    /// the one branch `c` of that merge reads, ...
+    pub nest: Vec<usize>,
+    /// Its watermark in nanoseconds.
+    pub watermark: i64,
+    /// Largest event time it released, in nanoseconds.
+    pub max_event_time: Option<i64>,
+    /// File with its waiting rows and its inputs' watermarks.
+    pub merge: String,
+    /// The state of the branch that reads it (a join's), if it keeps some.
+    pub taps: Vec<TapState>,
 }
 
 /// A reference table's rows at the checkpoint.
@@ -102,6 +122,10 @@ pub struct StreamState {
 pub struct TapState {
     /// The query reading the union.
     pub query: String,
+    /// Which union of the query the branch feeds: empty for the query's own, else where the
+    /// merge it feeds is (as [`MergeState::nest`]).
+    #[serde(default)]
+    pub nest: Vec<usize>,
     /// Which branch of it.
     pub branch: usize,
     /// One file per operator of the branch, source first.

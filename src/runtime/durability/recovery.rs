@@ -15,9 +15,10 @@ use crate::error::{Error, Result};
 use crate::operators::snapshot::{decode, encode, StateImage};
 use crate::runtime::core::hub::Hub;
 use crate::runtime::core::output::QueryOutput;
+use crate::runtime::core::union::{nested_merges, Tap};
 use crate::runtime::durability::checkpoint::{
-    CheckpointStore, Manifest, QueryState, Snapshot, StreamState, TableState, TapState, UnionState,
-    Written,
+    CheckpointStore, Manifest, MergeState, QueryState, Snapshot, StreamState, TableState, TapState,
+    UnionState, Written,
 };
 use crate::runtime::durability::history::{delete_segments, write_segment};
 use crate::runtime::durability::wal::{FsyncPolicy, IngestLog, Record};
@@ -161,21 +162,43 @@ pub(in crate::runtime) fn snapshot(
             }
         }
     }
-    for (k, (query, hub)) in shared.unions.iter().enumerate() {
-        let mut hub = hub.lock();
-        let hub = &mut *hub;
+    for (k, (query, union_hub)) in shared.unions.iter().enumerate() {
+        let merges = nested_merges(union_hub);
+        let mut guard = union_hub.lock();
+        let hub = &mut *guard;
         let Some(union) = &hub.union else {
             continue;
         };
         let file = format!("union-{k}.snap");
         files.push((file.clone(), union.merge.snapshot()));
-        manifest.unions.push(UnionState {
+        let mut state = UnionState {
             query: query.clone(),
             watermark: hub.stream.watermark.0 .0,
             max_event_time: hub.stream.max_event_time.map(|t| t.0),
             merge: file,
-        });
+            merges: Vec::new(),
+        };
         snapshot_queries(&format!("u{k}"), hub, &mut manifest, &mut files)?;
+        drop(guard);
+        // Each merge under the union, one hub at a time (a merge's hub is locked before the
+        // union's when rows flow, never after).
+        for (m, (nest, inner)) in merges.into_iter().enumerate() {
+            let mut inner = inner.lock();
+            let Some(merge) = &inner.union else {
+                continue;
+            };
+            let file = format!("union-{k}-{m}.snap");
+            files.push((file.clone(), merge.merge.snapshot()));
+            let prefix = format!("u{k}-{m}");
+            state.merges.push(MergeState {
+                nest,
+                watermark: inner.stream.watermark.0 .0,
+                max_event_time: inner.stream.max_event_time.map(|t| t.0),
+                merge: file,
+                taps: snapshot_taps(&prefix, &mut inner.taps, &mut files)?,
+            });
+        }
+        manifest.unions.push(state);
     }
     drop(held);
     Ok(Snapshot {
@@ -221,23 +244,7 @@ fn snapshot_stream(
         }
         through
     });
-    let mut taps = Vec::new();
-    for (t, tap) in hub.taps.iter_mut().enumerate() {
-        if !tap.is_stateful() {
-            continue;
-        }
-        let mut operators = Vec::new();
-        for (k, image) in tap.snapshot()?.into_iter().enumerate() {
-            let file = format!("tap-{i}-{t}-{k}.snap");
-            files.push((file.clone(), image));
-            operators.push(file);
-        }
-        taps.push(TapState {
-            query: tap.query.clone(),
-            branch: tap.branch,
-            operators,
-        });
-    }
+    let taps = snapshot_taps(&i.to_string(), &mut hub.taps, files)?;
     let recent = format!("stream-{i}.arrow");
     files.push((
         recent.clone(),
@@ -256,6 +263,57 @@ fn snapshot_stream(
         taps,
     });
     snapshot_queries(&i.to_string(), hub, manifest, files)
+}
+
+/// Takes the state of the taps on a hub that keep some (files named after `prefix`, the
+/// hub's place in the checkpoint).
+fn snapshot_taps(
+    prefix: &str,
+    taps: &mut [Tap],
+    files: &mut Vec<(String, StateImage)>,
+) -> Result<Vec<TapState>> {
+    let mut out = Vec::new();
+    for (t, tap) in taps.iter_mut().enumerate() {
+        if !tap.is_stateful() {
+            continue;
+        }
+        let mut operators = Vec::new();
+        for (k, image) in tap.snapshot()?.into_iter().enumerate() {
+            let file = format!("tap-{prefix}-{t}-{k}.snap");
+            files.push((file.clone(), image));
+            operators.push(file);
+        }
+        out.push(TapState {
+            query: tap.query.clone(),
+            nest: tap.nest.clone(),
+            branch: tap.branch,
+            operators,
+        });
+    }
+    Ok(out)
+}
+
+/// Restores the taps on a hub from their states in checkpoint `epoch`.
+fn restore_taps(
+    store: &CheckpointStore,
+    epoch: u64,
+    taps: &mut [Tap],
+    states: &[TapState],
+) -> Result<()> {
+    for t in states {
+        let tap = taps
+            .iter_mut()
+            .find(|tap| tap.query == t.query && tap.nest == t.nest && tap.branch == t.branch);
+        if let Some(tap) = tap {
+            let states = t
+                .operators
+                .iter()
+                .map(|f| store.read(epoch, f))
+                .collect::<Result<Vec<_>>>()?;
+            tap.restore(&states)?;
+        }
+    }
+    Ok(())
 }
 
 /// Takes the state of a hub's queries: their operators (files named after `prefix`, the
@@ -330,20 +388,7 @@ pub(in crate::runtime) fn restore(
         for b in batches(&s.recent, &schema)? {
             stream.recent.push(&b);
         }
-        for t in &s.taps {
-            let tap = hub
-                .taps
-                .iter_mut()
-                .find(|tap| tap.query == t.query && tap.branch == t.branch);
-            if let Some(tap) = tap {
-                let states = t
-                    .operators
-                    .iter()
-                    .map(|f| store.read(epoch, f))
-                    .collect::<Result<Vec<_>>>()?;
-                tap.restore(&states)?;
-            }
-        }
+        restore_taps(store, epoch, &mut hub.taps, &s.taps)?;
     }
     for t in &manifest.tables {
         if let Some(def) = shared.catalog.table(&t.name) {
@@ -352,14 +397,32 @@ pub(in crate::runtime) fn restore(
         }
     }
     for u in &manifest.unions {
-        let Some(hub) = shared.unions.get(&u.query) else {
+        let Some(union_hub) = shared.unions.get(&u.query) else {
             continue;
         };
-        let mut hub = hub.lock();
+        let merges = nested_merges(union_hub);
+        let mut hub = union_hub.lock();
         hub.stream.watermark = Watermark(EventTime(u.watermark));
         hub.stream.max_event_time = u.max_event_time.map(EventTime);
         if let Some(union) = &mut hub.union {
             union.merge.restore(&store.read(epoch, &u.merge)?)?;
+        }
+        drop(hub);
+        for m in &u.merges {
+            let Some((_, inner)) = merges.iter().find(|(nest, _)| *nest == m.nest) else {
+                return Err(Error::Internal(format!(
+                    "checkpoint {epoch}: query \"{}\" has no merge at {:?}",
+                    u.query, m.nest
+                )));
+            };
+            let mut inner = inner.lock();
+            let inner = &mut *inner;
+            inner.stream.watermark = Watermark(EventTime(m.watermark));
+            inner.stream.max_event_time = m.max_event_time.map(EventTime);
+            if let Some(merge) = &mut inner.union {
+                merge.merge.restore(&store.read(epoch, &m.merge)?)?;
+            }
+            restore_taps(store, epoch, &mut inner.taps, &m.taps)?;
         }
     }
     let mut restored = std::collections::HashSet::new();

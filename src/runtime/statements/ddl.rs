@@ -17,7 +17,7 @@ use crate::plan::{plan_continuous, QueryPlan, StreamDef};
 use crate::runtime::connectors::sinks::SinkRuntime;
 use crate::runtime::connectors::sources::SourceRuntime;
 use crate::runtime::core::hub::StreamHub;
-use crate::runtime::core::union::{union_hub, Tap};
+use crate::runtime::core::union::union_hub;
 use crate::runtime::durability::history::{history_dir_name, History};
 use crate::runtime::durability::wal::Record;
 use crate::sinks::spec::{SinkSpec, SinkTarget};
@@ -572,30 +572,29 @@ impl Engine {
         log: bool,
     ) -> Result<Option<u64>> {
         let union = plan.union.clone().expect("a union's plan");
-        let inputs = union
-            .branches
-            .iter()
-            .map(|b| {
-                shared
-                    .hubs
-                    .get(&b.stream)
-                    .cloned()
-                    .ok_or_else(|| Error::undefined("stream", &b.stream))
-            })
-            .collect::<Result<Vec<_>>>()?;
         let stream = plan.stream.name.clone();
-        let hub = union_hub(
+        let built = union_hub(
+            &name,
             &union,
             plan.stream.clone(),
             self.config.retain_rows,
             self.config.max_query_state_bytes,
         )?;
-        let taps = (0..inputs.len())
-            .map(|i| Tap::try_new(&name, &union, i, hub.clone()))
+        let inputs = built
+            .taps
+            .iter()
+            .map(|(s, _)| {
+                shared
+                    .hubs
+                    .get(s)
+                    .cloned()
+                    .ok_or_else(|| Error::undefined("stream", s))
+            })
             .collect::<Result<Vec<_>>>()?;
+        let hub = built.hub;
         hub.lock().attach(&name, cq.clone(), plan)?;
         let seq = self.log_catalog(Statement::CreateQuery(cq.clone()).to_string(), log)?;
-        for (input, mut tap) in inputs.iter().zip(taps) {
+        for (input, (_, mut tap)) in inputs.iter().zip(built.taps) {
             let mut input = input.lock();
             tap.advance(input.stream.watermark);
             input.taps.push(tap);
