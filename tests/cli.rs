@@ -304,6 +304,67 @@ fn test_reports_a_wrong_expectation() {
     assert!(text.ends_with(" passed, 1 failed\n"), "{text}");
 }
 
+/// Views in query files: `run`, `test` and `check` create them with the queries, in the order
+/// they read each other whatever the files' order (a query reading a view of a later file, a
+/// view reading a query of the fixture's).
+#[test]
+fn views_in_query_files_are_created_in_the_order_they_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let reader = dir.path().join("a_reader.sql");
+    std::fs::write(
+        &reader,
+        "\
+-- test: failed logins per window, from a view over the failures query
+-- input logins:
+--   ts,host,user_name,ok
+--   2024-01-01 00:00:01,web,root,false
+--   2024-01-01 00:00:02,web,root,false
+--   2024-01-01 00:00:03,db,bob,false
+--   2024-01-01 00:00:04,web,alice,true
+-- expect:
+--   host,window_end,failures
+--   web,2024-01-01 00:00:10,2
+CREATE CONTINUOUS QUERY busy_failures AS
+SELECT host, window_end, failures FROM repeated;
+",
+    )
+    .unwrap();
+    let view = dir.path().join("b_view.sql");
+    std::fs::write(
+        &view,
+        "-- Windows with more than one failure.\n\
+         CREATE VIEW repeated AS SELECT host, window_end, failures FROM failures \
+         WHERE failures > 1;\n",
+    )
+    .unwrap();
+    let (reader, view) = (reader.display().to_string(), view.display().to_string());
+    let files = ["tests/data/logins.sql", reader.as_str(), view.as_str()];
+
+    let mut args = vec!["test"];
+    args.extend(files);
+    let out = saql(&args);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    assert!(text.ends_with("1 passed, 0 failed\n"), "{text}");
+
+    let mut args = vec!["run"];
+    args.extend(files);
+    args.extend(["--input", "logins=tests/data/logins.csv"]);
+    let text = run_ok(&args);
+    assert!(
+        text.contains(
+            "-- query busy_failures\nhost,window_end,failures\nweb,2024-01-01 00:00:10,3\n"
+        ),
+        "{text}"
+    );
+
+    let mut args = vec!["check"];
+    args.extend(files);
+    let out = saql(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "ok: 4 statements in 3 files\n");
+}
+
 #[test]
 fn check_errors_match_the_golden_file() {
     let out = saql(&["check", "tests/golden/check_errors.sql"]);

@@ -115,13 +115,15 @@ fn each_attack_fires_the_queries_meant_for_it() {
         (
             Attack::BruteForce,
             // The success comes from an address on the threat-intel list, outside the
-            // network, and skips the second factor.
+            // network, and skips the second factor: with the failures, four detectors on
+            // one host within a minute, one incident.
             &[
                 "alerts",
                 "brute_force_evidence",
                 "brute_force_sources",
                 "external_logins",
                 "failed_logins",
+                "incidents",
                 "login_without_mfa",
                 "threat_intel_hits",
             ],
@@ -135,11 +137,13 @@ fn each_attack_fires_the_queries_meant_for_it() {
             Attack::NetworkOutlier,
             &["big_senders", "exfil_outlier", "send_surge"],
         ),
-        // wget fetches its kit from a listed address, right after the shell starts it.
+        // wget fetches its kit from a listed address, right after the shell starts it: three
+        // detectors on one host within a minute, one incident.
         (
             Attack::UnusualChild,
             &[
                 "alerts",
+                "incidents",
                 "start_then_connect",
                 "threat_intel_hits",
                 "tool_connections",

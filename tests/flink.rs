@@ -33,11 +33,20 @@ use saql::time::EventTime;
 const BIN: &str = env!("CARGO_BIN_EXE_saql");
 const T0: i64 = 1_700_000_000 * 1_000_000_000;
 
-/// The queries of `queries/` that have no faithful Flink translation, and why.
-const REFUSED: [(&str, &str); 4] = [
+/// The queries of `queries/` that have no faithful Flink translation, and why (alerts and
+/// incidents read login_without_mfa).
+const REFUSED: [(&str, &str); 6] = [
+    (
+        "alerts",
+        "reading \"login_without_mfa\": a subquery in WHERE over anything but one stream",
+    ),
     ("apt_chain_evidence", "ALL ROWS PER MATCH"),
     ("brute_force_evidence", "function evidence()"),
     ("brute_force_sources", "SUPPRESS"),
+    (
+        "incidents",
+        "reading \"alerts\": reading \"login_without_mfa\"",
+    ),
     (
         "login_without_mfa",
         "a subquery in WHERE over anything but one stream",
@@ -90,7 +99,7 @@ WHERE m.cpu > 90 AND m.host NOT IN (SELECT host FROM assets WHERE criticality >=
 ";
 
 /// How many queries of `queries/` Flink runs.
-const COMPILED: usize = 17;
+const COMPILED: usize = 15;
 
 fn queries_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("queries")

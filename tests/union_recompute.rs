@@ -37,8 +37,9 @@ const SETUP: [&str; 3] = [
 /// join of two tumbling windows' results and a LEFT window join of two hopping windows' rows;
 /// a RIGHT and a FULL interval join; then unions whose branches read those queries: a window's
 /// results, an interval join's rows by its left's and its right's time, an anti join's, a
-/// window join's and another union's, and a window over such a union.
-const QUERIES: [(&str, &str); 14] = [
+/// window join's and another union's, and a window over such a union; a window over an inline
+/// union.
+const QUERIES: [(&str, &str); 15] = [
     (
         "rows",
         "SELECT ts, k, v, src FROM (SELECT ts, k, v, 'a' AS src FROM a WHERE v > -30 \
@@ -103,6 +104,12 @@ const QUERIES: [(&str, &str); 14] = [
     ),
     ("mix", MIX),
     (
+        "iwin",
+        "SELECT k, window_end, COUNT(*) AS n FROM TUMBLE((SELECT ts, k, v FROM a UNION ALL \
+         SELECT ts, k, v FROM b WHERE v IS NOT NULL), ts, INTERVAL '10' SECOND) \
+         GROUP BY k, window_start, window_end",
+    ),
+    (
         "mixwin",
         "SELECT src, window_end, COUNT(*) AS n, MIN(ts) AS first, MAX(v) AS hi \
          FROM TUMBLE(mix, ts, INTERVAL '30' SECOND) GROUP BY src, window_start, window_end",
@@ -132,7 +139,7 @@ const MIX_REFERENCE: &str =
      UNION ALL SELECT ts, k, v, 'b' FROM b WHERE v > 0";
 
 /// The same results computed by DataFusion over all rows at once.
-const REFERENCE: [(&str, &str); 14] = [
+const REFERENCE: [(&str, &str); 15] = [
     (
         "rows",
         "SELECT ts, k, v, src FROM (SELECT ts, k, v, 'a' AS src FROM a WHERE v > -30 \
@@ -210,6 +217,12 @@ const REFERENCE: [(&str, &str); 14] = [
          GROUP BY k, ws",
     ),
     ("mix", MIX_REFERENCE),
+    (
+        "iwin",
+        "SELECT k, ws + INTERVAL '10 seconds', COUNT(*) FROM \
+         (SELECT *, date_bin(INTERVAL '10 seconds', ts, TIMESTAMP '1970-01-01 00:00:00') AS ws \
+          FROM u) GROUP BY k, ws",
+    ),
     (
         "mixwin",
         "SELECT src, ws + INTERVAL '30 seconds', COUNT(*), MIN(ts), MAX(v) FROM (SELECT *, \

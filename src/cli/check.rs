@@ -60,24 +60,38 @@ pub fn run(files: &[PathBuf]) -> ExitCode {
     }
     let mut names = std::collections::HashSet::new();
     let mut checked = 0;
-    // Queries next, each added to the catalog once planned, so that queries may read
-    // queries (in any order of the files).
+    // Views and queries next, each added to the catalog once planned, so that they may read
+    // each other (in any order of the files).
     let mut creates = Vec::new();
     for (file, text, s, stmt) in &parsed {
-        if let Statement::CreateQuery(cq) = stmt {
-            let name = saql::plan::catalog::normalize(&cq.name);
-            if catalog.name_taken(&name) || !names.insert(name.clone()) {
-                let e = saql::Error::duplicate("relation", &name);
-                problems.push(problem(file, text, s.start, &describe(&e)));
-            }
-            creates.push((file, text, s, name, cq));
+        let name = match stmt {
+            Statement::CreateQuery(cq) => saql::plan::catalog::normalize(&cq.name),
+            Statement::CreateView(cv) => saql::plan::catalog::normalize_object(&cv.name),
+            _ => continue,
+        };
+        if catalog.name_taken(&name) || !names.insert(name.clone()) {
+            let e = saql::Error::duplicate("relation", &name);
+            problems.push(problem(file, text, s.start, &describe(&e)));
         }
+        creates.push((file, text, s, name, stmt));
     }
     let results = in_dependency_order(creates.len(), |i| {
-        let (_, _, _, name, cq) = &creates[i];
-        plan_continuous(&cq.query, &cq.clauses, &catalog)?.check_result_columns()?;
-        if catalog.query(name).is_none() {
-            catalog.add_query(name.clone(), (*cq).clone())?;
+        let (_, _, _, name, stmt) = &creates[i];
+        match stmt {
+            Statement::CreateQuery(cq) => {
+                plan_continuous(&cq.query, &cq.clauses, &catalog)?.check_result_columns()?;
+                if catalog.query(name).is_none() {
+                    catalog.add_query(name.clone(), cq.clone())?;
+                }
+            }
+            Statement::CreateView(cv) => {
+                plan_continuous(&cv.query, &Default::default(), &catalog)?
+                    .check_result_columns()?;
+                if catalog.view(name).is_none() {
+                    catalog.add_view(name.clone(), (**cv).clone())?;
+                }
+            }
+            _ => {}
         }
         Ok(())
     });
@@ -89,7 +103,7 @@ pub fn run(files: &[PathBuf]) -> ExitCode {
     }
     for (file, text, s, stmt) in &parsed {
         let query: Option<(&Box<_>, &sql::Clauses)> = match stmt {
-            Statement::CreateQuery(_) => continue,
+            Statement::CreateQuery(_) | Statement::CreateView(_) => continue,
             Statement::Explain {
                 target: sql::ExplainTarget::Create(cq),
                 ..

@@ -1,7 +1,8 @@
 //! Query files as `saql run` and `saql test` load them: every statement parsed with its
-//! position; CREATE STREAM and CREATE CONTINUOUS QUERY are kept, anything else, and every
-//! parse or planning error, is reported as `saql check` reports it: `file:line:col: message
-//! [SQLSTATE]`, the source line and a caret.
+//! position; CREATE STREAM, CREATE TABLE (and INSERTs of its rows), CREATE VIEW and CREATE
+//! CONTINUOUS QUERY are kept, anything else, and every parse or planning error, is reported
+//! as `saql check` reports it: `file:line:col: message [SQLSTATE]`, the source line and a
+//! caret. Views and queries are created in the order they read each other.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast as sq;
 use saql::error::sqlstate::UNDEFINED_TABLE;
 use saql::error::Location;
-use saql::plan::catalog::normalize;
+use saql::plan::catalog::{normalize, normalize_object};
 use saql::plan::{Catalog, StreamDef, TableDef};
 use saql::sql::{self, CreateQuery, CreateStream, Statement};
 use saql::{Engine, EngineConfig};
@@ -43,6 +44,14 @@ struct StreamStatement {
     create: CreateStream,
 }
 
+/// A CREATE VIEW of a file.
+struct ViewStatement {
+    file: usize,
+    source: SourceStatement,
+    create: Box<sq::CreateView>,
+    name: String,
+}
+
 /// A CREATE TABLE, or an INSERT of a table's reference rows.
 struct TableStatement {
     file: usize,
@@ -60,6 +69,7 @@ pub struct QueryFiles {
     pub queries: Vec<QueryStatement>,
     streams: Vec<StreamStatement>,
     tables: Vec<TableStatement>,
+    views: Vec<ViewStatement>,
 }
 
 /// The `.sql` files of `paths`: files as given, directories expanded to their `*.sql` files
@@ -101,6 +111,7 @@ impl QueryFiles {
         let mut streams = Vec::new();
         let mut queries = Vec::new();
         let mut tables = Vec::new();
+        let mut views = Vec::new();
         for (index, file) in files.iter().enumerate() {
             let stmts = match split_statements(&file.text) {
                 Ok(stmts) => stmts,
@@ -122,6 +133,12 @@ impl QueryFiles {
                         source: s,
                         create,
                     }),
+                    Ok(Statement::CreateView(create)) => views.push(ViewStatement {
+                        file: index,
+                        name: normalize_object(&create.name),
+                        source: s,
+                        create,
+                    }),
                     Ok(statement @ Statement::CreateTable(_)) => tables.push(TableStatement {
                         file: index,
                         source: s,
@@ -136,8 +153,8 @@ impl QueryFiles {
                     Ok(_) => {
                         let message = format!(
                             "{what} runs only CREATE STREAM, CREATE TABLE, INSERT (of a \
-                             table's rows) and CREATE CONTINUOUS QUERY statements; remove this \
-                             one [0A000]"
+                             table's rows), CREATE VIEW and CREATE CONTINUOUS QUERY statements; \
+                             remove this one [0A000]"
                         );
                         problems.push(problem(file, s.start, &message));
                     }
@@ -172,6 +189,16 @@ impl QueryFiles {
                 ));
             }
         }
+        // Views are named queries: later queries (and `saql compile`) read them by name.
+        for v in &views {
+            if let Err(e) = catalog.add_view(v.name.clone(), (*v.create).clone()) {
+                problems.push(problem(
+                    &files[v.file],
+                    locate(&e, &v.source),
+                    &describe(&e),
+                ));
+            }
+        }
         if !problems.is_empty() {
             return Err(problems.iter().map(ToString::to_string).collect());
         }
@@ -181,6 +208,7 @@ impl QueryFiles {
             queries,
             streams,
             tables,
+            views,
         })
     }
 
@@ -217,16 +245,19 @@ impl QueryFiles {
                 problems.push(self.problem(s.file, &s.source, &e));
             }
         }
+        // The views and queries wanted, in the order they read each other.
         let wanted = self.with_upstream(chosen);
-        let results = in_dependency_order(wanted.len(), |i| {
-            execute(Statement::CreateQuery(
-                self.queries[wanted[i]].create.clone(),
-            ))
+        let results = in_dependency_order(wanted.len(), |i| match wanted[i] {
+            Named::View(v) => execute(Statement::CreateView(self.views[v].create.clone())),
+            Named::Query(q) => execute(Statement::CreateQuery(self.queries[q].create.clone())),
         });
-        for (&i, result) in wanted.iter().zip(results) {
+        for (&named, result) in wanted.iter().zip(results) {
             if let Err(e) = result {
-                let q = &self.queries[i];
-                problems.push(self.problem(q.file, &q.source, &e));
+                let (file, source) = match named {
+                    Named::View(v) => (self.views[v].file, &self.views[v].source),
+                    Named::Query(q) => (self.queries[q].file, &self.queries[q].source),
+                };
+                problems.push(self.problem(file, source, &e));
             }
         }
         if problems.is_empty() {
@@ -236,24 +267,43 @@ impl QueryFiles {
         }
     }
 
-    /// The queries `chosen` picks and those they read, directly or not (a query whose name
-    /// appears as a word in the text of one read), in file order.
-    fn with_upstream(&self, chosen: impl Fn(usize) -> bool) -> Vec<usize> {
-        let mut wanted: Vec<bool> = (0..self.queries.len()).map(chosen).collect();
+    /// The queries `chosen` picks and the views and queries they read, directly or not (one
+    /// whose name appears as a word in the text of one read): views first, each list in file
+    /// order.
+    fn with_upstream(&self, chosen: impl Fn(usize) -> bool) -> Vec<Named> {
+        let named: Vec<(Named, &str, &str)> = self
+            .views
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (Named::View(i), v.name.as_str(), v.source.text.as_str()))
+            .chain(
+                self.queries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, q)| (Named::Query(i), q.name.as_str(), q.source.text.as_str())),
+            )
+            .collect();
+        let mut wanted: Vec<bool> = named
+            .iter()
+            .map(|(n, _, _)| matches!(n, Named::Query(q) if chosen(*q)))
+            .collect();
         let mut todo: Vec<usize> = (0..wanted.len()).filter(|&i| wanted[i]).collect();
         while let Some(i) = todo.pop() {
-            let text = self.queries[i].source.text.to_lowercase();
+            let text = named[i].2.to_lowercase();
             let words: HashSet<&str> = text
                 .split(|c: char| !(c.is_alphanumeric() || c == '_'))
                 .collect();
-            for (j, q) in self.queries.iter().enumerate() {
-                if !wanted[j] && words.contains(q.name.as_str()) {
+            for (j, (_, name, _)) in named.iter().enumerate() {
+                if !wanted[j] && words.contains(name) {
                     wanted[j] = true;
                     todo.push(j);
                 }
             }
         }
-        (0..wanted.len()).filter(|&i| wanted[i]).collect()
+        (0..wanted.len())
+            .filter(|&i| wanted[i])
+            .map(|i| named[i].0)
+            .collect()
     }
 
     /// Fills the catalog's tables with the rows their INSERTs give (ON CONFLICT as saql
@@ -303,13 +353,19 @@ impl QueryFiles {
             .iter()
             .filter(|s| s.file == file)
             .map(|s| (end_of(&s.source), None));
+        let views = self
+            .views
+            .iter()
+            .filter(|v| v.file == file)
+            .map(|v| (end_of(&v.source), None));
         let queries = self
             .queries
             .iter()
             .enumerate()
             .filter(|(_, q)| q.file == file)
             .map(|(i, q)| (end_of(&q.source), Some(i)));
-        let mut ends: Vec<(Location, Option<usize>)> = streams.chain(queries).collect();
+        let mut ends: Vec<(Location, Option<usize>)> =
+            streams.chain(views).chain(queries).collect();
         ends.sort_by_key(|(l, _)| (l.line, l.column));
         ends
     }
@@ -318,6 +374,13 @@ impl QueryFiles {
     fn problem(&self, file: usize, source: &SourceStatement, e: &saql::Error) -> String {
         problem(&self.files[file], locate(e, source), &describe(e)).to_string()
     }
+}
+
+/// A view or a query of the files, by its index in its list.
+#[derive(Debug, Clone, Copy)]
+enum Named {
+    View(usize),
+    Query(usize),
 }
 
 /// The location of the last character of a statement.

@@ -191,9 +191,9 @@ impl StreamDef {
     pub fn no_event_time(&self, what: &str) -> Error {
         let message = if self.is_derived() {
             format!(
-                "the results of \"{}\" have no event time, which {what} need: a query's \
-                 results have one when it selects window_end or its stream's event-time \
-                 column; a join of streams' results have none yet",
+                "the results of \"{}\" have no event time, which {what} need: select \
+                 window_end, or the event-time column of the stream it reads, as it is; a \
+                 join of streams' results have none yet",
                 self.name
             )
         } else {

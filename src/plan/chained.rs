@@ -14,6 +14,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
+use datafusion::sql::sqlparser::ast as sq;
 
 use super::catalog::{Catalog, StreamDef};
 use super::query::{plan_continuous, QueryPlan};
@@ -48,6 +49,30 @@ pub(super) fn query_as_stream(
     let planned = plan_continuous(query, &clauses, catalog);
     DEPTH.with(|d| d.set(depth));
     let upstream = planned?;
+    Ok(Some((results_as_stream(name, &upstream), upstream)))
+}
+
+/// The name under which an inline subquery's rows are read (no catalog name can be it).
+pub const SUBQUERY: &str = "(subquery)";
+
+/// An inline subquery (`TUMBLE((SELECT ... UNION ALL SELECT ...), ts, ...)`, `FROM (SELECT
+/// ...) MATCH_RECOGNIZE (...)`) planned, and its rows described as a stream, as a query's
+/// results are: a `UNION ALL` is read as a union of its own.
+pub(super) fn subquery_as_stream(
+    query: &sq::Query,
+    catalog: &Catalog,
+) -> Result<(Arc<StreamDef>, QueryPlan)> {
+    if super::union::is_set_operation(query) {
+        let union = super::union::plan_union(query, catalog)?;
+        return Ok((union.stream.clone(), union));
+    }
+    let plan = plan_continuous(query, &Clauses::default(), catalog)?;
+    Ok((results_as_stream(SUBQUERY, &plan), plan))
+}
+
+/// `upstream`'s results described as a stream named `name`: timed by their `window_end`, else
+/// by the column named as the upstream stream's event-time column, if they keep it.
+fn results_as_stream(name: &str, upstream: &QueryPlan) -> Arc<StreamDef> {
     let schema = upstream.schema.clone();
     let is_time = |i: usize| matches!(schema.field(i).data_type(), DataType::Timestamp(_, _));
     let stream_time = upstream
@@ -64,13 +89,13 @@ pub(super) fn query_as_stream(
                 .and_then(|n| schema.index_of(&n).ok())
                 .filter(|&i| is_time(i))
         });
-    let def = StreamDef::derived(name, schema.clone(), column);
-    Ok(Some((Arc::new(def), upstream)))
+    Arc::new(StreamDef::derived(name, schema.clone(), column))
 }
 
-/// `downstream` (planned over `upstream`'s results, read as query `name`) as one plan over
-/// `upstream`'s stream: the upstream operators, then its own.
-pub(super) fn chain(upstream: QueryPlan, name: &str, downstream: QueryPlan) -> QueryPlan {
+/// `downstream` (planned over `upstream`'s results, read as query or view `name`, or inline
+/// when `name` is None) as one plan over `upstream`'s stream: the upstream operators, then
+/// its own.
+pub(super) fn chain(upstream: QueryPlan, name: Option<&str>, downstream: QueryPlan) -> QueryPlan {
     let mut specs = upstream.specs;
     specs.extend(downstream.specs);
     let mut tables = upstream.tables;
@@ -80,8 +105,7 @@ pub(super) fn chain(upstream: QueryPlan, name: &str, downstream: QueryPlan) -> Q
         }
     }
     let mut queries = upstream.queries;
-    // An inline UNION ALL is no query of the catalog.
-    if upstream.union.is_none() || name != upstream.stream.name {
+    if let Some(name) = name {
         queries.push(name.to_string());
     }
     queries.extend(downstream.queries);

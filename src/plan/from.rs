@@ -13,7 +13,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use super::catalog::{normalize, normalize_object, Catalog, EventTimeDef, StreamDef};
-use super::chained::query_as_stream;
+use super::chained::{query_as_stream, subquery_as_stream};
 use super::pattern::{plan_match_recognize, PlannedPattern};
 use super::query::QueryPlan;
 use crate::error::{Error, Result};
@@ -222,18 +222,31 @@ fn window_function(
     let stream_name = match &exprs[0] {
         Expr::Identifier(i) => normalize(i),
         Expr::CompoundIdentifier(parts) => parts.last().map(normalize).unwrap_or_default(),
+        // An inline subquery: `TUMBLE((SELECT ... UNION ALL SELECT ...), ts, ...)`.
+        Expr::Subquery(_) => String::new(),
         other => {
             return Err(Error::plan(
                 sqlstate::SYNTAX_ERROR,
-                format!("expected a stream name, found {other} in {expected}"),
+                format!(
+                    "expected a stream, a query or view, or a subquery in parentheses, found \
+                     {other} in {expected}"
+                ),
             ))
         }
     };
-    let (stream, upstream) = match catalog.stream(&stream_name) {
-        Some(s) => (s.clone(), None),
-        None => match query_as_stream(&stream_name, catalog)? {
-            Some((def, plan)) => (def, Some(plan)),
-            None => return Err(Error::undefined("stream", &stream_name).at_span(exprs[0].span())),
+    let (stream, upstream) = match &exprs[0] {
+        Expr::Subquery(q) => {
+            let (def, plan) = subquery_as_stream(q, catalog)?;
+            (def, Some(plan))
+        }
+        _ => match catalog.stream(&stream_name) {
+            Some(s) => (s.clone(), None),
+            None => match query_as_stream(&stream_name, catalog)? {
+                Some((def, plan)) => (def, Some(plan)),
+                None => {
+                    return Err(Error::undefined("stream", &stream_name).at_span(exprs[0].span()))
+                }
+            },
         },
     };
     let time_col = time_column_arg(&exprs[1], expected)?;

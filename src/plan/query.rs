@@ -327,7 +327,12 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
         times,
     };
     Ok(match upstream {
-        Some(up) => chained::chain(*up, &plan.stream.name.clone(), plan),
+        Some(up) => {
+            // A query or view of the catalog is read by name; an inline subquery is not.
+            let name = plan.stream.name.clone();
+            let named = catalog.query(&name).is_some() || catalog.view(&name).is_some();
+            chained::chain(*up, named.then_some(name.as_str()), plan)
+        }
         None => plan,
     })
 }

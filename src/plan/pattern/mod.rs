@@ -69,23 +69,32 @@ pub(crate) fn plan_match_recognize(
     else {
         return Err(Error::Internal("not a MATCH_RECOGNIZE".into()));
     };
-    let TableFactor::Table {
-        name, args: None, ..
-    } = table.as_ref()
-    else {
-        return Err(Error::NotSupported(
-            "MATCH_RECOGNIZE reads a stream by name; windows and subqueries are not supported \
-             inside it"
-                .into(),
-        ));
-    };
-    let key = normalize_object(name);
-    let (stream, upstream) = match catalog.stream(&key) {
-        Some(s) => (s.clone(), None),
-        None => match super::chained::query_as_stream(&key, catalog)? {
-            Some((def, plan)) => (def, Some(Box::new(plan))),
-            None => (catalog.require_stream(&key)?.clone(), None),
-        },
+    let (stream, upstream) = match table.as_ref() {
+        TableFactor::Table {
+            name, args: None, ..
+        } => {
+            let key = normalize_object(name);
+            match catalog.stream(&key) {
+                Some(s) => (s.clone(), None),
+                None => match super::chained::query_as_stream(&key, catalog)? {
+                    Some((def, plan)) => (def, Some(Box::new(plan))),
+                    None => (catalog.require_stream(&key)?.clone(), None),
+                },
+            }
+        }
+        // `FROM (SELECT ... UNION ALL SELECT ...) MATCH_RECOGNIZE (...)`.
+        TableFactor::Derived { subquery, .. } => {
+            let (def, plan) = super::chained::subquery_as_stream(subquery, catalog)?;
+            (def, Some(Box::new(plan)))
+        }
+        _ => {
+            return Err(Error::NotSupported(
+                "MATCH_RECOGNIZE reads a stream, a query or a view by name, or a subquery in \
+                 parentheses, not a window function: match over the stream (FROM s \
+                 MATCH_RECOGNIZE (...)) and bound the pattern with WITHIN"
+                    .into(),
+            ))
+        }
     };
     let input = stream.schema.clone();
     let Some(et) = stream.event_time.as_ref() else {

@@ -4,12 +4,14 @@
 //!
 //! Before parsing, the token stream is prepared: window table functions (`window_tvf.rs`),
 //! `MATCH_RECOGNIZE` words sqlparser does not read and the `WITHIN`/`SUBSET` it lifts out
-//! (`within.rs`). The clauses after a query body are `clauses.rs`, `SUBSCRIBE` and its
+//! (`within.rs`), and a subquery that a `MATCH_RECOGNIZE` reads, put back once parsed
+//! (`inline.rs`). The clauses after a query body are `clauses.rs`, `SUBSCRIBE` and its
 //! cursors `subscribe.rs`, `COPY` `copy.rs`; the statements that define streams and sources
 //! are here.
 
 mod clauses;
 mod copy;
+mod inline;
 mod pattern;
 mod subscribe;
 mod within;
@@ -82,6 +84,7 @@ fn parse_statements(
     complexity::check_tokens(&tokens)?;
     let tokens = window_tvf::rewrite(tokens);
     let tokens = rewrite_pattern_words(tokens);
+    let (tokens, mut subqueries) = inline::lift_subqueries(tokens);
     let (tokens, mut withins) = lift_within(&dialect, tokens)?;
     let mut parser = Parser::new(&dialect)
         .with_recursion_limit(PARSER_RECURSION_LIMIT)
@@ -93,6 +96,7 @@ fn parse_statements(
             break;
         }
         let mut stmt = parse_statement(&mut parser)?;
+        inline::put_back(&mut stmt, &mut subqueries)?;
         complexity::check_depth(&stmt)?;
         let mine = withins.iter().take_while(|w| w.at < parser.index()).count();
         for w in withins.drain(..mine) {
