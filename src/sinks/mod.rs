@@ -13,8 +13,6 @@ pub mod spec;
 #[cfg(feature = "server")]
 pub mod webhook;
 
-use std::time::Duration;
-
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::json::writer::{LineDelimited, WriterBuilder};
@@ -27,10 +25,11 @@ use crate::error::{Error, Result};
 /// was acknowledged. A connector must acknowledge a delivery only once its destination
 /// holds it; a delivery that fails is sent again (after connecting again), so it must be
 /// safe to receive twice (each row carries its seq).
+#[cfg(feature = "server")]
 #[async_trait::async_trait]
 pub trait Sink: Send + Sync {
     /// Delivers `batch`, within `timeout`.
-    async fn send(&self, batch: &Delivery, timeout: Duration) -> Result<()>;
+    async fn send(&self, batch: &Delivery, timeout: std::time::Duration) -> Result<()>;
 }
 
 /// Connects sink `name` to `target`, for rows of `schema` (a seq column, then the query's).
