@@ -71,8 +71,9 @@ pub(in crate::runtime) struct UnionBackfill {
     ingest: Option<Arc<IngestBudget>>,
 }
 
-/// The scans of the history of each stream of a union, in the order of its inputs.
-pub(in crate::runtime) type Scans = Vec<HistoryScan>;
+/// The scans of the history of each stream of a union, in the order of its inputs, each
+/// with the stream's watermark when it was taken.
+pub(in crate::runtime) type Scans = Vec<(HistoryScan, Watermark)>;
 
 /// Why a union's query cannot start in the past, if it cannot: a temporal join anywhere in
 /// it (its past versions are not kept).
@@ -153,7 +154,7 @@ impl UnionBackfill {
                 queued: VecDeque::new(),
                 oldest: None,
             });
-            scans.push(history.scan());
+            scans.push((history.scan(), hub.stream.watermark));
         }
         let start = match start {
             BackfillStart::At(nanos) => nanos,
@@ -220,7 +221,7 @@ impl UnionBackfill {
         self.inputs
             .iter()
             .zip(scans)
-            .map(|(input, scan)| {
+            .map(|(input, (scan, _))| {
                 let segments: u64 = scan
                     .segments
                     .iter()
@@ -247,13 +248,20 @@ impl UnionBackfill {
             self.progress.check()?;
             // The stream whose watermark is furthest behind and that has rows left.
             let mut next: Option<(usize, Watermark)> = None;
-            for (i, scan) in scans.iter().enumerate() {
+            for (i, (scan, live)) in scans.iter().enumerate() {
                 if self.inputs[i].queued.is_empty() {
                     let start = self.start;
                     let input = &mut self.inputs[i];
                     input.queued = next_chunk(scan, &mut input.read, start)?.into();
                 }
                 if self.inputs[i].queued.is_empty() {
+                    // All of this stream's history read so far: it is where the stream was
+                    // when the scan was taken (a later row behind that would be late live
+                    // too), so the union need not wait for it below that.
+                    let mut shell = self.inputs[i].shell.lock();
+                    if *live > shell.stream.watermark {
+                        shell.advance(*live);
+                    }
                     continue;
                 }
                 let wm = self.inputs[i].shell.lock().stream.watermark;
@@ -366,7 +374,8 @@ impl UnionBackfill {
             .inputs
             .iter()
             .map(|i| {
-                held[held_of(&i.name)]
+                let hub = &held[held_of(&i.name)];
+                let scan = hub
                     .history
                     .as_ref()
                     .map(|h| h.scan())
@@ -374,17 +383,12 @@ impl UnionBackfill {
                         segments: Vec::new(),
                         batches: Vec::new(),
                         batches_first_row: 0,
-                    })
+                    });
+                (scan, hub.stream.watermark)
             })
             .collect();
+        // Every row read, each stream brought to its watermark.
         self.feed(&scans)?;
-        for input in &self.inputs {
-            let live = held[held_of(&input.name)].stream.watermark;
-            let mut shell = input.shell.lock();
-            if live > shell.stream.watermark {
-                shell.advance(live);
-            }
-        }
         self.check_failed()?;
         let seq = log()?;
         for input in &self.inputs {
@@ -519,7 +523,7 @@ impl Engine {
                     .iter()
                     .map(|i| {
                         let hub = shared.hubs.get(&i.name)?.lock();
-                        hub.history.as_ref().map(|h| h.scan())
+                        Some((hub.history.as_ref()?.scan(), hub.stream.watermark))
                     })
                     .collect()
             };
