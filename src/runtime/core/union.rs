@@ -185,9 +185,7 @@ fn delayed(wm: Watermark, delay: i64) -> Watermark {
     if delay == 0 || wm == Watermark::END || wm == Watermark::START {
         return wm;
     }
-    Watermark(EventTime(
-        wm.0 .0.saturating_sub(delay).max(Watermark::START.0 .0),
-    ))
+    Watermark(EventTime(wm.0 .0.saturating_sub(delay)))
 }
 
 impl Tap {
