@@ -589,6 +589,42 @@ fn a_stalled_stream_under_a_joins_branch_fails_the_union_query_with_53200() {
     assert!(!common::received(&mut other).is_empty());
 }
 
+/// A row behind its own stream's watermark is late for a union over the stream, and for a
+/// union reading a join of it: dropped, and counted in the query's late rows.
+#[test]
+fn late_rows_of_a_union_and_of_the_join_it_reads_are_counted() {
+    let engine = Engine::open(EngineConfig::default()).unwrap();
+    for sql in [
+        "CREATE STREAM a (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, WATERMARK FOR ts AS ts)",
+        "CREATE STREAM b (ts TIMESTAMP NOT NULL, k BIGINT, v BIGINT, WATERMARK FOR ts AS ts)",
+        "CREATE CONTINUOUS QUERY u AS SELECT ts, k FROM a UNION ALL SELECT ts, k FROM b",
+        "CREATE CONTINUOUS QUERY j AS SELECT a.ts, a.k FROM a JOIN b ON a.k = b.k \
+         AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' SECOND",
+        "CREATE CONTINUOUS QUERY uj AS SELECT ts, k FROM j UNION ALL SELECT ts, k FROM b",
+    ] {
+        engine.execute_blocking(sql).unwrap();
+    }
+    engine.insert_batch("a", rows_every_second(10, 1)).unwrap();
+    engine.insert_batch("b", rows_every_second(10, 1)).unwrap();
+    // Behind a's watermark (10 s); then both streams move on (a union reading a merge hears
+    // of its late rows with the merge's next rows or watermark).
+    engine.insert_batch("a", rows_every_second(5, 1)).unwrap();
+    engine.insert_batch("a", rows_every_second(11, 1)).unwrap();
+    engine.insert_batch("b", rows_every_second(11, 1)).unwrap();
+    let late = |name: &str| {
+        engine
+            .stats()
+            .queries
+            .into_iter()
+            .find(|q| q.name == name)
+            .map(|q| q.late_rows)
+            .unwrap()
+    };
+    assert_eq!(late("u"), 1);
+    assert_eq!(late("j"), 1);
+    assert_eq!(late("uj"), 1);
+}
+
 /// A change to the temporal join's table before a batch of the stream: (key, tag, declared
 /// version time as an offset in ms from the batch's first row, or None; a delete).
 type TableStep = (i64, i64, Option<i64>, bool);
