@@ -466,10 +466,13 @@ proptest! {
             in_order.sort();
             prop_assert_eq!(&times, &in_order, "{} leaves out of time order", name);
         }
-        // Other batch sizes, another interleaving, no crash: the very same rows, in order.
+        // Other batch sizes, another interleaving, no crash: the very same rows, in order (a
+        // pattern over one stream emits its partitions' matches as batches decide them: the
+        // same rows, in an order of their own).
         let (again_a, again_b) = (split(&a, &[7, 1, 30]), split(&b, &[2, 19]));
         let again = run(&again_a, &again_b, &other_order, usize::MAX, usize::MAX);
-        for (name, _) in QUERIES {
+        prop_assert_eq!(sorted(&again, "pat"), sorted(&seen, "pat"), "pat differs between the runs");
+        for (name, _) in QUERIES.iter().filter(|(n, _)| *n != "pat") {
             prop_assert_eq!(again.get(name), seen.get(name), "{} differs between the runs", name);
         }
     }
