@@ -322,6 +322,173 @@ async fn backfill_then_live_equals_one_uninterrupted_run() {
     }
 }
 
+/// Queries over two streams: a UNION ALL, a window over an inline union, an interval join,
+/// an anti join, a window join, and a union whose branch reads the join (`all_j` is the
+/// join's query, which runs all along).
+const TWO_STREAM_KINDS: [(&str, &str); 6] = [
+    (
+        "u",
+        "SELECT ts, host, n, src FROM (SELECT ts, host, n, 'a' AS src FROM a \
+         UNION ALL SELECT ts, host, n, 'b' FROM b WHERE n % 2 = 0) x WHERE host <> 'h1'",
+    ),
+    (
+        "w",
+        "SELECT host, window_end, count(*) AS c, sum(n) AS total FROM TUMBLE((SELECT ts, \
+         host, n FROM a UNION ALL SELECT ts, host, n FROM b), ts, INTERVAL '1' MINUTE) \
+         GROUP BY host, window_start, window_end",
+    ),
+    (
+        "j",
+        "SELECT a.ts, a.host, a.n, b.ts AS bts, b.n AS bn FROM a JOIN b ON a.host = b.host \
+         AND b.ts BETWEEN a.ts - INTERVAL '2' SECOND AND a.ts + INTERVAL '3' SECOND",
+    ),
+    (
+        "anti",
+        "SELECT a.ts, a.host, a.n FROM a WHERE NOT EXISTS (SELECT 1 FROM b \
+         WHERE b.host = a.host AND b.n = a.n + 1 AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '4' SECOND)",
+    ),
+    (
+        "wj",
+        "SELECT l.host, l.window_end, l.c, r.top FROM (SELECT host, window_start, window_end, \
+         count(*) AS c FROM TUMBLE(a, ts, INTERVAL '30' SECOND) GROUP BY host, window_start, \
+         window_end) l JOIN (SELECT host, window_start, window_end, max(n) AS top \
+         FROM TUMBLE(b, ts, INTERVAL '30' SECOND) GROUP BY host, window_start, window_end) r \
+         ON l.host = r.host AND l.window_start = r.window_start AND l.window_end = r.window_end",
+    ),
+    (
+        "nested",
+        "SELECT ts, host, n FROM all_j UNION ALL SELECT ts, host, n FROM b WHERE n % 5 = 0",
+    ),
+];
+
+/// Rows `from..to` of stream `stream` in a jittered order, in batches of random sizes: as
+/// [`insert_jittered`], with n = i and host h<i % 3>.
+async fn insert_jittered_into(
+    engine: &Engine,
+    stream: &str,
+    from: i64,
+    to: i64,
+    rng: &mut impl rand::Rng,
+) {
+    let mut order: Vec<i64> = (from..to).collect();
+    for i in 0..order.len() {
+        let j = (i + rng.gen_range(0..3)).min(order.len() - 1);
+        order.swap(i, j);
+    }
+    for chunk in order.chunks(rng.gen_range(1..60)) {
+        let values: Vec<String> = chunk
+            .iter()
+            .map(|i| {
+                format!(
+                    "(TIMESTAMP '2026-01-01 00:00:00' + INTERVAL '{i}' SECOND, 'h{}', {i})",
+                    i % 3
+                )
+            })
+            .collect();
+        engine
+            .execute(&format!(
+                "INSERT INTO {stream} VALUES {}",
+                values.join(", ")
+            ))
+            .await
+            .unwrap();
+    }
+}
+
+/// A query over two streams (a union, an interval, anti or window join, a union reading a
+/// join) created with a start at a random point, the streams written in turns, with
+/// checkpoints and restarts before and after, gives exactly what the same query gave running
+/// all along.
+#[tokio::test]
+async fn a_union_or_a_join_backfilled_then_live_equals_one_uninterrupted_run() {
+    use rand::{Rng, SeedableRng};
+    for seed in 0..6u64 {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let mut engine = open_retaining(dir.path());
+        for stream in ["a", "b"] {
+            engine
+                .execute(&format!(
+                    "CREATE STREAM {stream} (ts TIMESTAMP, host TEXT, n BIGINT, \
+                     WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH (history = '30 days')"
+                ))
+                .await
+                .unwrap();
+        }
+        for (kind, sql) in TWO_STREAM_KINDS {
+            engine
+                .execute(&format!("CREATE CONTINUOUS QUERY all_{kind} AS {sql}"))
+                .await
+                .unwrap();
+        }
+        let total = 900;
+        let handover = rng.gen_range(100..800);
+        // Each stream runs ahead of the other by turns: b starts 20 s later.
+        let (mut at_a, mut at_b) = (0, 20);
+        while at_a < handover || at_b < handover {
+            if at_a <= at_b && at_a < handover || at_b >= handover {
+                let next = (at_a + rng.gen_range(30..200)).min(handover);
+                insert_jittered_into(&engine, "a", at_a, next, &mut rng).await;
+                at_a = next;
+            } else {
+                let next = (at_b + rng.gen_range(30..200)).min(handover);
+                insert_jittered_into(&engine, "b", at_b, next, &mut rng).await;
+                at_b = next;
+            }
+            if rng.gen_bool(0.3) {
+                engine.execute("CHECKPOINT").await.unwrap();
+            }
+        }
+        for (kind, sql) in TWO_STREAM_KINDS {
+            let created = engine
+                .execute(&format!(
+                    "CREATE CONTINUOUS QUERY late_{kind} \
+                     WITH (start = TIMESTAMP '2026-01-01 00:00:00') AS {sql}"
+                ))
+                .await
+                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            let StatementResult::CommandWithNotice { notice, .. } = &created[0] else {
+                panic!("no notice for the backfill");
+            };
+            assert!(
+                notice.starts_with("backfilled ") && notice.contains("of streams \"a\", \"b\""),
+                "{notice}"
+            );
+        }
+        while at_a < total || at_b < total {
+            if at_a <= at_b && at_a < total || at_b >= total {
+                let next = (at_a + rng.gen_range(30..200)).min(total);
+                insert_jittered_into(&engine, "a", at_a, next, &mut rng).await;
+                at_a = next;
+            } else {
+                let next = (at_b + rng.gen_range(30..200)).min(total);
+                insert_jittered_into(&engine, "b", at_b, next, &mut rng).await;
+                at_b = next;
+            }
+            match rng.gen_range(0..3) {
+                0 => {
+                    engine.execute("CHECKPOINT").await.unwrap();
+                }
+                1 => {
+                    drop(engine);
+                    engine = open_retaining(dir.path());
+                }
+                _ => {}
+            }
+        }
+        engine.finish();
+        for (kind, _) in TWO_STREAM_KINDS {
+            let all = sorted(&engine, &format!("all_{kind}")).await;
+            assert!(!all.is_empty(), "{kind}: no results");
+            assert_eq!(
+                sorted(&engine, &format!("late_{kind}")).await,
+                all,
+                "seed {seed}, {kind}, hand-over at row {handover}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_backfill_needs_history_and_says_where_it_begins() {
     let dir = tempfile::tempdir().unwrap();
@@ -422,11 +589,16 @@ async fn alter_stream_starts_changes_and_stops_history() {
 /// Rows `from..to` of stream `s` (`ts, host, n`: one per millisecond from 2026-01-01, 100
 /// hosts) as Arrow batches of 4096, inserted through the library.
 fn insert_fast(engine: &Engine, from: i64, to: i64) {
+    insert_fast_into(engine, "s", from, to)
+}
+
+/// [`insert_fast`] into stream `stream`.
+fn insert_fast_into(engine: &Engine, stream: &str, from: i64, to: i64) {
     use datafusion::arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
     use datafusion::arrow::record_batch::RecordBatch;
     use std::sync::Arc;
     let t0 = 1_767_225_600_000_000_000i64;
-    let schema = engine.stream_schema("s").unwrap();
+    let schema = engine.stream_schema(stream).unwrap();
     let mut at = from;
     while at < to {
         let end = (at + 4096).min(to);
@@ -443,9 +615,176 @@ fn insert_fast(engine: &Engine, from: i64, to: i64) {
             ],
         )
         .unwrap();
-        engine.insert_batch("s", batch).unwrap();
+        engine.insert_batch(stream, batch).unwrap();
         at = end;
     }
+}
+
+/// What a union's or a join's backfill refuses, by name: a stream with no history, a
+/// temporal join in a branch (its table's past versions are not kept).
+#[tokio::test]
+async fn a_union_backfill_refuses_what_it_cannot_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    for sql in [
+        "CREATE STREAM a (ts TIMESTAMP, host TEXT, n BIGINT, WATERMARK FOR ts AS ts) \
+         WITH (history = '30 days')",
+        "CREATE STREAM bare (ts TIMESTAMP, host TEXT, n BIGINT, WATERMARK FOR ts AS ts) \
+         WITH (history = 'off')",
+        "CREATE TABLE owners (host TEXT PRIMARY KEY, owner TEXT)",
+    ] {
+        engine.execute(sql).await.unwrap();
+    }
+    let err = engine
+        .execute(
+            "CREATE CONTINUOUS QUERY q WITH (start = INTERVAL '1' DAY) AS SELECT ts, host FROM a \
+             UNION ALL SELECT ts, host FROM bare",
+        )
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(err.sqlstate(), "55000", "{err}");
+    assert!(
+        err.to_string()
+            .contains("stream \"bare\" keeps no history to backfill from"),
+        "{err}"
+    );
+    let err = engine
+        .execute(
+            "CREATE CONTINUOUS QUERY q WITH (start = INTERVAL '1' DAY) AS SELECT ts, host, owner \
+             FROM (SELECT a.ts, a.host, o.owner FROM a JOIN owners FOR SYSTEM_TIME AS OF a.ts AS o \
+             ON a.host = o.host) x UNION ALL SELECT ts, host, 'none' FROM a",
+        )
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(err.sqlstate(), "0A000", "{err}");
+    assert!(
+        err.to_string().contains(
+            "a query with a temporal join (FOR SYSTEM_TIME AS OF) cannot start in the past: the \
+             past versions of \"owners\" are not kept"
+        ),
+        "{err}"
+    );
+    // Nothing was created: the name is free.
+    engine
+        .execute("CREATE CONTINUOUS QUERY q AS SELECT ts, host FROM a")
+        .await
+        .unwrap();
+}
+
+/// A union's backfill reads its streams' histories in step (the one furthest behind
+/// first), so its merge holds little: two streams written one after the other, each far
+/// more than the query's state bound, backfill within it (a live union over them, written
+/// so, would have held one stream whole).
+#[tokio::test]
+async fn a_union_backfill_reads_its_streams_in_step_within_the_state_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        checkpoint_interval: None,
+        retain_rows: 100,
+        max_query_state_bytes: 4 << 20,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    for stream in ["a", "b"] {
+        engine
+            .execute(&format!(
+                "CREATE STREAM {stream} (ts TIMESTAMP, host TEXT, n BIGINT, \
+                 WATERMARK FOR ts AS ts) WITH (history = '30 days')"
+            ))
+            .await
+            .unwrap();
+    }
+    let rows = 300_000;
+    insert_fast_into(&engine, "a", 0, rows / 2);
+    engine.execute("CHECKPOINT").await.unwrap();
+    insert_fast_into(&engine, "a", rows / 2, rows);
+    insert_fast_into(&engine, "b", 0, rows);
+    engine
+        .execute(
+            "CREATE CONTINUOUS QUERY per_min WITH (start = TIMESTAMP '2026-01-01 00:00:00') AS \
+             SELECT window_end, count(*) AS c FROM TUMBLE((SELECT ts, n FROM a UNION ALL \
+             SELECT ts, n FROM b), ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end",
+        )
+        .await
+        .unwrap();
+    engine.finish();
+    let counted: i64 = rows_of(&engine, "SELECT c FROM per_min").await;
+    assert_eq!(counted, 2 * rows);
+}
+
+async fn rows_of(engine: &Engine, sql: &str) -> i64 {
+    rows(engine, sql)
+        .await
+        .iter()
+        .map(|r| r[0].parse::<i64>().unwrap())
+        .sum()
+}
+
+/// A union's backfill while both its streams take live rows: SHOW QUERIES shows it reading
+/// both streams' history; rows that arrive while it reads, and at its hand-over, are each
+/// run once, so its results equal those of the same union running all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_union_backfill_hands_over_under_live_writes_with_no_gap_or_repeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open_retaining(dir.path());
+    for stream in ["a", "b"] {
+        engine
+            .execute(&format!(
+                "CREATE STREAM {stream} (ts TIMESTAMP, host TEXT, n BIGINT, \
+                 WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (history = '30 days')"
+            ))
+            .await
+            .unwrap();
+    }
+    let union = "SELECT host, window_end, count(*) AS c, sum(n) AS total FROM TUMBLE((\
+                 SELECT ts, host, n FROM a UNION ALL SELECT ts, host, n FROM b WHERE n % 3 = 0), \
+                 ts, INTERVAL '1' SECOND) GROUP BY host, window_start, window_end";
+    engine
+        .execute(&format!("CREATE CONTINUOUS QUERY all_u AS {union}"))
+        .await
+        .unwrap();
+    let history = 150_000;
+    insert_fast_into(&engine, "a", 0, history / 2);
+    insert_fast_into(&engine, "b", 0, history / 2);
+    engine.execute("CHECKPOINT").await.unwrap();
+    insert_fast_into(&engine, "a", history / 2, history);
+    insert_fast_into(&engine, "b", history / 2, history);
+    let create = {
+        let engine = engine.clone();
+        let sql = format!(
+            "CREATE CONTINUOUS QUERY late_u WITH (start = TIMESTAMP '2026-01-01 00:00:00') AS \
+             {union}"
+        );
+        tokio::spawn(async move { engine.execute(&sql).await })
+    };
+    let mut seen = 0;
+    let mut live = history;
+    while !create.is_finished() {
+        if let Some((status, _, _)) = query_status(&engine, "late_u").await {
+            if status.starts_with("backfilling: ") {
+                seen += 1;
+            }
+        }
+        insert_fast_into(&engine, "a", live, live + 100);
+        insert_fast_into(&engine, "b", live, live + 100);
+        live += 100;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let created = create.await.unwrap().unwrap();
+    let StatementResult::CommandWithNotice { notice, .. } = &created[0] else {
+        panic!("no notice for the backfill");
+    };
+    assert!(notice.contains("of streams \"a\", \"b\""), "{notice}");
+    assert!(seen > 0, "SHOW QUERIES never showed the backfill");
+    insert_fast_into(&engine, "a", live, live + 2000);
+    insert_fast_into(&engine, "b", live, live + 2000);
+    engine.finish();
+    let all = sorted(&engine, "all_u").await;
+    assert!(all.len() > 100, "{} windows", all.len());
+    assert_eq!(sorted(&engine, "late_u").await, all);
 }
 
 /// `SHOW QUERIES`' row of `name` as (status, rows_in, watermark), if it has one.
@@ -609,9 +948,8 @@ fn demo_streams() -> String {
     text.replace("WITH (idle_timeout = '5s')", "WITH (history = '30 days')")
 }
 
-/// Each continuous query of queries/*.sql that reads one stream, by name: not those over
-/// other queries (their copies here would read the originals), nor the joins of two streams
-/// (WITH (start = ...) over a join or union is refused for now).
+/// Each continuous query of queries/*.sql that reads streams by name (one, or two joined):
+/// not those over other queries (their copies here would read the originals).
 fn demo_queries() -> Vec<(String, saql::sql::CreateQuery)> {
     let mut files: Vec<_> = std::fs::read_dir("queries")
         .unwrap()
@@ -636,14 +974,14 @@ fn demo_queries() -> Vec<(String, saql::sql::CreateQuery)> {
             .collect();
         let streams = ["proc_events", "host_metrics", "net_events"];
         let read = streams.iter().filter(|s| words.contains(s)).count();
-        read == 1 && !names.iter().any(|n| words.contains(&n.as_str()))
+        read >= 1 && !names.iter().any(|n| words.contains(&n.as_str()))
     });
     out
 }
 
 /// Every continuous query in queries/ (filters, windows, HOP with SUPPRESS, OVER histories,
 /// patterns with ONE and ALL ROWS PER MATCH, an INVARIANT, an OUTLIER, EVIDENCE, lookup
-/// joins with tables) over the demo generator's fleet with every attack injected: created
+/// joins with tables, an interval and an anti join of two streams) over the demo generator's fleet with every attack injected: created
 /// WITH (start = ...) at a random point, with checkpoints and restarts before and after, it
 /// gives exactly what the same query gave running all along.
 #[tokio::test]
@@ -656,7 +994,13 @@ async fn every_query_kind_in_queries_backfills_as_it_runs() {
     let t0 = 1_767_225_600 * SECOND;
     let minutes = 8;
     let queries = demo_queries();
-    assert!(queries.len() >= 15, "{} queries", queries.len());
+    assert!(queries.len() >= 17, "{} queries", queries.len());
+    for join in ["start_then_connect", "login_without_mfa"] {
+        assert!(
+            queries.iter().any(|(n, _)| n == join),
+            "{join} is backfilled too"
+        );
+    }
     // SAQL_BACKFILL_SEEDS=20 runs more.
     let seeds: u64 = std::env::var("SAQL_BACKFILL_SEEDS")
         .ok()

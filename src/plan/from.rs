@@ -110,10 +110,13 @@ pub(super) fn resolve_from(
         subquery, alias, ..
     } = relation
     {
-        if super::union::is_set_operation(subquery) {
-            // Read as a stream of its own, under a name of its own.
-            let union = super::union::plan_union(subquery, catalog)?;
-            let def = union.stream.clone();
+        let joins = match subquery.body.as_ref() {
+            SetExpr::Select(inner) => inner.from.len() != 1 || !inner.from[0].joins.is_empty(),
+            _ => false,
+        };
+        if super::union::is_set_operation(subquery) || joins {
+            // A union, or a join: read as a stream of its own, under a name of its own.
+            let (def, union) = subquery_as_stream(subquery, catalog)?;
             *relation = TableFactor::Table {
                 name: ObjectName(vec![ObjectNamePart::Identifier(sq::Ident::with_quote(
                     '"',
@@ -133,14 +136,9 @@ pub(super) fn resolve_from(
         }
         let SetExpr::Select(inner) = subquery.body.as_mut() else {
             return Err(Error::NotSupported(
-                "a subquery in FROM must be a single SELECT".into(),
+                "a subquery in FROM must be a SELECT or a UNION ALL of SELECTs".into(),
             ));
         };
-        if inner.from.len() != 1 || !inner.from[0].joins.is_empty() {
-            return Err(Error::NotSupported(
-                "a continuous query reads exactly one stream; joins are not supported yet".into(),
-            ));
-        }
         return resolve_from(&mut inner.from[0].relation, clauses, catalog);
     }
     if clauses.within.is_some() || !clauses.subsets.is_empty() {

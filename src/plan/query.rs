@@ -272,7 +272,7 @@ fn plan_select(query: &sq::Query, clauses: &Clauses, catalog: &Catalog) -> Resul
     // Where the input's event time is: the upstream results' own time columns, a
     // stream's event-time column, or none in a MATCH_RECOGNIZE's matches.
     let times = match (&pattern, &upstream) {
-        (Some(_), _) => Vec::new(),
+        (Some(p), _) => result_time::pattern_results(&p.spec, &stream.schema),
         (None, Some(up)) => up.times.clone(),
         (None, None) => stream
             .event_time

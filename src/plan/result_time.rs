@@ -9,13 +9,21 @@
 //! unmatched row when its interval closes: at watermark `W`, every later output has a left
 //! time of at least `W - max(upper, 0)` and a right time of at least `W + min(lower, 0)`
 //! (the bounds of `right.ts - left.ts`), so those are the two columns' delays; a side that an
-//! outer join may leave NULL carries no time. `MATCH_RECOGNIZE` matches carry none: a
-//! match's rows may lie any distance behind the row that decides it.
+//! outer join may leave NULL carries no time. A `MATCH_RECOGNIZE`'s rows carry a match row's
+//! time (`ALL ROWS PER MATCH`'s event-time column, a measure `v.ts`, `FIRST(v.ts)`,
+//! `LAST(v.ts)` or `ts`) when `WITHIN` bounds its matches: an attempt alive at the row (or
+//! watermark) that decides it started at most `WITHIN` before, so that is the delay; without
+//! `WITHIN` a match's rows may lie any distance behind, and they carry none.
 
+use datafusion::arrow::datatypes::Schema;
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::Expr as LExpr;
+use datafusion::sql::sqlparser::ast as sq;
 
+use super::catalog::{normalize, normalize_object};
+use super::spec::MatchRecognizeSpec;
 use crate::operators::interval_join::IntervalKind;
+use crate::operators::pattern::OutputColumn;
 
 /// A result column that carries event time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -95,6 +103,56 @@ pub(super) fn join_results(
         IntervalKind::Left | IntervalKind::Anti => vec![left],
         IntervalKind::Right => vec![right],
         IntervalKind::Full => Vec::new(),
+    }
+}
+
+/// The time columns of a `MATCH_RECOGNIZE`'s rows (see the module docs): none without
+/// `WITHIN`. `input` is the schema of the rows it matches.
+pub(super) fn pattern_results(spec: &MatchRecognizeSpec, input: &Schema) -> Vec<TimeColumn> {
+    let m = &spec.matcher;
+    let Some(within) = m.within else {
+        return Vec::new();
+    };
+    let delay = crate::time::duration_nanos(within);
+    let et = input.field(m.time_column).name();
+    m.measures
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| match c {
+            OutputColumn::Input(i) => *i == m.time_column,
+            OutputColumn::Measure(i) => spec
+                .measures
+                .get(*i)
+                .is_some_and(|measure| reads_row_time(&measure.expr, et)),
+            OutputColumn::TimedOut => false,
+        })
+        .map(|(column, _)| TimeColumn { column, delay })
+        .collect()
+}
+
+/// Whether a measure is a match row's event time (column `et`) as it is: `ts`, `v.ts`,
+/// `FIRST(v.ts [, n])`, `LAST(v.ts [, n])`, maybe under `RUNNING` or `FINAL`.
+fn reads_row_time(e: &sq::Expr, et: &str) -> bool {
+    use sq::{Expr, FunctionArg, FunctionArgExpr, FunctionArguments};
+    match e {
+        Expr::Identifier(i) => normalize(i) == et,
+        Expr::CompoundIdentifier(parts) => parts.len() == 2 && normalize(&parts[1]) == et,
+        Expr::Nested(inner) => reads_row_time(inner, et),
+        Expr::Function(f) => {
+            let name = normalize_object(&f.name).to_ascii_uppercase();
+            if !["FIRST", "LAST", "RUNNING", "FINAL"].contains(&name.as_str()) {
+                return false;
+            }
+            let FunctionArguments::List(list) = &f.args else {
+                return false;
+            };
+            match list.args.first() {
+                Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))) => reads_row_time(arg, et),
+                _ => false,
+            }
+        }
+        _ => false,
     }
 }
 

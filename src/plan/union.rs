@@ -267,16 +267,30 @@ fn branch_times(plan: &QueryPlan, n: usize) -> Result<Vec<TimeColumn>> {
     if !times.is_empty() {
         return Ok(times);
     }
-    if plan
-        .specs
-        .iter()
-        .any(|s| matches!(s, OperatorSpec::Pattern(_)))
-    {
+    let pattern = plan.specs.iter().find_map(|s| match s {
+        OperatorSpec::Pattern(p) => Some(p),
+        _ => None,
+    });
+    if let Some(p) = pattern {
+        let et = p
+            .matcher
+            .input_schema
+            .field(p.matcher.time_column)
+            .name()
+            .clone();
+        if p.matcher.within.is_none() {
+            return Err(Error::NotSupported(format!(
+                "branch {n} of the UNION ALL reads the matches of a MATCH_RECOGNIZE without \
+                 WITHIN, which carry no event time a union can wait for (a match's rows may lie \
+                 any distance behind the row that completes it): bound it with WITHIN \
+                 INTERVAL '...', or match over the union instead (FROM (SELECT ... UNION ALL \
+                 SELECT ...) MATCH_RECOGNIZE (...))"
+            )));
+        }
         return Err(Error::NotSupported(format!(
-            "branch {n} of the UNION ALL reads the matches of a MATCH_RECOGNIZE, which carry \
-             no event time a union can wait for (a match's rows may lie any distance behind \
-             the row that completes it): match over the union instead (FROM (SELECT ... \
-             UNION ALL SELECT ...) MATCH_RECOGNIZE (...))"
+            "branch {n} of the UNION ALL must select a match row's event time as it is (a \
+             measure v.{et}, FIRST(v.{et}) or LAST(v.{et}), or ALL ROWS PER MATCH's {et}): it \
+             is the union's event time"
         )));
     }
     let join = plan.specs.iter().find_map(|s| match s {

@@ -215,6 +215,8 @@ pub(super) struct Shared {
 pub(super) enum BackfillSlot {
     /// Most of the history read (behind a mutex only so that `Shared` stays `Sync`).
     Prepared(Box<std::sync::Mutex<crate::runtime::statements::backfill::Backfill>>),
+    /// The same for a query over a union or a join.
+    PreparedUnion(Box<std::sync::Mutex<crate::runtime::statements::backfill_union::UnionBackfill>>),
     /// Finished: the notice for the client.
     Done(String),
 }

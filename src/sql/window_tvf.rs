@@ -1,6 +1,8 @@
 //! Flink's canonical form of the window table functions,
 //! `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTES))` (also HOP, CUMULATE and SESSION, the
-//! latter with `TABLE t PARTITION BY k`), read as saql's `TUMBLE(t, ts, INTERVAL '1' MINUTES)`.
+//! latter with `TABLE t PARTITION BY k`), read as saql's `TUMBLE(t, ts, INTERVAL '1' MINUTES)`;
+//! the table may be a subquery in parentheses (`TABLE(TUMBLE((SELECT ... UNION ALL SELECT
+//! ...), DESCRIPTOR(ts), ...))`), read as saql's inline subquery.
 //! sqlparser parses neither `TABLE t` as an argument nor `DESCRIPTOR`, so the tokens are
 //! rewritten before parsing. Sessions are per GROUP BY key in saql, so a SESSION's
 //! `PARTITION BY` is dropped; its keys belong in the GROUP BY, as Flink requires too.
@@ -40,18 +42,36 @@ fn window_call(t: &[TokenWithSpan]) -> Option<(usize, Vec<TokenWithSpan>)> {
         return None;
     }
     let name = t.get(2)?;
-    if !WINDOWS.iter().any(|w| is_word(name, w))
-        || tok(3) != Some(&Token::LParen)
-        || !is_word(t.get(4)?, "TABLE")
-    {
+    if !WINDOWS.iter().any(|w| is_word(name, w)) || tok(3) != Some(&Token::LParen) {
         return None;
     }
-    // The table's name: words and dots up to PARTITION BY or the comma.
-    let mut i = 5;
+    // The table: `TABLE name`, or a subquery in parentheses (`TABLE (SELECT ...)` or
+    // `(SELECT ...)`), read as saql's inline subquery.
+    let keyword = is_word(t.get(4)?, "TABLE");
+    let mut i = if keyword { 5 } else { 4 };
     let mut table = Vec::new();
-    while matches!(tok(i), Some(Token::Word(_) | Token::Period)) && !is_word(&t[i], "PARTITION") {
-        table.push(t[i].clone());
-        i += 1;
+    if tok(i) == Some(&Token::LParen) {
+        let mut depth = 0usize;
+        loop {
+            match tok(i)? {
+                Token::LParen => depth += 1,
+                Token::RParen => depth -= 1,
+                _ => {}
+            }
+            table.push(t[i].clone());
+            i += 1;
+            if depth == 0 {
+                break;
+            }
+        }
+    } else if keyword {
+        // The table's name: words and dots up to PARTITION BY or the comma.
+        while matches!(tok(i), Some(Token::Word(_) | Token::Period))
+            && !is_word(&t[i], "PARTITION")
+        {
+            table.push(t[i].clone());
+            i += 1;
+        }
     }
     if table.is_empty() {
         return None;
@@ -134,6 +154,20 @@ mod tests {
              INTERVAL '1' MINUTE, INTERVAL '1' HOUR)) GROUP BY window_start, window_end",
             "SELECT window_end, COUNT(*) FROM CUMULATE(s, ts, INTERVAL '1' MINUTE, \
              INTERVAL '1' HOUR) GROUP BY window_start, window_end",
+        );
+        // A subquery as the table, with or without TABLE before it.
+        same(
+            "SELECT window_end, COUNT(*) FROM TABLE(TUMBLE(TABLE (SELECT ts FROM a UNION ALL \
+             SELECT ts FROM b), DESCRIPTOR(ts), INTERVAL '1' MINUTE)) GROUP BY window_start, \
+             window_end",
+            "SELECT window_end, COUNT(*) FROM TUMBLE((SELECT ts FROM a UNION ALL SELECT ts FROM \
+             b), ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end",
+        );
+        same(
+            "SELECT * FROM TABLE(HOP((SELECT ts, (k) FROM a), DESCRIPTOR(ts), INTERVAL '1' \
+             MINUTE, INTERVAL '5' MINUTE))",
+            "SELECT * FROM HOP((SELECT ts, (k) FROM a), ts, INTERVAL '1' MINUTE, INTERVAL '5' \
+             MINUTE)",
         );
         // Other uses of TABLE stay as they were.
         same("SELECT * FROM s", "SELECT * FROM s");

@@ -197,6 +197,11 @@ impl QueryOutput {
         self.failed.as_ref().map(|f| f.message.as_str())
     }
 
+    /// Why the query failed, if it did.
+    pub fn failure(&self) -> Option<&QueryFailure> {
+        self.failed.as_ref()
+    }
+
     /// The retained result rows, oldest first.
     pub fn retained(&self) -> Vec<RecordBatch> {
         self.retained.batches()

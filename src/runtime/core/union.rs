@@ -40,6 +40,8 @@ pub struct UnionInput {
     /// Per branch: bytes of state its tap's operators hold (a window join's aggregates),
     /// with those of the merge it reads.
     tap_bytes: Vec<usize>,
+    /// Per branch: rows the merge it reads (if any) dropped as late, as of its last rows.
+    tap_late: Vec<u64>,
 }
 
 /// Where a union's branch reads its rows.
@@ -142,6 +144,7 @@ fn build(
         streams: plan.streams(),
         stopped: false,
         tap_bytes: vec![0; plan.branches.len()],
+        tap_late: vec![0; plan.branches.len()],
     });
     Ok(BuiltUnion { hub, taps })
 }
@@ -180,6 +183,13 @@ pub fn nested_merges(hub: &StreamHub) -> Vec<(Vec<usize>, Arc<StreamHub>)> {
     out
 }
 
+/// What a merge a branch reads holds and dropped, for the union's state and counters.
+#[derive(Debug, Clone, Copy, Default)]
+struct InputState {
+    bytes: usize,
+    late: u64,
+}
+
 /// `wm` moved back by `delay` nanoseconds (the end of the input stays the end).
 fn delayed(wm: Watermark, delay: i64) -> Watermark {
     if delay == 0 || wm == Watermark::END || wm == Watermark::START {
@@ -215,21 +225,21 @@ impl Tap {
 
     /// Runs a batch of the input's rows through the branch and hands what passes to the
     /// union; `input_bytes` is what the input holds for it (a merge's waiting rows).
-    fn feed(&mut self, batch: &RecordBatch, input_bytes: usize) {
+    fn feed(&mut self, batch: &RecordBatch, input: InputState) {
         let out = self.run(Some(batch.clone()), None);
-        self.hand_over(out, input_bytes);
+        self.hand_over(out, input);
     }
 
     /// The input's watermark moved to `wm`: what it completes in the branch (a window's
     /// results) goes to the union first, then the watermark (moved back by the branch's
     /// delay).
     pub fn advance(&mut self, wm: Watermark) {
-        self.advance_holding(wm, 0);
+        self.advance_holding(wm, InputState::default());
     }
 
-    fn advance_holding(&mut self, wm: Watermark, input_bytes: usize) {
+    fn advance_holding(&mut self, wm: Watermark, input: InputState) {
         let out = self.run(None, Some(wm));
-        self.hand_over(out, input_bytes);
+        self.hand_over(out, input);
         let mut target = self.target.lock();
         target.union_advance(self.branch, delayed(wm, self.delay));
         self.target_stopped = target.union.as_ref().is_some_and(|u| u.stopped);
@@ -259,12 +269,13 @@ impl Tap {
     }
 
     /// Hands the branch's rows (or its failure) to the union.
-    fn hand_over(&mut self, out: Result<(Vec<RecordBatch>, usize)>, input_bytes: usize) {
+    fn hand_over(&mut self, out: Result<(Vec<RecordBatch>, usize)>, input: InputState) {
         let mut hub = self.target.lock();
         match out {
             Ok((batches, bytes)) => {
                 if let Some(union) = &mut hub.union {
-                    union.tap_bytes[self.branch] = bytes + input_bytes;
+                    union.tap_bytes[self.branch] = bytes + input.bytes;
+                    union.tap_late[self.branch] = input.late;
                 }
                 for b in batches {
                     hub.union_push(self.branch, b);
@@ -306,7 +317,7 @@ impl Tap {
 impl Hub {
     /// Hands a batch of this stream's (or merge's) rows to the unions that read it.
     pub(super) fn feed_taps(&mut self, batch: &RecordBatch) {
-        let own = self.union_bytes();
+        let own = self.input_state();
         for tap in &mut self.taps {
             tap.feed(batch, own);
         }
@@ -315,11 +326,28 @@ impl Hub {
 
     /// Tells the unions that read this stream (or merge) where its watermark is.
     pub(super) fn advance_taps(&mut self, wm: Watermark) {
-        let own = self.union_bytes();
+        let own = self.input_state();
         for tap in &mut self.taps {
             tap.advance_holding(wm, own);
         }
         self.stop_if_unread();
+    }
+
+    /// What this hub holds and dropped for the union a tap on it feeds: nothing for a
+    /// stream's; a merge's waiting rows and late rows (and those of the merges it reads).
+    fn input_state(&self) -> InputState {
+        InputState {
+            bytes: self.union_bytes(),
+            late: self.union_late_rows(),
+        }
+    }
+
+    /// Rows this union (and the merges its branches read) dropped as late: behind their own
+    /// input's watermark, or without a time. 0 for a stream's hub.
+    pub fn union_late_rows(&self) -> u64 {
+        self.union
+            .as_ref()
+            .map_or(0, |u| u.merge.late_rows() + u.tap_late.iter().sum::<u64>())
     }
 
     /// A merge that a union's branch reads stops keeping rows once that union stopped.

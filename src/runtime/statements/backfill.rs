@@ -54,20 +54,24 @@ pub(in crate::runtime) struct BackfillProgress {
     /// Where its results go.
     pub output: OutputHandle,
     /// History rows read.
-    read: AtomicU64,
+    pub(super) read: AtomicU64,
     /// History rows to read, as of the newest look at the history (live rows add to it).
-    total: AtomicU64,
+    pub(super) total: AtomicU64,
     /// Rows run through the query (those from the start on).
-    fed: AtomicU64,
+    pub(super) fed: AtomicU64,
     /// The newest event time run through the query (`i64::MIN`: none yet).
-    reached: AtomicI64,
+    pub(super) reached: AtomicI64,
     /// The backfill's own watermark.
-    watermark: AtomicI64,
+    pub(super) watermark: AtomicI64,
     cancelled: AtomicBool,
 }
 
 impl BackfillProgress {
-    fn new(stream: String, definition: String, output: OutputHandle) -> BackfillProgress {
+    pub(super) fn new(
+        stream: String,
+        definition: String,
+        output: OutputHandle,
+    ) -> BackfillProgress {
         BackfillProgress {
             stream,
             definition,
@@ -110,7 +114,7 @@ impl BackfillProgress {
         self.cancelled.store(true, Ordering::Relaxed);
     }
 
-    fn check(&self) -> Result<()> {
+    pub(super) fn check(&self) -> Result<()> {
         if self.cancelled.load(Ordering::Relaxed) {
             return Err(Error::Canceled);
         }
@@ -418,11 +422,11 @@ impl Backfill {
 
 /// A backfill reads the rows that arrived while it ran, with no lock held, until at most
 /// this many are left for the moment it holds the stream.
-const CATCH_UP_ROWS: u64 = 8192;
+pub(super) const CATCH_UP_ROWS: u64 = 8192;
 
 /// Stops a backfill when its statement's future is dropped (canceled, timed out, client
 /// gone) before it ends.
-struct CancelOnDrop(Arc<BackfillProgress>);
+pub(super) struct CancelOnDrop(pub(super) Arc<BackfillProgress>);
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
@@ -442,7 +446,7 @@ impl Engine {
     ) -> Result<StatementResult> {
         let name = normalize(&cq.name);
         let tag = "CREATE CONTINUOUS QUERY".to_string();
-        let (run, scan, hub) = {
+        let prepared = {
             let mut shared = self.write();
             if cq.if_not_exists
                 && (shared.query_streams.contains_key(&name)
@@ -455,27 +459,42 @@ impl Engine {
             }
             let plan = self.plan_query(&shared, &cq)?;
             if plan.union.is_some() {
-                return Err(Error::NotSupported(
-                    "WITH (start = ...) over a UNION ALL is not supported yet: backfill each \
-                     stream's query, or create the union without a start"
-                        .into(),
-                ));
+                // A union's or a join's query: each of its streams' history.
+                Err(self.begin_union_backfill(&mut shared, &name, &cq, plan)?)
+            } else {
+                Ok(self.begin_stream_backfill(&mut shared, &name, &cq, plan)?)
             }
-            let hub = shared
-                .hubs
-                .get(&plan.stream.name)
-                .cloned()
-                .ok_or_else(|| Error::undefined("stream", &plan.stream.name))?;
-            let (run, scan) =
-                Backfill::begin_shown(&mut shared, &hub, (&name, &cq, &plan), |hub| {
-                    hub.new_output(&name, &plan)
-                })?;
-            (run, scan, hub)
+        };
+        let (run, scan, hub) = match prepared {
+            Ok(prepared) => prepared,
+            Err((run, scans)) => {
+                let notice = self.union_backfill_then(name, cq, run, scans).await?;
+                return Ok(StatementResult::CommandWithNotice { tag, notice });
+            }
         };
         let notice = self
             .backfill_then(name, Statement::CreateQuery(cq), run, scan, hub)
             .await?;
         Ok(StatementResult::CommandWithNotice { tag, notice })
+    }
+
+    /// Begins the backfill of a query over one stream, shown in `SHOW QUERIES`.
+    fn begin_stream_backfill(
+        &self,
+        shared: &mut Shared,
+        name: &str,
+        cq: &CreateQuery,
+        plan: QueryPlan,
+    ) -> Result<(Backfill, HistoryScan, Arc<StreamHub>)> {
+        let hub = shared
+            .hubs
+            .get(&plan.stream.name)
+            .cloned()
+            .ok_or_else(|| Error::undefined("stream", &plan.stream.name))?;
+        let (run, scan) = Backfill::begin_shown(shared, &hub, (name, cq, &plan), |hub| {
+            hub.new_output(name, &plan)
+        })?;
+        Ok((run, scan, hub))
     }
 
     /// Runs a backfill registered as `name` in `backfilling` off the async runtime's workers,

@@ -20,6 +20,7 @@ use crate::runtime::core::hub::StreamHub;
 use crate::runtime::core::union::union_hub;
 use crate::runtime::durability::history::{history_dir_name, History};
 use crate::runtime::durability::wal::Record;
+use crate::runtime::statements::backfill_union::UnionBackfill;
 use crate::sinks::spec::{SinkSpec, SinkTarget};
 use crate::sources::spec::{Connector, SourceSpec};
 use crate::sql::{CreateQuery, Statement};
@@ -571,8 +572,35 @@ impl Engine {
         plan: QueryPlan,
         log: bool,
     ) -> Result<Option<u64>> {
-        let union = plan.union.clone().expect("a union's plan");
         let stream = plan.stream.name.clone();
+        if cq.start.is_some() && !shared.restoring {
+            let run = match shared.backfills.remove(&name) {
+                Some(BackfillSlot::PreparedUnion(run)) => {
+                    run.into_inner().unwrap_or_else(|p| p.into_inner())
+                }
+                _ => {
+                    // No backfill read ahead (a replay of the log): all of it now.
+                    let (mut run, scans) = UnionBackfill::begin(
+                        shared,
+                        &name,
+                        &cq,
+                        plan,
+                        self.config.retain_rows,
+                        self.config.max_query_state_bytes,
+                    )?;
+                    run.feed(&scans)?;
+                    run
+                }
+            };
+            let sql = Statement::CreateQuery(cq.clone()).to_string();
+            let (hub, seq, notice) = run.finish(shared, || self.log_catalog(sql, log))?;
+            shared.catalog.add_query(name.clone(), cq)?;
+            shared.query_streams.insert(name.clone(), stream);
+            shared.unions.insert(name.clone(), hub);
+            shared.backfills.insert(name, BackfillSlot::Done(notice));
+            return Ok(seq);
+        }
+        let union = plan.union.clone().expect("a union's plan");
         let built = union_hub(
             &name,
             &union,

@@ -5,6 +5,7 @@ pub(crate) mod adhoc;
 pub(crate) mod adhoc_windows;
 pub(crate) mod alter;
 pub(crate) mod backfill;
+pub(crate) mod backfill_union;
 pub(crate) mod copy;
 pub(crate) mod ddl;
 pub(crate) mod hunt;

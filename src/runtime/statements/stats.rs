@@ -240,7 +240,7 @@ fn queries(shared: &Shared) -> Vec<QueryStats> {
             status,
             rows_in: q.rows_in,
             rows_out: output.rows_out(),
-            late_rows: hub.graph.late_rows(&q.path),
+            late_rows: hub.graph.late_rows(&q.path) + hub.union_late_rows(),
             watermark: hub.stream.watermark,
             subscribers: output.subscribers() as u64,
             subscribers_cut_off: output.subscribers_dropped(),
