@@ -10,7 +10,9 @@
 //!   (when `SAQL_BENCH_DUCKDB` names a Python with the `duckdb` package: whole process, and
 //!   DuckDB's own query time);
 //! - **backfill**: a TUMBLE query created `WITH (start = ...)` over the whole history, in events
-//!   per second, against the same query fed the same events live (no data directory).
+//!   per second, against the same query fed the same events live in this process (no data
+//!   directory, no decoding) and against `saql run` of the query over the events as a CSV
+//!   file (the issue's baseline: the rate of replaying a file, whole process).
 //!
 //! - **live ingest during a backfill**: SQL `INSERT`s of 100 rows, one after another, into a
 //!   stream with a running TUMBLE query, on a 2-worker tokio runtime as the server has, with
@@ -376,10 +378,88 @@ fn run() -> BenchResult<bool> {
         thousands(backfilled_rows.max(0) as u64),
         if same { "" } else { "  WRONG: not the live count" }
     );
+    // The issue's baseline: `saql run` of the same query over the same events as a CSV file
+    // (the whole process: decode, engine, encode), the rate a user sees replaying a file.
+    let (run_secs, run_rows) = saql_run(&input, runs)?;
+    let same = run_rows == live_rows;
+    ok &= same;
+    println!(
+        "TUMBLE by `saql run` (CSV): {:>7.3} s {:>12} events/s (backfill / saql run rate = {:.2}), {} windows{}",
+        run_secs,
+        thousands((n as f64 / run_secs) as u64),
+        run_secs / backfill,
+        thousands(run_rows as u64),
+        if same { "" } else { "  WRONG: not the live count" }
+    );
     if let Some(rss) = peak_rss_mib() {
         println!("peak RSS {rss:.0} MiB");
     }
     Ok(ok)
+}
+
+/// Writes `input` as a CSV file and runs the backfill's query over it with `saql run`
+/// (release binary of this build), `runs` times: the median wall seconds and the number of
+/// result rows.
+fn saql_run(input: &[RecordBatch], runs: usize) -> BenchResult<(f64, usize)> {
+    use std::io::Write;
+    let dir = tempfile::tempdir()?;
+    let csv = dir.path().join("s.csv");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&csv)?);
+    writeln!(out, "ts,host,n")?;
+    for b in input {
+        let ts = b
+            .column(0)
+            .as_any()
+            .downcast_ref::<TimestampNanosecondArray>();
+        let host = b.column(1).as_any().downcast_ref::<StringArray>();
+        let n = b.column(2).as_any().downcast_ref::<Int64Array>();
+        let (Some(ts), Some(host), Some(n)) = (ts, host, n) else {
+            return Err("unexpected column types".into());
+        };
+        for r in 0..b.num_rows() {
+            let t = chrono::DateTime::from_timestamp_nanos(ts.value(r));
+            writeln!(
+                out,
+                "{},{},{}",
+                t.format("%Y-%m-%d %H:%M:%S%.3f"),
+                host.value(r),
+                n.value(r)
+            )?;
+        }
+    }
+    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    let sql = dir.path().join("q.sql");
+    std::fs::write(
+        &sql,
+        format!(
+            "CREATE STREAM s (ts TIMESTAMP NOT NULL, host TEXT, n BIGINT, \
+             WATERMARK FOR ts AS ts - INTERVAL '5' SECOND);\n\
+             CREATE CONTINUOUS QUERY w AS {WINDOWS};\n"
+        ),
+    )?;
+    let result = dir.path().join("out.csv");
+    let mut times = Vec::new();
+    for _ in 0..runs {
+        let start = Instant::now();
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_saql"))
+            .arg("run")
+            .arg(&sql)
+            .arg("--input")
+            .arg(format!("s={}", csv.display()))
+            .arg("--output")
+            .arg(&result)
+            .status()?;
+        times.push(start.elapsed().as_secs_f64());
+        if !status.success() {
+            return Err(format!("saql run failed: {status}").into());
+        }
+    }
+    // The output's lines less its header.
+    let rows = std::fs::read_to_string(&result)?
+        .lines()
+        .count()
+        .saturating_sub(1);
+    Ok((median(times.into_iter()), rows))
 }
 
 /// INSERT latency and rate with nothing else running, then while a query is backfilled over

@@ -457,19 +457,39 @@ pub fn read_segment(segment: &Segment) -> Result<Vec<RecordBatch>> {
     let Some(sizes) = sizes else {
         return Ok(read);
     };
-    let all = datafusion::arrow::compute::concat_batches(&schema, &read)?;
-    if sizes.iter().sum::<usize>() != all.num_rows() {
+    if sizes.iter().sum::<usize>() != read.iter().map(RecordBatch::num_rows).sum::<usize>() {
         return Err(bad(&"its batch sizes do not add up to its rows"));
     }
-    let mut at = 0;
-    Ok(sizes
-        .into_iter()
-        .map(|n| {
-            let b = all.slice(at, n);
-            at += n;
-            b
-        })
-        .collect())
+    rebatch(&schema, &read, &sizes)
+}
+
+/// Cuts `read` (batches as the Parquet reader made them) into batches of `sizes` rows, in
+/// order: a batch inside one read batch is a slice of it (no copy); only one that spans
+/// read batches is concatenated from its pieces.
+fn rebatch(schema: &SchemaRef, read: &[RecordBatch], sizes: &[usize]) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::with_capacity(sizes.len());
+    let (mut batch, mut at) = (0, 0);
+    for &size in sizes {
+        let mut pieces = Vec::new();
+        let mut wanted = size;
+        while wanted > 0 {
+            let Some(b) = read.get(batch) else {
+                break;
+            };
+            let take = wanted.min(b.num_rows() - at);
+            pieces.push(b.slice(at, take));
+            wanted -= take;
+            at += take;
+            if at == b.num_rows() {
+                (batch, at) = (batch + 1, 0);
+            }
+        }
+        out.push(match pieces.len() {
+            1 => pieces.pop().expect("one piece"),
+            _ => datafusion::arrow::compute::concat_batches(schema, &pieces)?,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -580,5 +600,23 @@ mod tests {
         let gone = h.expire(None);
         assert_eq!(gone.len(), 1);
         assert_eq!(all_rows(&h), (200..300).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn rebatch_slices_within_read_batches_and_joins_across_them() {
+        let read = vec![batch(0..5), batch(5..12), batch(12..13)];
+        let values = |b: &RecordBatch| -> Vec<i64> {
+            let x = b.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+            x.values().to_vec()
+        };
+        let sizes = [2, 3, 0, 4, 4];
+        let out = rebatch(&schema(), &read, &sizes).unwrap();
+        assert_eq!(
+            out.iter().map(RecordBatch::num_rows).collect::<Vec<_>>(),
+            sizes
+        );
+        let all: Vec<i64> = out.iter().flat_map(values).collect();
+        assert_eq!(all, (0..13).collect::<Vec<_>>());
+        assert_eq!(values(&out[4]), vec![9, 10, 11, 12]);
     }
 }
