@@ -66,8 +66,7 @@ fn window_call(t: &[TokenWithSpan]) -> Option<(usize, Vec<TokenWithSpan>)> {
         }
     } else if keyword {
         // The table's name: words and dots up to PARTITION BY or the comma.
-        while matches!(tok(i), Some(Token::Word(_) | Token::Period))
-            && !is_word(&t[i], "PARTITION")
+        while matches!(tok(i), Some(Token::Word(_) | Token::Period)) && !is_word(&t[i], "PARTITION")
         {
             table.push(t[i].clone());
             i += 1;
