@@ -298,8 +298,6 @@ fn main() -> ExitCode {
 #[derive(Debug, Clone, Copy)]
 struct HistoryFlag(Option<saql::plan::retention::Retention>);
 
-fn parse_history(text: &str) -> Result<HistoryFlag, String> {
-    saql::plan::retention::Retention::parse(text)
-        .map(HistoryFlag)
-        .map_err(|e| e.to_string())
+fn parse_history(text: &str) -> saql::error::Result<HistoryFlag> {
+    saql::plan::retention::Retention::parse(text).map(HistoryFlag)
 }

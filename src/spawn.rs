@@ -61,7 +61,6 @@ pub fn in_parallel_section() -> bool {
 }
 
 /// Runs `future` as a task of the current runtime.
-#[cfg(feature = "server")]
 pub fn task<F>(future: F) -> tokio::task::JoinHandle<F::Output>
 where
     F: std::future::Future + Send + 'static,
@@ -85,7 +84,6 @@ where
 /// Runs `work` (operators over a batch, a checkpoint: anything that computes or waits for
 /// the disk) on the current runtime's blocking threads, so that it never holds up the async
 /// workers that serve the other sessions.
-#[cfg(feature = "server")]
 pub fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> tokio::task::JoinHandle<T> {

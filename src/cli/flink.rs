@@ -153,8 +153,46 @@ pub struct Submit<'a> {
     pub skip_unsupported: bool,
 }
 
+/// Why a job cannot be submitted: what `--flink` names cannot take it, or the PyFlink to
+/// run it with is missing.
+#[derive(Debug, thiserror::Error)]
+enum SubmitError {
+    /// `--flink` is neither `local` nor `HOST:PORT`.
+    #[error("--flink {flink}: expected local or HOST:PORT")]
+    BadTarget { flink: String },
+    /// The host of `--flink` does not resolve.
+    #[error("--flink {flink}: {source}")]
+    Resolve {
+        flink: String,
+        source: std::io::Error,
+    },
+    /// Nothing accepts a connection at `--flink`.
+    #[error(
+        "no Flink JobManager answers at {flink} (nothing accepts a connection there); \
+         start the cluster, or give its REST address (rest.address:rest.port)"
+    )]
+    Unreachable { flink: String },
+    /// The Python found cannot import pyflink.
+    #[error(
+        "no PyFlink at {}: install apache-flink {} (tests/flink/setup.sh does, into \
+         ~/.cache/saql-flink-venv) or name its python with --python or SAQL_FLINK_PYTHON",
+        .python.display(),
+        saql::compile::flink::FLINK_VERSION
+    )]
+    NoPyFlink { python: PathBuf },
+    /// The Python cannot be run.
+    #[error("{}: {source}", .python.display())]
+    Python {
+        python: PathBuf,
+        source: std::io::Error,
+    },
+    /// The PyFlink package has no `bin/flink`.
+    #[error("the PyFlink of {} has no bin/flink to submit with", .python.display())]
+    NoFlinkCli { python: PathBuf },
+}
+
 /// The Python that has PyFlink.
-fn flink_python(given: Option<PathBuf>) -> Result<PathBuf, String> {
+fn flink_python(given: Option<PathBuf>) -> Result<PathBuf, SubmitError> {
     let candidate = given
         .or_else(|| std::env::var_os("SAQL_FLINK_PYTHON").map(PathBuf::from))
         .or_else(|| {
@@ -169,33 +207,30 @@ fn flink_python(given: Option<PathBuf>) -> Result<PathBuf, String> {
     if ok {
         Ok(candidate)
     } else {
-        Err(format!(
-            "no PyFlink at {}: install apache-flink {} (tests/flink/setup.sh does, into \
-             ~/.cache/saql-flink-venv) or name its python with --python or SAQL_FLINK_PYTHON",
-            candidate.display(),
-            saql::compile::flink::FLINK_VERSION
-        ))
+        Err(SubmitError::NoPyFlink { python: candidate })
     }
 }
 
 /// The `flink` command of the PyFlink package that `python` imports.
-fn flink_cli(python: &Path) -> Result<PathBuf, String> {
+fn flink_cli(python: &Path) -> Result<PathBuf, SubmitError> {
     let out = Command::new(python)
         .args([
             "-c",
             "import os, pyflink; print(os.path.dirname(os.path.abspath(pyflink.__file__)))",
         ])
         .output()
-        .map_err(|e| format!("{}: {e}", python.display()))?;
+        .map_err(|source| SubmitError::Python {
+            python: python.to_path_buf(),
+            source,
+        })?;
     let home = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let cli = Path::new(&home).join("bin/flink");
     if out.status.success() && cli.is_file() {
         Ok(cli)
     } else {
-        Err(format!(
-            "the PyFlink of {} has no bin/flink to submit with",
-            python.display()
-        ))
+        Err(SubmitError::NoFlinkCli {
+            python: python.to_path_buf(),
+        })
     }
 }
 
@@ -233,29 +268,33 @@ enum Target {
 }
 
 /// `local`, or `HOST:PORT` of a JobManager whose REST endpoint accepts a connection now.
-fn target(flink: &str) -> Result<Target, String> {
+fn target(flink: &str) -> Result<Target, SubmitError> {
     if flink == "local" {
         return Ok(Target::Local);
     }
     let (host, port) = flink
         .rsplit_once(':')
         .filter(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
-        .ok_or_else(|| format!("--flink {flink}: expected local or HOST:PORT"))?;
+        .ok_or_else(|| SubmitError::BadTarget {
+            flink: flink.to_string(),
+        })?;
     let addrs: Vec<SocketAddr> = (
         host.trim_matches(['[', ']']),
         port.parse::<u16>().unwrap_or(0),
     )
         .to_socket_addrs()
-        .map_err(|e| format!("--flink {flink}: {e}"))?
+        .map_err(|source| SubmitError::Resolve {
+            flink: flink.to_string(),
+            source,
+        })?
         .collect();
     let reached = addrs
         .iter()
         .any(|a| TcpStream::connect_timeout(a, Duration::from_secs(5)).is_ok());
     if !reached {
-        return Err(format!(
-            "no Flink JobManager answers at {flink} (nothing accepts a connection there); \
-             start the cluster, or give its REST address (rest.address:rest.port)"
-        ));
+        return Err(SubmitError::Unreachable {
+            flink: flink.to_string(),
+        });
     }
     Ok(Target::JobManager(flink.to_string()))
 }

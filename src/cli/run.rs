@@ -36,7 +36,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::csv_text::{push_record, write_batch};
-use super::input::{BadRows, Input};
+use super::input::{BadRows, Input, InputError};
 use super::query_files::{expand, QueryFiles};
 use super::replay::{Replay, ReplayError};
 
@@ -80,6 +80,49 @@ impl Sink {
     }
 }
 
+/// Why `saql run` cannot start: an `--input` it cannot use, or results it cannot write.
+#[derive(Debug, thiserror::Error)]
+enum RunError {
+    /// An input without `=`.
+    #[error("saql run: --input {spec}: expected STREAM=PATH, e.g. --input proc_events=events.csv")]
+    NoStream { spec: String },
+    /// An input with an empty stream or path.
+    #[error("saql run: --input {spec}: expected STREAM=PATH")]
+    Empty { spec: String },
+    /// An input for a stream or table the files do not declare (`known`: those they do).
+    #[error(
+        "saql run: --input {spec}: no stream or table \"{stream}\"; the files declare {known}"
+    )]
+    Unknown {
+        spec: String,
+        stream: String,
+        known: String,
+    },
+    /// A table's input that does not load.
+    #[error("saql run: --input {spec}: {source}")]
+    Table {
+        spec: String,
+        source: Box<TableError>,
+    },
+    /// A results file or directory that cannot be created.
+    #[error("{}: {source}", .path.display())]
+    Output {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Why a table's input does not load.
+#[derive(Debug, thiserror::Error)]
+enum TableError {
+    /// A bad or unreadable line.
+    #[error("{0}")]
+    Input(InputError),
+    /// The table refused a batch.
+    #[error("{}: {source}", .path.display())]
+    Upsert { path: PathBuf, source: saql::Error },
+}
+
 /// Runs the queries of `files` over `inputs` (`STREAM=PATH`).
 pub fn run(
     files: &[PathBuf],
@@ -114,11 +157,13 @@ fn run_inner(
     let mut total_bytes = 0;
     let mut opened = Vec::new();
     for spec in inputs {
-        let (stream, path) = parse_input(spec).map_err(|e| vec![e])?;
+        let (stream, path) = parse_input(spec).map_err(|e| vec![e.to_string()])?;
         if let Some(table) = files.catalog.table(&stream) {
             let schema = table.store.schema().clone();
-            load_table(&engine, &stream, &path, schema, &mut bad)
-                .map_err(|e| vec![format!("saql run: --input {spec}: {e}")])?;
+            load_table(&engine, &stream, &path, schema, &mut bad).map_err(|e| {
+                let (spec, source) = (spec.clone(), Box::new(e));
+                vec![RunError::Table { spec, source }.to_string()]
+            })?;
             continue;
         }
         let Some(def) = files.catalog.stream(&stream) else {
@@ -128,14 +173,17 @@ fn run_inner(
                 .map(|s| s.name.as_str())
                 .chain(files.catalog.tables().map(|t| t.name.as_str()))
                 .collect();
-            return Err(vec![format!(
-                "saql run: --input {spec}: no stream or table \"{stream}\"; the files declare {}",
-                if known.is_empty() {
-                    "none".to_string()
-                } else {
-                    known.join(", ")
-                }
-            )]);
+            let known = match known.is_empty() {
+                true => "none".to_string(),
+                false => known.join(", "),
+            };
+            let spec = spec.clone();
+            return Err(vec![RunError::Unknown {
+                spec,
+                stream,
+                known,
+            }
+            .to_string()]);
         };
         total_bytes += std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         let input = Input::open(&stream, &path, def.schema.clone(), bytes_read.clone())
@@ -144,7 +192,7 @@ fn run_inner(
     }
 
     let replay = Replay::new(&engine, &files.catalog, &names).map_err(|e| vec![e.to_string()])?;
-    let mut sinks = open_sinks(&names, output).map_err(|e| vec![e])?;
+    let mut sinks = open_sinks(&names, output).map_err(|e| vec![e.to_string()])?;
     for (i, sink) in sinks.iter_mut().enumerate() {
         let schema = replay.schema(i);
         let mut header = String::new();
@@ -202,16 +250,19 @@ fn load_table(
     path: &Path,
     schema: datafusion::arrow::datatypes::SchemaRef,
     bad: &mut BadRows,
-) -> Result<(), String> {
+) -> Result<(), TableError> {
     let mut input =
-        Input::open(table, path, schema, Arc::new(AtomicU64::new(0))).map_err(|e| e.to_string())?;
+        Input::open(table, path, schema, Arc::new(AtomicU64::new(0))).map_err(TableError::Input)?;
     while let Some(batch) = input
         .next_batch(TABLE_BATCH_ROWS, bad)
-        .map_err(|e| e.to_string())?
+        .map_err(TableError::Input)?
     {
         engine
             .upsert_table(table, &batch)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|source| TableError::Upsert {
+                path: path.to_path_buf(),
+                source,
+            })?;
     }
     Ok(())
 }
@@ -220,11 +271,11 @@ fn load_table(
 const TABLE_BATCH_ROWS: usize = 65_536;
 
 /// `STREAM=PATH`; the stream name is case-insensitive unless written in double quotes.
-fn parse_input(spec: &str) -> Result<(String, PathBuf), String> {
+fn parse_input(spec: &str) -> Result<(String, PathBuf), RunError> {
     let Some((stream, path)) = spec.split_once('=') else {
-        return Err(format!(
-            "saql run: --input {spec}: expected STREAM=PATH, e.g. --input proc_events=events.csv"
-        ));
+        return Err(RunError::NoStream {
+            spec: spec.to_string(),
+        });
     };
     let stream = stream.trim();
     let stream = match stream.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
@@ -232,21 +283,26 @@ fn parse_input(spec: &str) -> Result<(String, PathBuf), String> {
         None => stream.to_lowercase(),
     };
     if stream.is_empty() || path.is_empty() {
-        return Err(format!("saql run: --input {spec}: expected STREAM=PATH"));
+        return Err(RunError::Empty {
+            spec: spec.to_string(),
+        });
     }
     Ok((stream, PathBuf::from(path)))
 }
 
-fn open_sinks(names: &[String], output: Option<&Path>) -> Result<Vec<Sink>, String> {
+fn open_sinks(names: &[String], output: Option<&Path>) -> Result<Vec<Sink>, RunError> {
+    let cannot = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| RunError::Output { path, source }
+    };
     match output {
         Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(cannot(dir))?;
             names
                 .iter()
                 .map(|name| {
                     let path = dir.join(format!("{name}.csv"));
-                    let file =
-                        File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    let file = File::create(&path).map_err(cannot(&path))?;
                     Ok(Sink::File(BufWriter::new(file), path))
                 })
                 .collect()

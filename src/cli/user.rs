@@ -34,7 +34,7 @@ pub fn run(command: UserCommand) -> ExitCode {
             let password = match password() {
                 Ok(p) => p,
                 Err(e) => {
-                    eprintln!("saql: {e}");
+                    eprintln!("saql: cannot read the password from stdin: {e}");
                     return ExitCode::FAILURE;
                 }
             };
@@ -52,7 +52,8 @@ pub fn run(command: UserCommand) -> ExitCode {
     }
 }
 
-fn password() -> Result<String, String> {
+/// The password: `SAQL_PASSWORD`, else the first line of stdin.
+fn password() -> std::io::Result<String> {
     if let Ok(p) = std::env::var("SAQL_PASSWORD") {
         return Ok(p);
     }
@@ -63,9 +64,6 @@ fn password() -> Result<String, String> {
         let _ = std::io::stderr().flush();
     }
     let mut line = String::new();
-    stdin
-        .lock()
-        .read_line(&mut line)
-        .map_err(|e| format!("cannot read the password from stdin: {e}"))?;
+    stdin.lock().read_line(&mut line)?;
     Ok(line.trim_end_matches(['\n', '\r']).to_string())
 }

@@ -231,6 +231,7 @@ impl Shared {
 }
 
 /// An engine that background threads may use while it lives.
+#[derive(Clone)]
 pub(super) struct WeakEngine {
     shared: Weak<RwLock<Shared>>,
     config: Arc<EngineConfig>,

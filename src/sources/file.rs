@@ -10,12 +10,135 @@
 //! searched for it (e.g. `x.log.1`) and its rest is read first.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Read as _, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::spec::SourcePosition;
-use crate::error::{Error, Result};
+use super::{Place, Read, Records, Skipped, Source};
+use crate::error::{sqlstate, Error, Result};
+
+/// Most bytes of input read into one batch.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// A file source's connector: a [`FileTail`] polled on the runtime's blocking threads (file
+/// reads block), pausing for the poll interval when nothing is new.
+pub struct FileSource {
+    /// `None` only while a poll is under way.
+    tail: Option<FileTail>,
+    path: PathBuf,
+    follow: bool,
+    poll_interval: Duration,
+    /// Where the lines last handed out start.
+    start: SourcePosition,
+}
+
+impl FileSource {
+    /// Reads `tail`, pausing `poll_interval` whenever nothing is new.
+    pub fn new(tail: FileTail, poll_interval: Duration) -> FileSource {
+        FileSource {
+            path: tail.path.clone(),
+            follow: tail.follow,
+            tail: Some(tail),
+            poll_interval,
+            start: SourcePosition::File {
+                dev: 0,
+                inode: 0,
+                offset: 0,
+                line: 0,
+            },
+        }
+    }
+
+    async fn poll(&mut self) -> Result<Poll> {
+        let mut tail = self
+            .tail
+            .take()
+            .ok_or_else(|| Error::Internal("a file source polled twice at once".into()))?;
+        let (tail, poll) = crate::spawn::blocking(move || {
+            let poll = tail.poll(CHUNK_BYTES);
+            (tail, poll)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("reading {}: {e}", self.path.display())))?;
+        self.tail = Some(tail);
+        poll
+    }
+}
+
+#[async_trait::async_trait]
+impl Source for FileSource {
+    async fn read(&mut self) -> Result<Read> {
+        match self.poll().await? {
+            Poll::Lines(chunk) => {
+                // Each line without its newline (nor a carriage return before it).
+                let mut spans = Vec::new();
+                let mut from = 0;
+                for end in memchr::memchr_iter(b'\n', &chunk.data) {
+                    let line = &chunk.data[from..end];
+                    let len = line.strip_suffix(b"\r").map_or(line.len(), <[u8]>::len);
+                    spans.push(from..from + len);
+                    from = end + 1;
+                }
+                self.start = chunk.start;
+                Ok(Read::Records(Records::new(chunk.data, spans, chunk.bytes)))
+            }
+            Poll::Idle => {
+                tokio::time::sleep(self.poll_interval).await;
+                Ok(Read::Idle)
+            }
+            Poll::Missing if !self.follow => Err(Error::invalid_input(
+                sqlstate::UNDEFINED_FILE,
+                format!("file {} does not exist", self.path.display()),
+            )),
+            Poll::Missing => {
+                tokio::time::sleep(self.poll_interval).await;
+                Ok(Read::Waiting("waiting for file"))
+            }
+            Poll::End => Ok(Read::End),
+            Poll::TooLong { line, max } => {
+                let at = format!(
+                    "line {line} of {} is longer than {max} bytes (--max-copy-line-bytes)",
+                    self.path.display()
+                );
+                Ok(Read::Skipped(Skipped {
+                    records: 1,
+                    note: format!("{at}: skipped"),
+                    fails: Some(Error::limit(sqlstate::PROGRAM_LIMIT_EXCEEDED, at)),
+                }))
+            }
+        }
+    }
+
+    fn position(&self) -> Option<SourcePosition> {
+        self.tail.as_ref().and_then(FileTail::position)
+    }
+
+    fn place(&self, records: &Records, i: usize) -> Place {
+        let (dev, inode, offset, line) = match self.start {
+            SourcePosition::File {
+                dev,
+                inode,
+                offset,
+                line,
+            } => (dev, inode, offset, line),
+            SourcePosition::Kafka { .. } => (0, 0, 0, 0),
+        };
+        // A line starts where the one before it ended, its newline included.
+        let before = records.span(i).start as u64;
+        Place {
+            resume: SourcePosition::File {
+                dev,
+                inode,
+                offset: offset + before,
+                line: line + i as u64,
+            },
+            bytes_before: before,
+            name: format!("line {} of {}", line + i as u64 + 1, self.path.display()),
+        }
+    }
+}
 
 /// What a poll found.
 #[derive(Debug)]

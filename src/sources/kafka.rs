@@ -5,7 +5,7 @@
 //! The client is `rskafka`, pure Rust (no librdkafka to build with the C toolchain), built
 //! with gzip and snappy decompression only (lz4 and zstd would build C code).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use rskafka::client::error::{Error as KafkaError, ProtocolError};
@@ -13,6 +13,8 @@ use rskafka::client::partition::{OffsetAt, PartitionClient, UnknownTopicHandling
 use rskafka::client::ClientBuilder;
 use rskafka::BackoffConfig;
 
+use super::spec::SourcePosition;
+use super::{Place, Read, Records, Skipped, Source};
 use crate::error::{Error, Result};
 
 /// Most bytes fetched from one partition per poll.
@@ -175,5 +177,107 @@ impl KafkaReader {
             }
         }
         Ok((out, lost))
+    }
+}
+
+/// A Kafka source's connector: fetches every assigned partition at once and hands out each
+/// partition's records as one batch, with the next offset of every partition as its
+/// position.
+pub struct KafkaSource {
+    reader: KafkaReader,
+    poll_interval: Duration,
+    /// Partitions fetched and not handed out yet.
+    fetched: VecDeque<Fetched>,
+    /// Records that expired before they were read, not reported yet.
+    lost: u64,
+    /// The partition of the batch last handed out, and its records' offsets.
+    last: (i32, Vec<i64>),
+}
+
+impl KafkaSource {
+    /// Reads with `reader`, waiting up to `poll_interval` at the broker for new records.
+    pub fn new(reader: KafkaReader, poll_interval: Duration) -> KafkaSource {
+        KafkaSource {
+            reader,
+            poll_interval,
+            fetched: VecDeque::new(),
+            lost: 0,
+            last: (0, Vec::new()),
+        }
+    }
+
+    /// Hands out `f`'s records (values without a trailing line end) and moves past them.
+    fn hand_out(&mut self, f: Fetched) -> Records {
+        let mut data = Vec::with_capacity(f.records.iter().map(|(_, v)| v.len()).sum());
+        let mut spans = Vec::with_capacity(f.records.len());
+        let mut offsets = Vec::with_capacity(f.records.len());
+        for (offset, v) in &f.records {
+            let v = v.strip_suffix(b"\n").unwrap_or(v);
+            let v = v.strip_suffix(b"\r").unwrap_or(v);
+            spans.push(data.len()..data.len() + v.len());
+            data.extend_from_slice(v);
+            offsets.push(*offset);
+        }
+        let bytes = data.len() as u64;
+        self.reader.commit(f.partition, f.next);
+        self.last = (f.partition, offsets);
+        Records::new(data, spans, bytes)
+    }
+
+    fn take_lost(&mut self) -> Option<Read> {
+        let lost = std::mem::take(&mut self.lost);
+        (lost > 0).then(|| {
+            Read::Skipped(Skipped {
+                records: lost,
+                note: format!(
+                    "{lost} records expired from the topic before they were read (retention)"
+                ),
+                fails: None,
+            })
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Source for KafkaSource {
+    async fn read(&mut self) -> Result<Read> {
+        if let Some(f) = self.fetched.pop_front() {
+            return Ok(Read::Records(self.hand_out(f)));
+        }
+        let (fetched, lost) = match self.reader.poll(self.poll_interval).await {
+            Ok(f) => f,
+            Err(e) => return Ok(Read::Unavailable(e)),
+        };
+        self.fetched = fetched.into();
+        self.lost += lost;
+        if let Some(skipped) = self.take_lost() {
+            return Ok(skipped);
+        }
+        match self.fetched.pop_front() {
+            Some(f) => Ok(Read::Records(self.hand_out(f))),
+            None => {
+                // The broker answers an empty fetch at once when it cannot wait.
+                tokio::time::sleep(self.poll_interval.min(Duration::from_millis(50))).await;
+                Ok(Read::Idle)
+            }
+        }
+    }
+
+    fn position(&self) -> Option<SourcePosition> {
+        Some(SourcePosition::Kafka {
+            offsets: self.reader.offsets().clone(),
+        })
+    }
+
+    fn place(&self, records: &Records, i: usize) -> Place {
+        let (partition, offsets) = &self.last;
+        let offset = offsets.get(i).copied().unwrap_or_default();
+        let mut resume = self.reader.offsets().clone();
+        resume.insert(*partition, offset);
+        Place {
+            resume: SourcePosition::Kafka { offsets: resume },
+            bytes_before: (0..i).map(|j| records.span(j).len() as u64).sum(),
+            name: format!("partition {partition} offset {offset}"),
+        }
     }
 }

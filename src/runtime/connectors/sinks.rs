@@ -1,4 +1,4 @@
-//! Sinks at run time: each `CREATE SINK` runs on its own thread (`sink_loop`) that reads
+//! Sinks at run time: each `CREATE SINK` runs as a task (`sink_loop`) that reads
 //! its query's results with their sequence numbers and delivers them in order, advancing
 //! its *delivered seq* only after the receiver acknowledged a batch.
 //!

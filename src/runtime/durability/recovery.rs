@@ -3,6 +3,7 @@
 //! at one log position per stream) and restoring one into freshly planned hubs.
 
 use crate::error::sqlstate;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -23,6 +24,7 @@ use crate::runtime::durability::checkpoint::{
 use crate::runtime::durability::history::{delete_segments, write_segment};
 use crate::runtime::durability::wal::{FsyncPolicy, IngestLog, Record};
 use crate::runtime::engine::{Engine, Shared};
+use crate::sources::spec::{SourcePosition, SourceProgress};
 use crate::sql;
 use crate::time::{EventTime, Watermark};
 
@@ -36,9 +38,51 @@ pub struct Durability {
     _lock: File,
     /// One checkpoint at a time.
     pub checkpointing: Mutex<()>,
+    /// What the newest checkpoint written holds of the sources.
+    held: Mutex<Arc<HeldPositions>>,
+}
+
+/// The sources' positions a written checkpoint holds rows up to.
+#[derive(Debug, Default)]
+pub struct HeldPositions {
+    /// The checkpoint; 0 before one is written.
+    pub epoch: u64,
+    /// Position per source.
+    pub sources: BTreeMap<String, SourcePosition>,
+}
+
+impl HeldPositions {
+    /// The positions `manifest` holds.
+    fn of(manifest: &Manifest) -> HeldPositions {
+        let in_streams = manifest
+            .streams
+            .iter()
+            .flat_map(|s| &s.sources)
+            .map(|(name, p)| (name, p.position.clone()));
+        let in_tables = manifest
+            .tables
+            .iter()
+            .flat_map(|t| &t.sources)
+            .map(|(name, json)| {
+                let p = serde_json::from_str::<SourceProgress>(json).ok();
+                (name, p.and_then(|p| p.position))
+            });
+        HeldPositions {
+            epoch: manifest.epoch,
+            sources: in_streams
+                .chain(in_tables)
+                .filter_map(|(name, position)| Some((name.clone(), position?)))
+                .collect(),
+        }
+    }
 }
 
 impl Durability {
+    /// What the newest checkpoint written holds of the sources.
+    pub fn held(&self) -> Arc<HeldPositions> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Locks `dir` (refusing a directory another process holds) and opens its log and
     /// checkpoints.
     pub fn open(
@@ -87,6 +131,7 @@ impl Durability {
             checkpoints: CheckpointStore::new(dir.join("ckpt"), keep_checkpoints)?,
             _lock: lock,
             checkpointing: Mutex::new(()),
+            held: Mutex::default(),
         })
     }
 }
@@ -699,7 +744,9 @@ impl Engine {
             }
         }
         d.log.sync()?;
+        let held = HeldPositions::of(&snapshot.manifest);
         let (written, oldest) = d.checkpoints.write(snapshot)?;
+        *d.held.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(held);
         d.log.truncate_through(oldest.covered())?;
         self.expire_history();
         Ok(written)
