@@ -153,16 +153,23 @@ fn dir_bytes(dir: &Path) -> u64 {
 }
 
 /// DuckDB over the same files: whole-process seconds and DuckDB's own query seconds.
-fn duckdb(python: &str, glob: &str, sql: &str) -> BenchResult<(f64, f64, String)> {
+fn duckdb(
+    python: &str,
+    glob: &str,
+    sql: &str,
+    threads: Option<usize>,
+) -> BenchResult<(f64, f64, String)> {
+    let set = threads.map_or(String::new(), |t| {
+        format!("con.execute('SET threads = {t}')\n")
+    });
     let script = format!(
-        "import duckdb, time\ncon = duckdb.connect()\nt = time.perf_counter()\n\
+        "import duckdb, time\ncon = duckdb.connect()\n{set}t = time.perf_counter()\n\
          r = con.execute(\"\"\"{}\"\"\").fetchall()\nprint(time.perf_counter() - t)\nprint(r[0])\n",
         sql.replace("FROM s", &format!("FROM read_parquet('{glob}')"))
     );
     let start = Instant::now();
     let out = std::process::Command::new(python)
         .args(["-c", &script])
-        .env("OMP_NUM_THREADS", "1")
         .output()?;
     let whole = start.elapsed().as_secs_f64();
     if !out.status.success() {
@@ -297,21 +304,26 @@ fn run() -> BenchResult<bool> {
         match std::env::var("SAQL_BENCH_DUCKDB") {
             Ok(python) => {
                 let glob = format!("{}/*.parquet", history_dir.display());
-                let mut whole = Vec::new();
-                let mut own = Vec::new();
-                let mut answer = String::new();
-                for _ in 0..runs {
-                    let (w, o, a) = duckdb(&python, &glob, sql)?;
-                    whole.push(w);
-                    own.push(o);
-                    answer = a;
+                // DuckDB on every core (its default) and on one, as saql's ad hoc query runs.
+                for threads in [None, Some(1)] {
+                    let mut whole = Vec::new();
+                    let mut own = Vec::new();
+                    let mut answer = String::new();
+                    for _ in 0..runs {
+                        let (w, o, a) = duckdb(&python, &glob, sql, threads)?;
+                        whole.push(w);
+                        own.push(o);
+                        answer = a;
+                    }
+                    let (whole, own) = (median(whole.into_iter()), median(own.into_iter()));
+                    let cores = threads.map_or("all cores".to_string(), |t| format!("{t} thread"));
+                    print!(
+                        "\n    DuckDB ({cores}) {whole:.3} s whole process ({own:.3} s its query) \
+                         {answer}: saql / DuckDB query = {:.2}",
+                        secs / own
+                    );
                 }
-                let (whole, own) = (median(whole.into_iter()), median(own.into_iter()));
-                println!(
-                    "; DuckDB {whole:.3} s whole process ({own:.3} s its query) {answer}: \
-                     saql / DuckDB query = {:.2}",
-                    secs / own
-                );
+                println!();
             }
             Err(_) => println!("; DuckDB: set SAQL_BENCH_DUCKDB to a Python with duckdb"),
         }

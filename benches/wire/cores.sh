@@ -11,7 +11,9 @@
 # (decoding, the ingest log, history).
 # THREADS=1 prints the CPU seconds of the server's threads by name after each case.
 # HISTORY (default: the server's default, 7 days) is passed as --history: `HISTORY=off`
-# measures the same without retained history, `CASES="w1 w1-nohist"` compares the two.
+# measures the same without retained history. CHECKPOINT=1 times a CHECKPOINT after each
+# COPY with it (history's segments are written then), e.g. the cost of history on ingest:
+#   CHECKPOINT=1 CASES=w1-no-queries benches/wire/cores.sh; HISTORY=off CHECKPOINT=1 ...
 #
 #   benches/wire/cores.sh                                # 2,000,000 events, 3 runs
 #   EVENTS=200000 RUNS=1 benches/wire/cores.sh           # quick check
@@ -145,6 +147,10 @@ for run in $(seq "$runs"); do
       start=$(date +%s.%N)
       copy proc_events
     fi
+    # CHECKPOINT=1: the checkpoint that writes what the COPY brought (the ingest log's
+    # compaction, history's Parquet segments) is timed with it, so the cost of history shows
+    # in rows/s even when the server writes it after the COPY answered.
+    [[ -n "${CHECKPOINT:-}" ]] && "${psql_saql[@]}" -c CHECKPOINT >/dev/null
     end=$(date +%s.%N)
     peak=$(awk '$1 == "VmHWM:" { print $2 }' "/proc/$saql_pid/status")
     [[ -n "${THREADS:-}" ]] && thread_cpu "$saql_pid"

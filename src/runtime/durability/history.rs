@@ -394,12 +394,7 @@ pub fn write_segment(
         |what: &str, p: &Path, e: std::io::Error| Error::io(format!("{what} {}", p.display()), e);
     let tmp = segment.path.with_extension("parquet.tmp");
     let file = std::fs::File::create(&tmp).map_err(|e| io("creating", &tmp, e))?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(1).expect("a valid level"),
-        ))
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .build();
+    let props = segment_properties(schema);
     let parquet = |e: datafusion::parquet::errors::ParquetError| {
         Error::Internal(format!("writing {}: {e}", tmp.display()))
     };
@@ -420,6 +415,47 @@ pub fn write_segment(
         sync_dir(dir)?;
     }
     Ok(bytes)
+}
+
+/// How segments are written: zstd, row groups of [`ROW_GROUP_ROWS`], and per column the
+/// encoding that costs least to write for what it holds. Parquet's default tries a dictionary
+/// for every column and gives it up only once the dictionary outgrows its page, so a column of
+/// distinct numbers (event times above all) would be hashed value by value for nothing; numbers
+/// are delta-encoded instead (event times come nearly in order), floats written plain, and
+/// dictionaries kept for text and the rest, where hosts, users and programs repeat.
+fn segment_properties(schema: &SchemaRef) -> WriterProperties {
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::parquet::basic::Encoding;
+    use datafusion::parquet::schema::types::ColumnPath;
+    let mut props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(1).expect("a valid level"),
+        ))
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
+    for field in schema.fields() {
+        let column = ColumnPath::from(field.name().as_str());
+        let encoding = match field.data_type() {
+            DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+            | DataType::Timestamp(..)
+            | DataType::Date32
+            | DataType::Date64
+            | DataType::Time64(_)
+            | DataType::Duration(_) => Encoding::DELTA_BINARY_PACKED,
+            DataType::Float32 | DataType::Float64 => Encoding::PLAIN,
+            _ => continue,
+        };
+        props = props
+            .set_column_dictionary_enabled(column.clone(), false)
+            .set_column_encoding(column, encoding);
+    }
+    props.build()
 }
 
 /// Deletes expired segments' files.
