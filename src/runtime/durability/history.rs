@@ -422,10 +422,12 @@ pub fn write_segment(
 /// for every column and gives it up only once the dictionary outgrows its page, so a column of
 /// distinct numbers (event times above all) would be hashed value by value for nothing; numbers
 /// are delta-encoded instead (event times come nearly in order), floats written plain, and
-/// dictionaries kept for text and the rest, where hosts, users and programs repeat.
+/// dictionaries kept for text and the rest, where hosts, users and programs repeat. Min/max
+/// statistics, which let a time predicate skip row groups, are kept for all but text.
 fn segment_properties(schema: &SchemaRef) -> WriterProperties {
     use datafusion::arrow::datatypes::DataType;
     use datafusion::parquet::basic::Encoding;
+    use datafusion::parquet::file::properties::EnabledStatistics;
     use datafusion::parquet::schema::types::ColumnPath;
     let mut props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
@@ -449,6 +451,14 @@ fn segment_properties(schema: &SchemaRef) -> WriterProperties {
             | DataType::Time64(_)
             | DataType::Duration(_) => Encoding::DELTA_BINARY_PACKED,
             DataType::Float32 | DataType::Float64 => Encoding::PLAIN,
+            // Text keeps its dictionary but no min/max: comparing every value with the
+            // page's bounds was a quarter of a checkpoint's time, and text in arrival order
+            // (hosts, paths) spans nearly its whole range in every row group, so its bounds
+            // would prune nothing.
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+                props = props.set_column_statistics_enabled(column, EnabledStatistics::None);
+                continue;
+            }
             _ => continue,
         };
         props = props
