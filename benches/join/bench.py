@@ -7,12 +7,12 @@ prints a table of medians.
 
 Joins: `interval` (join.saql.sql: N process starts x N connections, gen.py) and `lookup`
 (lookup.saql.sql: N events enriched from a table of --table-rows assets, gen_lookup.py).
-saql and DuckDB are pinned to one core (taskset -c 0, DuckDB with threads = 1) and timed as
-whole processes (reading, joining, writing the CSV result); Flink runs at parallelism 1,
-timed by JobExecutionResult.getNetRuntime() (net job time, as benches/flink does) and as a
-whole process, in a loopback-only network namespace when run as root (see
-benches/flink/bench.py, whose process-tree measuring this reuses). Peak RSS is the process
-tree's high-water mark.
+saql and DuckDB are pinned to one core (taskset -c CPU, --cpu, 0 unless told; DuckDB with
+threads = 1) and timed as whole processes (reading, joining, writing the CSV result); Flink
+runs at parallelism 1, timed by JobExecutionResult.getNetRuntime() (net job time, as
+benches/flink does) and as a whole process, in a loopback-only network namespace when run as
+root (see benches/flink/bench.py, whose process-tree measuring this reuses). Peak RSS is the
+process tree's high-water mark.
 """
 
 import argparse
@@ -89,12 +89,13 @@ def main() -> int:
     parser.add_argument("--duckdb-python", required=True)
     parser.add_argument("--flink-python")
     parser.add_argument("--scratch", required=True)
+    parser.add_argument("--cpu", default="0", help="the core saql and DuckDB are pinned to")
     args = parser.parse_args()
     scratch = Path(args.scratch)
     scratch.mkdir(parents=True, exist_ok=True)
     systems = args.systems.split(",")
     isolate = fb.loopback_namespace_prefix() if "flink" in systems else []
-    pin = ["taskset", "-c", "0"]
+    pin = ["taskset", "-c", args.cpu]
     table = []
     problems = 0
     for join in args.joins.split(","):

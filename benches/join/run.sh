@@ -9,6 +9,7 @@
 #   SIZES=20000 RUNS=1 benches/join/run.sh             # quick check
 #   SYSTEMS=saql,duckdb JOINS=lookup benches/join/run.sh
 #   SAQL_BIN=target/debug/saql SIZES=20000 RUNS=1 benches/join/run.sh   # without a release build
+#   CPU=1 benches/join/run.sh                          # pin saql and DuckDB to core 1 (default 0)
 #
 # Sets up what it needs: the release saql binary (CARGO_TARGET_DIR, default
 # /root/.cache/saql-target-release), DuckDB in a venv (~/.cache/saql-bench-venv, as
@@ -38,4 +39,4 @@ echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), nproc: $(nproc), load: $(cut -d' '
 exec python3 "$here/bench.py" --saql "$SAQL_BIN" --duckdb-python "$venv/bin/python" \
   ${flink_python:+--flink-python "$flink_python"} --scratch "$scratch" --sizes "$sizes" \
   --runs "${RUNS:-3}" --systems "$systems" --joins "${JOINS:-interval,lookup}" \
-  --table-rows "${TABLE_ROWS:-1000000}"
+  --table-rows "${TABLE_ROWS:-1000000}" --cpu "${CPU:-0}"

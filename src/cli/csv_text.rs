@@ -7,7 +7,8 @@
 use std::fmt::Write;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float32Array, Float64Array, Int64Array,
+    Array, ArrayRef, AsArray, BooleanArray, Float32Array, Float64Array, Int16Array, Int32Array,
+    Int64Array,
 };
 use datafusion::arrow::datatypes::{
     DataType, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
@@ -50,7 +51,7 @@ pub fn write_batch(out: &mut String, batch: &RecordBatch) -> Result<(), ArrowErr
                 out.push(',');
             }
             let start = out.len();
-            if column.write(row, out) && needs_quotes(&out[start..]) {
+            if column.write(row, out) && column.may_need_quotes() && needs_quotes(&out[start..]) {
                 let text = out.split_off(start);
                 push_quoted(out, &text);
             }
@@ -128,6 +129,8 @@ pub fn split_record(record: &str) -> Result<Row, String> {
 enum ColumnText<'a> {
     Boolean(&'a BooleanArray),
     Int64(&'a Int64Array),
+    Int32(&'a Int32Array),
+    Int16(&'a Int16Array),
     Float32(&'a Float32Array),
     Float64(&'a Float64Array),
     /// Nanoseconds per unit, and the values.
@@ -143,6 +146,8 @@ impl<'a> ColumnText<'a> {
         Ok(match column.data_type() {
             DataType::Boolean => ColumnText::Boolean(c.as_boolean()),
             DataType::Int64 => ColumnText::Int64(c.as_primitive()),
+            DataType::Int32 => ColumnText::Int32(c.as_primitive()),
+            DataType::Int16 => ColumnText::Int16(c.as_primitive()),
             DataType::Float32 => ColumnText::Float32(c.as_primitive()),
             DataType::Float64 => ColumnText::Float64(c.as_primitive()),
             DataType::Timestamp(unit, _) => {
@@ -164,6 +169,8 @@ impl<'a> ColumnText<'a> {
         let array: &dyn Array = match self {
             ColumnText::Boolean(a) => *a,
             ColumnText::Int64(a) => *a,
+            ColumnText::Int32(a) => *a,
+            ColumnText::Int16(a) => *a,
             ColumnText::Float32(a) => *a,
             ColumnText::Float64(a) => *a,
             ColumnText::Timestamp(_, a) | ColumnText::Text(a) | ColumnText::Other(a, _) => *a,
@@ -177,7 +184,18 @@ impl<'a> ColumnText<'a> {
                 out.push_str(if a.value(row) { "true" } else { "false" });
                 Ok(())
             }
-            ColumnText::Int64(a) => write!(out, "{}", a.value(row)),
+            ColumnText::Int64(a) => {
+                push_int(out, a.value(row));
+                Ok(())
+            }
+            ColumnText::Int32(a) => {
+                push_int(out, a.value(row).into());
+                Ok(())
+            }
+            ColumnText::Int16(a) => {
+                push_int(out, a.value(row).into());
+                Ok(())
+            }
             ColumnText::Float32(a) => {
                 write_float(out, a.value(row));
                 Ok(())
@@ -215,6 +233,31 @@ impl<'a> ColumnText<'a> {
         };
         true
     }
+
+    /// Whether a value's text can need quotes: numbers, booleans and timestamps never do.
+    fn may_need_quotes(&self) -> bool {
+        matches!(self, ColumnText::Text(_) | ColumnText::Other(..))
+    }
+}
+
+/// Appends the decimal text of `value` (as `{}` prints it), without the formatter.
+fn push_int(out: &mut String, value: i64) {
+    let mut buf = [0u8; 20];
+    let mut start = buf.len();
+    let mut rest = value.unsigned_abs();
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if value < 0 {
+        out.push('-');
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[start..]).unwrap_or_default());
 }
 
 #[cfg(test)]
@@ -263,6 +306,40 @@ mod tests {
              2024-01-01 00:01:00.5,\"\",,100,\n\
              ,,-1,,false\n"
         );
+    }
+
+    #[test]
+    fn integers_print_as_display_prints_them() {
+        for v in [
+            0,
+            7,
+            -1,
+            10,
+            99,
+            -100,
+            i64::from(i32::MIN),
+            i64::MAX,
+            i64::MIN,
+        ] {
+            let mut out = String::from("x");
+            push_int(&mut out, v);
+            assert_eq!(out, format!("x{v}"));
+        }
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("i", DataType::Int32, true),
+            Field::new("s", DataType::Int16, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int32Array::from(vec![Some(i32::MIN), None])),
+                Arc::new(Int16Array::from(vec![Some(-3), Some(i16::MAX)])),
+            ],
+        )
+        .unwrap();
+        let mut out = String::new();
+        write_batch(&mut out, &batch).unwrap();
+        assert_eq!(out, "-2147483648,-3\n,32767\n");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use datafusion::arrow::util::display::array_value_to_string;
 use datafusion::sql::sqlparser::ast::{self as sq, Ident};
 
 use crate::error::{sqlstate, Error, Result};
-use crate::operators::lookup::store::TableRows;
+use crate::operators::lookup::store::{RowId, TableRows};
 use crate::operators::lookup::TableChange;
 use crate::plan::catalog::{normalize, normalize_object};
 use crate::plan::TableDef;
@@ -524,7 +524,7 @@ fn upsert(
     let keys = rows.encode_keys(def.store.keys_of(batch)?.columns())?;
     let mut seen = AHashSet::new();
     let mut fresh = Vec::new();
-    let mut updated: Vec<(u32, &[u8])> = Vec::new();
+    let mut updated: Vec<(u32, RowId)> = Vec::new();
     for (i, k) in keys.iter().enumerate() {
         let k = k.data();
         let repeated = !seen.insert(k);
@@ -611,6 +611,18 @@ fn duplicate_key(def: &TableDef, batch: &RecordBatch, i: usize) -> Error {
 
 /// 53400 when the change would take the table past its row or byte limit.
 fn check_limits(def: &TableDef, rows: &TableRows, change: &TableChange) -> Result<()> {
+    let base = if change.truncate { 0 } else { rows.len() };
+    let added_bytes: usize = change
+        .upserts
+        .iter()
+        .map(|b| b.get_array_memory_size())
+        .sum();
+    let bytes = if change.truncate { 0 } else { rows.bytes() } + added_bytes;
+    let upserted: usize = change.upserts.iter().map(|b| b.num_rows()).sum();
+    if base + upserted <= def.max_rows && bytes <= def.max_bytes {
+        // Within both limits even if every upserted row is new: no key needs looking at.
+        return Ok(());
+    }
     let deleted = change
         .deletes
         .iter()
@@ -633,11 +645,6 @@ fn check_limits(def: &TableDef, rows: &TableRows, change: &TableChange) -> Resul
         }
     }
     let mut added: AHashSet<&[u8]> = AHashSet::new();
-    let added_bytes: usize = change
-        .upserts
-        .iter()
-        .map(|b| b.get_array_memory_size())
-        .sum();
     for keys in &upserted {
         for k in keys.iter() {
             if !exists(k.as_ref(), &gone) {
@@ -645,9 +652,7 @@ fn check_limits(def: &TableDef, rows: &TableRows, change: &TableChange) -> Resul
             }
         }
     }
-    let base = if change.truncate { 0 } else { rows.len() };
     let after = base - gone.len() + added.len();
-    let bytes = if change.truncate { 0 } else { rows.bytes() } + added_bytes;
     if after > def.max_rows || (after > rows.len() && bytes > def.max_bytes) {
         return Err(Error::limit(
             sqlstate::CONFIGURATION_LIMIT_EXCEEDED,
