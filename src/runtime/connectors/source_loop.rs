@@ -198,21 +198,26 @@ impl SourceLoop {
             next.position = Some(place.resume);
             next.bytes += place.bytes_before;
         }
-        if !self.ingest(Some(decoded.batch), next).await? {
-            return Ok(false);
-        }
-        if let Some((i, e)) = decoded.bad.last() {
+        let bad = decoded.bad.last().map(|(i, e)| {
             let at = format!(
                 "{}: {e} ({})",
                 source.place(&records, *i).name,
                 e.sqlstate()
             );
-            if stop_at_bad {
-                return Err(Error::invalid_input(e.sqlstate(), at));
-            }
-            self.rt.update(|s| s.error = Some(at));
+            (e.sqlstate(), at)
+        });
+        // A skipped record's error is shown before the rows after it are counted, so that
+        // whoever sees those rows in SHOW SOURCES sees the error too.
+        if let (false, Some((_, at))) = (stop_at_bad, &bad) {
+            self.rt.update(|s| s.error = Some(at.clone()));
         }
-        Ok(true)
+        if !self.ingest(Some(decoded.batch), next).await? {
+            return Ok(false);
+        }
+        match bad {
+            Some((sqlstate, at)) if stop_at_bad => Err(Error::invalid_input(sqlstate, at)),
+            _ => Ok(true),
+        }
     }
 
     /// Counts records the connector dropped unread as bad, and moves past them (or stops
