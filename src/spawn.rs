@@ -70,6 +70,34 @@ where
     tokio::task::spawn(future)
 }
 
+/// Runs `future` as a task of the caller's runtime (the server's) or, for a library caller
+/// with none, on a thread named `name` with a small runtime of its own; `no_runtime` is told
+/// why, should that runtime fail to start.
+pub fn task_or_thread<F>(
+    name: String,
+    future: F,
+    no_runtime: impl FnOnce(io::Error) + Send + 'static,
+) -> io::Result<()>
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    if tokio::runtime::Handle::try_current().is_ok() {
+        task(future);
+        return Ok(());
+    }
+    thread(
+        name,
+        move || match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(future),
+            Err(e) => no_runtime(e),
+        },
+    )
+    .map(|_| ())
+}
+
 /// Runs `future` as a task of the current runtime, in `set` (which cancels it when dropped).
 #[cfg(feature = "server")]
 pub fn task_in<F>(set: &mut tokio::task::JoinSet<F::Output>, future: F)

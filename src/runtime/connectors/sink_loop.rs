@@ -31,22 +31,10 @@ pub(in crate::runtime) fn spawn(weak: WeakEngine, rt: Arc<SinkRuntime>) -> Resul
             }
         }
     };
-    if tokio::runtime::Handle::try_current().is_ok() {
-        crate::spawn::task(deliver);
-        return Ok(());
-    }
-    crate::spawn::thread(
-        name,
-        move || match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(runtime) => runtime.block_on(deliver),
-            Err(e) => sink.fail(&Error::io("starting a sink's runtime", e)),
-        },
-    )
-    .map_err(|e| Error::io("starting a sink thread", e))?;
-    Ok(())
+    crate::spawn::task_or_thread(name, deliver, move |e| {
+        sink.fail(&Error::io("starting a sink's runtime", e))
+    })
+    .map_err(|e| Error::io("starting a sink thread", e))
 }
 
 /// Records `p` as delivered, off the async workers (it fsyncs).

@@ -35,22 +35,10 @@ pub(in crate::runtime) fn spawn(weak: WeakEngine, rt: Arc<SourceRuntime>) -> Res
             }
         }
     };
-    if tokio::runtime::Handle::try_current().is_ok() {
-        crate::spawn::task(read);
-        return Ok(());
-    }
-    crate::spawn::thread(
-        name,
-        move || match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(runtime) => runtime.block_on(read),
-            Err(e) => source.fail(&Error::io("starting a source's runtime", e)),
-        },
-    )
-    .map_err(|e| Error::io("starting a source thread", e))?;
-    Ok(())
+    crate::spawn::task_or_thread(name, read, move |e| {
+        source.fail(&Error::io("starting a source's runtime", e))
+    })
+    .map_err(|e| Error::io("starting a source thread", e))
 }
 
 /// Runs a source until it is dropped, fails, finishes, or the engine is gone.
