@@ -220,26 +220,7 @@ fn open_retaining(dir: &Path) -> Engine {
 /// Inserts rows `from..to` in a jittered order (each within 3 s of its place, inside the
 /// watermark's 5 s delay), in batches of random sizes.
 async fn insert_jittered(engine: &Engine, from: i64, to: i64, rng: &mut impl rand::Rng) {
-    let mut order: Vec<i64> = (from..to).collect();
-    for i in 0..order.len() {
-        let j = (i + rng.gen_range(0..3)).min(order.len() - 1);
-        order.swap(i, j);
-    }
-    for chunk in order.chunks(rng.gen_range(1..60)) {
-        let values: Vec<String> = chunk
-            .iter()
-            .map(|i| {
-                format!(
-                    "(TIMESTAMP '2026-01-01 00:00:00' + INTERVAL '{i}' SECOND, 'h{}', {i})",
-                    i % 3
-                )
-            })
-            .collect();
-        engine
-            .execute(&format!("INSERT INTO s VALUES {}", values.join(", ")))
-            .await
-            .unwrap();
-    }
+    insert_jittered_into(engine, "s", from, to, rng).await
 }
 
 async fn sorted(engine: &Engine, name: &str) -> Vec<Vec<String>> {
@@ -363,6 +344,7 @@ const TWO_STREAM_KINDS: [(&str, &str); 6] = [
 
 /// Rows `from..to` of stream `stream` in a jittered order, in batches of random sizes: as
 /// [`insert_jittered`], with n = i and host h<i % 3>.
+/// [`insert_jittered`] into stream `stream`.
 async fn insert_jittered_into(
     engine: &Engine,
     stream: &str,

@@ -489,6 +489,16 @@ fn subscription(engine: &Engine, name: &str) -> Subscription {
     }
 }
 
+/// The SQLSTATE and message of the failure `sub` has received.
+fn first_failure(sub: &mut Subscription) -> (&'static str, String) {
+    std::iter::from_fn(|| sub.events.try_recv().ok())
+        .find_map(|e| match e {
+            SubscriptionEvent::Failed(f) => Some((f.sqlstate, f.message)),
+            SubscriptionEvent::Rows(_) => None,
+        })
+        .expect("the union query failed")
+}
+
 fn rows_every_second(from: i64, n: i64) -> RecordBatch {
     let rows: Vec<Row> = (0..n)
         .map(|i| Row {
@@ -554,14 +564,8 @@ fn a_stalled_stream_fails_the_union_query_with_53200_naming_it() {
             .insert_batch("a", rows_every_second(i * 500, 500))
             .unwrap();
     }
-    let failure = std::iter::from_fn(|| sub.events.try_recv().ok())
-        .find_map(|e| match e {
-            SubscriptionEvent::Failed(f) => Some(f),
-            SubscriptionEvent::Rows(_) => None,
-        })
-        .expect("the union query failed");
-    let text = failure.message.clone();
-    assert_eq!(failure.sqlstate, "53200", "{text}");
+    let (sqlstate, text) = first_failure(&mut sub);
+    assert_eq!(sqlstate, "53200", "{text}");
     assert!(text.contains("waiting for stream \"b\""), "{text}");
     // The stream and its other query run on.
     let mut other = subscription(&engine, "other");
@@ -598,14 +602,8 @@ fn a_stalled_stream_under_a_joins_branch_fails_the_union_query_with_53200() {
             .insert_batch("c", rows_every_second(i * 500, 500))
             .unwrap();
     }
-    let failure = std::iter::from_fn(|| sub.events.try_recv().ok())
-        .find_map(|e| match e {
-            SubscriptionEvent::Failed(f) => Some(f),
-            SubscriptionEvent::Rows(_) => None,
-        })
-        .expect("the union query failed");
-    let text = failure.message.clone();
-    assert_eq!(failure.sqlstate, "53200", "{text}");
+    let (sqlstate, text) = first_failure(&mut sub);
+    assert_eq!(sqlstate, "53200", "{text}");
     assert!(
         text.contains("waiting for branch 2 (streams \"a\", \"b\")"),
         "{text}"

@@ -326,31 +326,9 @@ impl Backfill {
 
     /// Runs one batch of history: the rows from the start on, and the watermark they imply.
     fn run(&mut self, batch: &RecordBatch) {
-        let times = batch
-            .column(self.time_column)
-            .as_primitive::<TimestampNanosecondType>();
-        let min = datafusion::arrow::compute::min(times);
-        if let Some(min) = min {
-            self.oldest = Some(self.oldest.map_or(min, |o| o.min(min)));
-        }
-        // Most batches lie wholly after the start: they go on as they are.
-        let whole = min.is_some_and(|m| m >= self.start) && times.null_count() == 0;
-        let batch = if whole {
-            batch.clone()
-        } else {
-            let start = TimestampNanosecondArray::new_scalar(self.start);
-            let Ok(keep) = gt_eq(times, &start) else {
-                return;
-            };
-            // A row without an event time compares NULL, and the filter leaves it out.
-            let Ok(batch) = filter_record_batch(batch, &keep) else {
-                return;
-            };
-            batch
-        };
-        if batch.num_rows() == 0 {
+        let Some(batch) = from_start(batch, self.time_column, self.start, &mut self.oldest) else {
             return;
-        }
+        };
         self.fed += batch.num_rows() as u64;
         let advanced = self.stream.observe(&batch, Instant::now());
         self.graph.process(&batch);
@@ -418,6 +396,31 @@ impl Backfill {
         }
         Ok(notice)
     }
+}
+
+/// The rows of a history batch at or after `start` (none when no row is), with `oldest`
+/// lowered to the batch's oldest event time. Most batches lie wholly after the start and go on
+/// as they are; a row without an event time compares NULL, and the filter leaves it out.
+pub(super) fn from_start(
+    batch: &RecordBatch,
+    time_column: usize,
+    start: i64,
+    oldest: &mut Option<i64>,
+) -> Option<RecordBatch> {
+    let times = batch
+        .column(time_column)
+        .as_primitive::<TimestampNanosecondType>();
+    let min = datafusion::arrow::compute::min(times);
+    if let Some(min) = min {
+        *oldest = Some(oldest.map_or(min, |o| o.min(min)));
+    }
+    let batch = if min.is_some_and(|m| m >= start) && times.null_count() == 0 {
+        batch.clone()
+    } else {
+        let keep = gt_eq(times, &TimestampNanosecondArray::new_scalar(start)).ok()?;
+        filter_record_batch(batch, &keep).ok()?
+    };
+    (batch.num_rows() > 0).then_some(batch)
 }
 
 /// A backfill reads the rows that arrived while it ran, with no lock held, until at most

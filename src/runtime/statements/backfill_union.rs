@@ -20,13 +20,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use datafusion::arrow::array::{Array, AsArray, TimestampNanosecondArray};
-use datafusion::arrow::compute::filter_record_batch;
-use datafusion::arrow::compute::kernels::cmp::gt_eq;
-use datafusion::arrow::datatypes::TimestampNanosecondType;
 use datafusion::arrow::record_batch::RecordBatch;
 
-use super::backfill::BackfillProgress;
+use super::backfill::{from_start, BackfillProgress};
 use crate::error::{sqlstate, Error, Result};
 use crate::plan::spec::OperatorSpec;
 use crate::plan::union::UnionPlan;
@@ -286,29 +282,10 @@ impl UnionBackfill {
     /// Runs one batch of input `i`'s history: the rows from the start on.
     fn run(&mut self, i: usize, batch: &RecordBatch) {
         let input = &mut self.inputs[i];
-        let times = batch
-            .column(input.time_column)
-            .as_primitive::<TimestampNanosecondType>();
-        let min = datafusion::arrow::compute::min(times);
-        if let Some(min) = min {
-            input.oldest = Some(input.oldest.map_or(min, |o| o.min(min)));
-        }
-        let whole = min.is_some_and(|m| m >= self.start) && times.null_count() == 0;
-        let batch = if whole {
-            batch.clone()
-        } else {
-            let start = TimestampNanosecondArray::new_scalar(self.start);
-            let Ok(keep) = gt_eq(times, &start) else {
-                return;
-            };
-            let Ok(batch) = filter_record_batch(batch, &keep) else {
-                return;
-            };
-            batch
-        };
-        if batch.num_rows() == 0 {
+        let Some(batch) = from_start(batch, input.time_column, self.start, &mut input.oldest)
+        else {
             return;
-        }
+        };
         self.fed += batch.num_rows() as u64;
         let mut shell = input.shell.lock();
         let _ = shell.insert(&batch, Instant::now());
