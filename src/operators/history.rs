@@ -521,10 +521,11 @@ impl Operator for History {
     }
 
     fn on_watermark(&mut self, watermark: Watermark) -> Result<Vec<RecordBatch>> {
-        match self.order.release(watermark)? {
-            Some(sorted) if !self.ordered => Ok(vec![self.compute(sorted)?]),
-            _ => Ok(vec![]),
+        let sorted = self.order.release(watermark)?;
+        if self.ordered {
+            return Ok(vec![]);
         }
+        sorted.into_iter().map(|b| self.compute(b)).collect()
     }
 
     fn snapshot(&mut self) -> Result<snapshot::StateImage> {

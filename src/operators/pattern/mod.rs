@@ -478,7 +478,7 @@ impl Operator for PatternMatcher {
         if wm < self.order.watermark() {
             return Ok(vec![]);
         }
-        if let Some(ready) = self.order.release(watermark)? {
+        for ready in self.order.release(watermark)? {
             self.run(ready)?;
         }
         if self.m.within.is_some() || wm == i64::MAX {
