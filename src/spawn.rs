@@ -6,6 +6,7 @@
 
 use std::cell::Cell;
 use std::io;
+use std::sync::Mutex;
 use std::thread::{JoinHandle, Scope, ScopedJoinHandle};
 
 use crate::limits::THREAD_STACK_BYTES;
@@ -34,6 +35,48 @@ pub fn scoped<'scope, T: Send + 'scope>(
         .name(name.into())
         .stack_size(THREAD_STACK_BYTES)
         .spawn_scoped(scope, work)
+}
+
+/// Runs `work` on each of `shares` at once: the first on this thread, each other on a scoped
+/// thread named `name` (or on this one, after the others, if it cannot start); the results in
+/// the order of `shares`.
+pub fn each_in_parallel<S: Send, T: Send>(
+    name: &str,
+    shares: Vec<S>,
+    work: impl Fn(S) -> T + Sync,
+) -> Vec<T> {
+    // Each share behind a lock of its own: one whose thread cannot start is taken back.
+    let slots: Vec<Mutex<Option<S>>> = shares.into_iter().map(|s| Mutex::new(Some(s))).collect();
+    let Some((first, rest)) = slots.split_first() else {
+        return Vec::new();
+    };
+    let work = &work;
+    let run = |slot: &Mutex<Option<S>>| take(slot).map(|share| parallel_section(|| work(share)));
+    let run = &run;
+    std::thread::scope(|s| {
+        let others: Vec<_> = rest
+            .iter()
+            .map(|slot| (slot, scoped(s, name, move || run(slot))))
+            .collect();
+        let mut out: Vec<T> = run(first).into_iter().collect();
+        for (slot, started) in others {
+            let done = match started {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(e) => {
+                    tracing::warn!("starting a {name} thread: {e}; running on this one");
+                    None
+                }
+            };
+            out.extend(done.or_else(|| run(slot)));
+        }
+        out
+    })
+}
+
+fn take<S>(slot: &Mutex<Option<S>>) -> Option<S> {
+    slot.lock().unwrap_or_else(|p| p.into_inner()).take()
 }
 
 thread_local! {

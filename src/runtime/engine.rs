@@ -318,7 +318,7 @@ impl Engine {
     /// Appends a record to the log, if there is one; returns its sequence number.
     pub(super) fn log(&self, record: &Record) -> Result<Option<u64>> {
         match &self.durability {
-            Some(d) => Ok(Some(d.log.append(record)?)),
+            Some(d) => Ok(Some(d.log.append_on(record, self.config.workers)?)),
             None => Ok(None),
         }
     }
