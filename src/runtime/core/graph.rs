@@ -13,7 +13,6 @@
 //! to it directly; a failing node fails the outputs of every query below it.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::time::Instant;
 
 use datafusion::arrow::record_batch::RecordBatch;
@@ -48,13 +47,13 @@ struct Node {
 /// Recent time a root's subtree took, per batch row and per watermark advance (moving
 /// averages, in nanoseconds).
 #[derive(Default, Clone, Copy)]
-struct Cost {
-    per_row: f64,
-    per_advance: f64,
+pub(super) struct Cost {
+    pub(super) per_row: f64,
+    pub(super) per_advance: f64,
 }
 
 impl Cost {
-    fn update(average: &mut f64, sample: f64) {
+    pub(super) fn update(average: &mut f64, sample: f64) {
         *average = if *average == 0.0 {
             sample
         } else {
@@ -325,6 +324,12 @@ impl OperatorGraph {
 
     /// Feeds a batch of the stream's rows to every query.
     pub fn process(&mut self, batch: &RecordBatch) {
+        self.process_with(batch, Vec::new());
+    }
+
+    /// Feeds a batch of the stream's rows to every query, and runs `side` (work of the
+    /// stream outside this graph: the unions it feeds) on the same threads as the queries.
+    pub fn process_with(&mut self, batch: &RecordBatch, side: Vec<SideJob<'_>>) {
         for (_, output) in &self.passthrough {
             QueryOutput::lock(output).deliver(std::slice::from_ref(batch));
         }
@@ -334,6 +339,7 @@ impl OperatorGraph {
         each_root(
             &mut self.nodes,
             &self.roots,
+            side,
             (self.workers, self.parallel_nanos),
             |cost| cost.per_row * rows,
             |cost, spent| Cost::update(&mut cost.per_row, spent / rows.max(1.0)),
@@ -349,9 +355,16 @@ impl OperatorGraph {
     /// Advances every node to `watermark`; what a node emits passes through its subtree
     /// before its children advance.
     pub fn advance(&mut self, watermark: Watermark) {
+        self.advance_with(watermark, Vec::new());
+    }
+
+    /// Advances every node to `watermark`, running `side` on the same threads (see
+    /// [`OperatorGraph::process_with`]).
+    pub fn advance_with(&mut self, watermark: Watermark, side: Vec<SideJob<'_>>) {
         each_root(
             &mut self.nodes,
             &self.roots,
+            side,
             (self.workers, self.parallel_nanos),
             |cost| cost.per_advance,
             |cost, spent| Cost::update(&mut cost.per_advance, spent),
@@ -382,97 +395,98 @@ impl OperatorGraph {
     }
 }
 
-/// Runs `work` on every root's subtree: on the calling thread, or, when there are
-/// several workers and the roots' recent costs (`predict`) reach `parallel_nanos`, on
-/// up to `workers` threads at once, each taking a share of the roots (the most costly
-/// first, each to the least loaded thread) with their subtrees moved to it. Each root's
-/// time is measured and kept (`learn`).
+/// Work outside a graph that runs on the threads of its roots (each thread takes roots and
+/// side jobs by their predicted cost alike), e.g. feeding the unions that read the stream.
+pub struct SideJob<'a> {
+    /// What it is expected to cost, in nanoseconds.
+    pub predicted: f64,
+    /// The work; it measures and learns its own cost.
+    pub run: Box<dyn FnOnce() + Send + 'a>,
+}
+
+/// One thread's share: its roots' subtrees (moved into a `Nodes` of its own) and side jobs.
+struct Share<'a> {
+    nodes: Nodes,
+    roots: Vec<usize>,
+    side: Vec<SideJob<'a>>,
+}
+
+/// Runs `work` on every root's subtree, and the `side` jobs: on the calling thread, or, when
+/// there are several workers and the recent costs (`predict` for the roots) reach
+/// `parallel_nanos`, on up to `workers` threads at once, each taking a share of the roots and
+/// side jobs (the most costly first, each to the least loaded thread), roots with their
+/// subtrees moved to it. Each root's time is measured and kept (`learn`).
 fn each_root(
     nodes: &mut Nodes,
     roots: &[usize],
+    side: Vec<SideJob<'_>>,
     (workers, parallel_nanos): (usize, f64),
     predict: impl Fn(&Cost) -> f64,
     learn: impl Fn(&mut Cost, f64) + Sync,
     work: impl Fn(&mut Nodes, usize) + Sync,
 ) {
-    let predicted: Vec<f64> = roots
-        .iter()
-        .map(|&r| predict(&nodes.node(r).cost))
-        .collect();
-    let threads = workers.min(roots.len());
-    if threads < 2 || predicted.iter().sum::<f64>() < parallel_nanos {
+    let run_roots = |nodes: &mut Nodes, roots: &[usize]| {
         for &root in roots {
             let started = Instant::now();
             work(nodes, root);
             let spent = started.elapsed().as_nanos() as f64;
             learn(&mut nodes.node_mut(root).cost, spent);
         }
+    };
+    // Roots first (index < roots.len()), then side jobs.
+    let predicted: Vec<f64> = roots
+        .iter()
+        .map(|&r| predict(&nodes.node(r).cost))
+        .chain(side.iter().map(|j| j.predicted))
+        .collect();
+    let threads = workers.min(predicted.len());
+    if threads < 2 || predicted.iter().sum::<f64>() < parallel_nanos {
+        run_roots(nodes, roots);
+        for job in side {
+            (job.run)();
+        }
         return;
     }
-    // The most costly roots first, each to the thread with the least work so far.
-    let mut order: Vec<usize> = (0..roots.len()).collect();
+    // The most costly first, each to the thread with the least work so far.
+    let mut order: Vec<usize> = (0..predicted.len()).collect();
     order.sort_by(|&a, &b| predicted[b].total_cmp(&predicted[a]));
     let mut load = vec![0.0f64; threads];
-    let mut shares: Vec<Vec<usize>> = vec![Vec::new(); threads];
+    let mut owner = vec![0usize; predicted.len()];
     for i in order {
         let t = (0..threads)
             .min_by(|&a, &b| load[a].total_cmp(&load[b]))
             .expect("two threads or more");
         load[t] += predicted[i];
-        shares[t].push(roots[i]);
+        owner[i] = t;
     }
-    let mut parts: Vec<(Nodes, Vec<usize>)> = shares
-        .into_iter()
-        .map(|share| {
+    let mut shares: Vec<Share> = (0..threads)
+        .map(|_| {
             let mut part = Nodes(Vec::new());
             part.0.resize_with(nodes.0.len(), || None);
-            for &root in &share {
-                nodes.move_subtree(root, &mut part);
+            Share {
+                nodes: part,
+                roots: Vec::new(),
+                side: Vec::new(),
             }
-            (part, share)
         })
         .collect();
-    let run = |part: &mut (Nodes, Vec<usize>)| {
-        crate::spawn::parallel_section(|| {
-            for &root in &part.1 {
-                let started = Instant::now();
-                work(&mut part.0, root);
-                let spent = started.elapsed().as_nanos() as f64;
-                learn(&mut part.0.node_mut(root).cost, spent);
-            }
-        })
-    };
-    let run = &run;
-    let (first, rest) = parts.split_first_mut().expect("two parts or more");
-    // Each part behind a lock of its own, so that one whose thread could not start is still
-    // at hand to run here.
-    let rest: Vec<Mutex<&mut (Nodes, Vec<usize>)>> = rest.iter_mut().map(Mutex::new).collect();
-    std::thread::scope(|s| {
-        let others: Vec<_> = rest
-            .iter()
-            .map(|part| {
-                crate::spawn::scoped(s, "saql-queries", move || {
-                    run(&mut part.lock().unwrap_or_else(|p| p.into_inner()))
-                })
-                .map_err(|e| (e, part))
-            })
-            .collect();
-        run(first);
-        for other in others {
-            match other {
-                Ok(handle) => {
-                    if handle.join().is_err() {
-                        tracing::error!("a query worker thread panicked");
-                    }
-                }
-                Err((e, part)) => {
-                    tracing::warn!("starting a query worker thread: {e}; running on this one");
-                    run(&mut part.lock().unwrap_or_else(|p| p.into_inner()));
-                }
-            }
+    for (i, &root) in roots.iter().enumerate() {
+        let share = &mut shares[owner[i]];
+        nodes.move_subtree(root, &mut share.nodes);
+        share.roots.push(root);
+    }
+    for (job, &t) in side.into_iter().zip(&owner[roots.len()..]) {
+        shares[t].side.push(job);
+    }
+    let run_roots = &run_roots;
+    let shares = crate::spawn::each_in_parallel("saql-queries", shares, |mut share| {
+        run_roots(&mut share.nodes, &share.roots);
+        for job in share.side {
+            (job.run)();
         }
+        share.nodes
     });
-    for (part, _) in parts {
+    for part in shares {
         for (id, node) in part.0.into_iter().enumerate() {
             if node.is_some() {
                 nodes.0[id] = node;
@@ -662,7 +676,7 @@ impl Operator for Stopped {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
 
     use datafusion::arrow::array::{Int64Array, TimestampNanosecondArray};
 
@@ -723,6 +737,40 @@ mod tests {
     const SUM: &str =
         "SELECT k, window_end, SUM(v) AS total FROM TUMBLE(s, ts, INTERVAL '10' SECOND) \
                        WHERE v > 1 GROUP BY k, window_start, window_end";
+
+    /// Side jobs (the unions a stream feeds) run once each, alongside the queries, whether
+    /// the batch runs on one thread or is spread over two.
+    #[test]
+    fn side_jobs_run_once_each_on_one_thread_or_two() {
+        for (threads, parallel_nanos) in [(1, PARALLEL_NANOS), (2, 0.0)] {
+            let mut g = OperatorGraph::default();
+            g.set_workers(threads);
+            g.parallel_nanos = parallel_nanos;
+            let (_, out) = attach(&mut g, "q", "SELECT ts, k, v FROM s WHERE v > 1");
+            let runs: Vec<std::sync::atomic::AtomicUsize> =
+                (0..3).map(|_| Default::default()).collect();
+            let threads_seen = Mutex::new(std::collections::HashSet::new());
+            let jobs = runs
+                .iter()
+                .map(|n| SideJob {
+                    predicted: 1e6,
+                    run: Box::new(|| {
+                        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        threads_seen
+                            .lock()
+                            .unwrap()
+                            .insert(std::thread::current().id());
+                    }),
+                })
+                .collect();
+            g.process_with(&batch(&[(1, 0, 2), (2, 0, 1)]), jobs);
+            assert!(runs
+                .iter()
+                .all(|n| n.load(std::sync::atomic::Ordering::SeqCst) == 1));
+            assert_eq!(threads_seen.lock().unwrap().len(), threads.min(2));
+            assert_eq!(QueryOutput::lock(&out).rows_out(), 1, "the query ran too");
+        }
+    }
 
     /// Queries spread over threads give each query the rows it gets on one, in order,
     /// batch by batch and watermark by watermark (here every batch runs on two threads).

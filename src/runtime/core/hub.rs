@@ -17,7 +17,7 @@ use crate::runtime::core::output::{OutputHandle, QueryFailure, QueryOutput};
 use crate::runtime::core::retained::Retained;
 use crate::runtime::core::shedding::Shedder;
 use crate::runtime::core::stream::StreamRuntime;
-use crate::runtime::core::union::{Tap, UnionInput};
+use crate::runtime::core::union::{advance_jobs, feed_jobs, Tap, UnionInput};
 use crate::runtime::durability::history::History;
 use crate::sources::spec::SourceProgress;
 use crate::sql::CreateQuery;
@@ -183,12 +183,13 @@ impl Hub {
                 q.rows_in += n;
             }
         }
-        self.graph.process(batch);
-        self.feed_taps(batch);
+        // The unions this stream feeds run on the same threads as its queries.
+        let own = self.input_state();
+        let jobs = feed_jobs(&mut self.taps, batch, own);
+        self.graph.process_with(batch, jobs);
+        self.stop_if_unread();
         if let Some(wm) = advanced {
-            self.graph.advance(wm);
-            self.progressed(wm);
-            self.advance_taps(wm);
+            self.advanced(wm);
         }
         self.check_state_bytes();
         Ok(n)
@@ -271,11 +272,19 @@ impl Hub {
     /// if it moved.
     pub fn advance(&mut self, to: Watermark) -> Option<Watermark> {
         let moved = self.stream.advance(to)?;
-        self.graph.advance(moved);
-        self.progressed(moved);
-        self.advance_taps(moved);
+        self.advanced(moved);
         self.check_state_bytes();
         Some(moved)
+    }
+
+    /// The stream's watermark moved to `wm`: its queries and the unions it feeds (on the
+    /// same threads) complete what it closes, then subscribers hear of it.
+    fn advanced(&mut self, wm: Watermark) {
+        let own = self.input_state();
+        let jobs = advance_jobs(&mut self.taps, wm, own);
+        self.graph.advance_with(wm, jobs);
+        self.progressed(wm);
+        self.stop_if_unread();
     }
 
     /// Tells the queries' subscribers that asked for progress where the watermark is now.

@@ -23,6 +23,7 @@ use crate::operators::union::UnionMerge;
 use crate::operators::Operator;
 use crate::plan::union::UnionPlan;
 use crate::plan::StreamDef;
+use crate::runtime::core::graph::{Cost, SideJob};
 use crate::runtime::core::hub::{Hub, StreamHub};
 use crate::runtime::core::output::{QueryFailure, QueryOutput};
 use crate::time::{EventTime, Watermark};
@@ -75,6 +76,8 @@ pub struct Tap {
     target: Arc<StreamHub>,
     /// Set once the union it feeds stopped keeping rows.
     target_stopped: bool,
+    /// What feeding it has cost lately (how it is spread over the stream's threads).
+    cost: Cost,
 }
 
 /// A union's hub, built for a query: the hub, and the taps to put on the streams it reads
@@ -185,7 +188,7 @@ pub fn nested_merges(hub: &StreamHub) -> Vec<(Vec<usize>, Arc<StreamHub>)> {
 
 /// What a merge a branch reads holds and dropped, for the union's state and counters.
 #[derive(Debug, Clone, Copy, Default)]
-struct InputState {
+pub(super) struct InputState {
     bytes: usize,
     late: u64,
 }
@@ -197,6 +200,42 @@ fn delayed(wm: Watermark, delay: i64) -> Watermark {
     }
     // Saturates at i64::MIN, which is Watermark::START.
     Watermark(EventTime(wm.0 .0.saturating_sub(delay)))
+}
+
+/// Feeding `batch` to each of `taps`, as jobs that may run on the stream's threads
+/// alongside its queries (each tap feeds a union of its own query).
+pub(super) fn feed_jobs<'a>(
+    taps: &'a mut [Tap],
+    batch: &'a RecordBatch,
+    own: InputState,
+) -> Vec<SideJob<'a>> {
+    let rows = batch.num_rows() as f64;
+    taps.iter_mut()
+        .map(|tap| SideJob {
+            predicted: tap.cost.per_row * rows,
+            run: Box::new(move || {
+                let started = std::time::Instant::now();
+                tap.feed(batch, own);
+                let spent = started.elapsed().as_nanos() as f64;
+                Cost::update(&mut tap.cost.per_row, spent / rows.max(1.0));
+            }),
+        })
+        .collect()
+}
+
+/// Moving each of `taps` to `wm`, as jobs (see [`feed_jobs`]).
+pub(super) fn advance_jobs(taps: &mut [Tap], wm: Watermark, own: InputState) -> Vec<SideJob<'_>> {
+    taps.iter_mut()
+        .map(|tap| SideJob {
+            predicted: tap.cost.per_advance,
+            run: Box::new(move || {
+                let started = std::time::Instant::now();
+                tap.advance_holding(wm, own);
+                let spent = started.elapsed().as_nanos() as f64;
+                Cost::update(&mut tap.cost.per_advance, spent);
+            }),
+        })
+        .collect()
 }
 
 impl Tap {
@@ -220,6 +259,7 @@ impl Tap {
             delay: b.delay,
             target,
             target_stopped: false,
+            cost: Cost::default(),
         })
     }
 
@@ -315,27 +355,9 @@ impl Tap {
 }
 
 impl Hub {
-    /// Hands a batch of this stream's (or merge's) rows to the unions that read it.
-    pub(super) fn feed_taps(&mut self, batch: &RecordBatch) {
-        let own = self.input_state();
-        for tap in &mut self.taps {
-            tap.feed(batch, own);
-        }
-        self.stop_if_unread();
-    }
-
-    /// Tells the unions that read this stream (or merge) where its watermark is.
-    pub(super) fn advance_taps(&mut self, wm: Watermark) {
-        let own = self.input_state();
-        for tap in &mut self.taps {
-            tap.advance_holding(wm, own);
-        }
-        self.stop_if_unread();
-    }
-
     /// What this hub holds and dropped for the union a tap on it feeds: nothing for a
     /// stream's; a merge's waiting rows and late rows (and those of the merges it reads).
-    fn input_state(&self) -> InputState {
+    pub(super) fn input_state(&self) -> InputState {
         InputState {
             bytes: self.union_bytes(),
             late: self.union_late_rows(),
@@ -351,7 +373,7 @@ impl Hub {
     }
 
     /// A merge that a union's branch reads stops keeping rows once that union stopped.
-    fn stop_if_unread(&mut self) {
+    pub(super) fn stop_if_unread(&mut self) {
         if self.union.is_some()
             && !self.taps.is_empty()
             && self.taps.iter().all(|t| t.target_stopped)
