@@ -459,6 +459,12 @@ fn each_root(
         load[t] += predicted[i];
         owner[i] = t;
     }
+    tracing::trace!(
+        "{} roots and {} side jobs on {threads} threads, predicted ns by thread {load:?}, \
+         by item {predicted:?}",
+        roots.len(),
+        predicted.len() - roots.len()
+    );
     let mut shares: Vec<Share> = (0..threads)
         .map(|_| {
             let mut part = Nodes(Vec::new());
