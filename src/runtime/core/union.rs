@@ -203,21 +203,25 @@ fn delayed(wm: Watermark, delay: i64) -> Watermark {
 }
 
 /// Feeding `batch` to each of `taps`, as jobs that may run on the stream's threads
-/// alongside its queries (each tap feeds a union of its own query).
+/// alongside its queries: one job per union fed (its taps in order), since they would only
+/// wait for each other's hold of the union's lock.
 pub(super) fn feed_jobs<'a>(
     taps: &'a mut [Tap],
     batch: &'a RecordBatch,
     own: InputState,
 ) -> Vec<SideJob<'a>> {
     let rows = batch.num_rows() as f64;
-    taps.iter_mut()
-        .map(|tap| SideJob {
-            predicted: tap.cost.per_row * rows,
+    by_union(taps)
+        .into_iter()
+        .map(|group| SideJob {
+            predicted: group.iter().map(|t| t.cost.per_row * rows).sum(),
             run: Box::new(move || {
-                let started = std::time::Instant::now();
-                tap.feed(batch, own);
-                let spent = started.elapsed().as_nanos() as f64;
-                Cost::update(&mut tap.cost.per_row, spent / rows.max(1.0));
+                for tap in group {
+                    let started = std::time::Instant::now();
+                    tap.feed(batch, own);
+                    let spent = started.elapsed().as_nanos() as f64;
+                    Cost::update(&mut tap.cost.per_row, spent / rows.max(1.0));
+                }
             }),
         })
         .collect()
@@ -225,17 +229,33 @@ pub(super) fn feed_jobs<'a>(
 
 /// Moving each of `taps` to `wm`, as jobs (see [`feed_jobs`]).
 pub(super) fn advance_jobs(taps: &mut [Tap], wm: Watermark, own: InputState) -> Vec<SideJob<'_>> {
-    taps.iter_mut()
-        .map(|tap| SideJob {
-            predicted: tap.cost.per_advance,
+    by_union(taps)
+        .into_iter()
+        .map(|group| SideJob {
+            predicted: group.iter().map(|t| t.cost.per_advance).sum(),
             run: Box::new(move || {
-                let started = std::time::Instant::now();
-                tap.advance_holding(wm, own);
-                let spent = started.elapsed().as_nanos() as f64;
-                Cost::update(&mut tap.cost.per_advance, spent);
+                for tap in group {
+                    let started = std::time::Instant::now();
+                    tap.advance_holding(wm, own);
+                    let spent = started.elapsed().as_nanos() as f64;
+                    Cost::update(&mut tap.cost.per_advance, spent);
+                }
             }),
         })
         .collect()
+}
+
+/// `taps` grouped by the union (or merge) hub they feed, each group in the taps' order.
+fn by_union(taps: &mut [Tap]) -> Vec<Vec<&mut Tap>> {
+    let mut groups: Vec<(*const StreamHub, Vec<&mut Tap>)> = Vec::new();
+    for tap in taps {
+        let target = Arc::as_ptr(&tap.target);
+        match groups.iter_mut().find(|(t, _)| *t == target) {
+            Some((_, group)) => group.push(tap),
+            None => groups.push((target, vec![tap])),
+        }
+    }
+    groups.into_iter().map(|(_, group)| group).collect()
 }
 
 impl Tap {

@@ -5,8 +5,8 @@
 //! Files are `wal/seg-<first seq>.log`, each a run of frames
 //! `len u32 | crc32 u32 | seq u64 | kind u8 | stream len u16 | stream | payload`, where `len`
 //! counts the bytes after the CRC and the CRC covers them. Payloads: an Arrow IPC stream of the
-//! rows (its buffers zstd-compressed; LZ4 in logs written before), a watermark in nanoseconds, or the SQL of a catalog
-//! change.
+//! rows (its buffers zstd-compressed; LZ4 in logs written before), a watermark in nanoseconds,
+//! or the SQL of a catalog change.
 //!
 //! Durability follows [`FsyncPolicy`]: a writer that must not lose its rows waits for a
 //! background thread that fsyncs on behalf of every writer waiting at that moment (group
