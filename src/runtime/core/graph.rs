@@ -485,14 +485,19 @@ fn each_root(
         shares[t].side.push(job);
     }
     let run_roots = &run_roots;
-    let shares = crate::spawn::each_in_parallel("saql-queries", shares, |mut share| {
-        run_roots(&mut share.nodes, &share.roots);
-        for job in share.side {
-            (job.run)();
+    // Each share stays here, so that its nodes come back even if an operator panics.
+    crate::spawn::each_in_parallel("saql-queries", shares.iter_mut().collect(), |share| {
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_roots(&mut share.nodes, &share.roots);
+            for job in std::mem::take(&mut share.side) {
+                (job.run)();
+            }
+        }));
+        if ran.is_err() {
+            tracing::error!("a query worker thread panicked");
         }
-        share.nodes
     });
-    for part in shares {
+    for part in shares.into_iter().map(|share| share.nodes) {
         for (id, node) in part.0.into_iter().enumerate() {
             if node.is_some() {
                 nodes.0[id] = node;
@@ -776,6 +781,24 @@ mod tests {
             assert_eq!(threads_seen.lock().unwrap().len(), threads.min(2));
             assert_eq!(QueryOutput::lock(&out).rows_out(), 1, "the query ran too");
         }
+    }
+
+    /// A side job that panics while the queries run on another thread loses no query's
+    /// nodes: the next batch runs through every query as before.
+    #[test]
+    fn a_panicking_side_job_leaves_the_queries_in_place() {
+        let mut g = OperatorGraph::default();
+        g.set_workers(2);
+        g.parallel_nanos = 0.0;
+        let (_, out) = attach(&mut g, "q", "SELECT ts, k, v FROM s WHERE v > 1");
+        let jobs = vec![SideJob {
+            // Costlier than the query: the two go to different threads.
+            predicted: f64::MAX,
+            run: Box::new(|| panic!("a failing union")),
+        }];
+        g.process_with(&batch(&[(1, 0, 2)]), jobs);
+        g.process(&batch(&[(2, 0, 3), (3, 0, 1)]));
+        assert_eq!(QueryOutput::lock(&out).rows_out(), 2, "a row of each batch");
     }
 
     /// Queries spread over threads give each query the rows it gets on one, in order,

@@ -211,34 +211,41 @@ pub(super) fn feed_jobs<'a>(
     own: InputState,
 ) -> Vec<SideJob<'a>> {
     let rows = batch.num_rows() as f64;
-    by_union(taps)
-        .into_iter()
-        .map(|group| SideJob {
-            predicted: group.iter().map(|t| t.cost.per_row * rows).sum(),
-            run: Box::new(move || {
-                for tap in group {
-                    let started = std::time::Instant::now();
-                    tap.feed(batch, own);
-                    let spent = started.elapsed().as_nanos() as f64;
-                    Cost::update(&mut tap.cost.per_row, spent / rows.max(1.0));
-                }
-            }),
-        })
-        .collect()
+    tap_jobs(
+        taps,
+        move |cost| cost.per_row * rows,
+        move |cost, spent| Cost::update(&mut cost.per_row, spent / rows.max(1.0)),
+        move |tap| tap.feed(batch, own),
+    )
 }
 
 /// Moving each of `taps` to `wm`, as jobs (see [`feed_jobs`]).
 pub(super) fn advance_jobs(taps: &mut [Tap], wm: Watermark, own: InputState) -> Vec<SideJob<'_>> {
+    tap_jobs(
+        taps,
+        |cost| cost.per_advance,
+        |cost, spent| Cost::update(&mut cost.per_advance, spent),
+        move |tap| tap.advance_holding(wm, own),
+    )
+}
+
+/// `work` on each of `taps`, one job per union fed, predicted from and learning into each
+/// tap's cost.
+fn tap_jobs<'a>(
+    taps: &'a mut [Tap],
+    predict: impl Fn(&Cost) -> f64,
+    learn: impl Fn(&mut Cost, f64) + Copy + Send + 'a,
+    work: impl Fn(&mut Tap) + Copy + Send + 'a,
+) -> Vec<SideJob<'a>> {
     by_union(taps)
         .into_iter()
         .map(|group| SideJob {
-            predicted: group.iter().map(|t| t.cost.per_advance).sum(),
+            predicted: group.iter().map(|t| predict(&t.cost)).sum(),
             run: Box::new(move || {
                 for tap in group {
                     let started = std::time::Instant::now();
-                    tap.advance_holding(wm, own);
-                    let spent = started.elapsed().as_nanos() as f64;
-                    Cost::update(&mut tap.cost.per_advance, spent);
+                    work(tap);
+                    learn(&mut tap.cost, started.elapsed().as_nanos() as f64);
                 }
             }),
         })
